@@ -1,0 +1,294 @@
+"""Configuration: resolved once at start-up from TOML (or the ragjson tool's ~/.rag.config), validated by pydantic.
+
+Precedence: `--config FILE` > `$RAGD_CONFIG` > `<user config dir>/ragd/config.toml` > `~/.rag.config` (JSON of the
+ragjson tool: sections embedding_model, splitter, vector_database) > built-in defaults. Directory overrides:
+`$RAGD_DATA_DIR`, `$RAGD_RUNTIME_DIR`, `$RAGD_SOCKET`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+from .model import EmbeddingIdentity, SplitterSettings
+
+APP = "ragd"
+LOCAL_MODEL = "use-multilingual-v3"
+LOCAL_DIMENSION = 512
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_size(value: int | float | str) -> int:
+    """`1048576`, `"50MB"`, `"64 MiB"` -> bytes."""
+    if isinstance(value, int | float):
+        return int(value)
+    m = _SIZE.match(value)
+    if not m or m.group(2) is None and not m.group(1):
+        raise ValueError(f"not a size: {value!r} (expected bytes or e.g. '50MB', '64 MiB')")
+    unit = (m.group(2) or "").lower()
+    if unit not in _UNITS:
+        raise ValueError(f"unknown size unit in {value!r}")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmbeddingConfig(_Section):
+    provider: Literal["local", "openai"] = "local"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    dimension: int | None = Field(default=None, gt=0)
+    send_dimensions: bool = False
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    timeout: float = Field(default=60.0, gt=0)
+    retries: int = Field(default=6, ge=0, le=50)
+    max_backoff: float = Field(default=60.0, gt=0)
+    threads: int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check_provider(self) -> EmbeddingConfig:
+        if self.provider == "local":
+            if self.model not in (None, LOCAL_MODEL):
+                raise ValueError(f"the local provider has one model, {LOCAL_MODEL!r}; set provider = 'openai' "
+                                 f"to use {self.model!r}")
+            if self.dimension not in (None, LOCAL_DIMENSION):
+                raise ValueError(f"the local model has dimension {LOCAL_DIMENSION}")
+        elif self.dimension is None and (self.model or "text-embedding-3-small") not in KNOWN_DIMENSIONS:
+            raise ValueError(f"embedding.dimension is required for model {self.model!r}")
+        return self
+
+    @property
+    def model_name(self) -> str:
+        if self.provider == "local":
+            return LOCAL_MODEL
+        return self.model or "text-embedding-3-small"
+
+    @property
+    def dim(self) -> int:
+        if self.provider == "local":
+            return LOCAL_DIMENSION
+        return self.dimension or KNOWN_DIMENSIONS[self.model_name]
+
+    def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return (os.environ if environ is None else environ).get(self.api_key_env)
+
+
+class SplitterConfig(_Section):
+    kind: Literal["recursive", "markdown"] = "recursive"
+    chunk_size: int = Field(default=1000, ge=50, le=100_000)
+    chunk_overlap: int = Field(default=200, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_smaller(self) -> SplitterConfig:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("splitter.chunk_overlap must be smaller than splitter.chunk_size")
+        return self
+
+    def settings(self) -> SplitterSettings:
+        return SplitterSettings(self.kind, self.chunk_size, self.chunk_overlap)
+
+
+class IndexConfig(_Section):
+    type: Literal["flat", "hnsw"] = "flat"
+    hnsw_m: int = Field(default=16, ge=4, le=128)
+    hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
+    optimize_after: int = Field(default=5000, ge=100)
+
+
+DEFAULT_IGNORE = ("*~", ".*.swp", ".*.swx", ".#*", "*.tmp", ".goutputstream-*", "4913", "~$*", ".DS_Store",
+                  "Thumbs.db", "desktop.ini")
+DEFAULT_SKIP_DIRS = ("node_modules", "__pycache__", "venv", "site-packages")
+
+
+class IgnoreConfig(_Section):
+    patterns: tuple[str, ...] = ()  # extra file-name globs, on top of the built-in editor-temp patterns
+    skip_dirs: tuple[str, ...] = DEFAULT_SKIP_DIRS  # directory names never descended into (dot-dirs always)
+
+    @property
+    def file_patterns(self) -> tuple[str, ...]:
+        return DEFAULT_IGNORE + self.patterns
+
+
+class LimitsConfig(_Section):
+    max_file_size: int = 64 * 1024**2
+    max_text_chars: int = Field(default=5_000_000, ge=1000)
+    parse_timeout: float = Field(default=120.0, gt=0)
+
+    @field_validator("max_file_size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> int:
+        return parse_size(v)
+
+
+class RunConfig(_Section):
+    jobs: int = Field(default=2, ge=1, le=64)
+
+
+class Config(_Section):
+    roots: tuple[Path, ...] = ()
+    data_dir: Path | None = None
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    splitter: SplitterConfig = SplitterConfig()
+    index: IndexConfig = IndexConfig()
+    ignore: IgnoreConfig = IgnoreConfig()
+    limits: LimitsConfig = LimitsConfig()
+    run: RunConfig = RunConfig()
+    source: str = Field(default="defaults", exclude=True)
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _expand_roots(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            return tuple(Path(os.path.expanduser(str(p))).resolve() for p in v)
+        return v
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return EmbeddingIdentity(self.embedding.model_name, self.embedding.dim, self.splitter.settings())
+
+    def with_roots(self, roots: list[Path]) -> Config:
+        return self.model_copy(update={"roots": tuple(Path(os.path.expanduser(str(p))).resolve() for p in roots)})
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective configuration as plain data, secrets replaced by '***'."""
+        data = self.model_dump(mode="json")
+        if self.embedding.api_key is not None:
+            data["embedding"]["api_key"] = "***"
+        data["embedding"]["model"] = self.embedding.model_name
+        data["embedding"]["dimension"] = self.embedding.dim
+        data["data_dir"] = str(data_dir(self))
+        data["source"] = self.source
+        return data
+
+
+def _format_validation(origin: str, err: ValidationError) -> str:
+    lines = [f"invalid configuration in {origin}:"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {key}: {msg}")
+    return "\n".join(lines)
+
+
+def _validate(data: dict[str, Any], origin: str) -> Config:
+    try:
+        return Config.model_validate({**data, "source": origin})
+    except ValidationError as err:
+        raise ConfigError(_format_validation(origin, err), "fix the key named above, then run `ragd config check`")\
+            from None
+
+
+def from_ragjson_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Map the ragjson tool's ~/.rag.config (embedding_model, splitter, vector_database) onto ragd's sections."""
+    emb_in = data.get("embedding_model") or {}
+    spl_in = data.get("splitter") or {}
+    vdb_in = data.get("vector_database") or {}
+    out: dict[str, Any] = {}
+    emb: dict[str, Any] = {}
+    model = emb_in.get("model_name") or emb_in.get("model")
+    if emb_in.get("base_url") or emb_in.get("api_key") or (model and model != LOCAL_MODEL):
+        emb["provider"] = "openai"
+        for src, dst in (("base_url", "base_url"), ("api_key", "api_key"), ("dimension", "dimension"),
+                         ("dimensions", "dimension"), ("batch_size", "batch_size"), ("timeout", "timeout")):
+            if emb_in.get(src) is not None:
+                emb[dst] = emb_in[src]
+        if model:
+            emb["model"] = model
+    if emb:
+        out["embedding"] = emb
+    spl: dict[str, Any] = {}
+    kind = spl_in.get("type") or spl_in.get("kind")
+    if kind in ("recursive", "markdown"):
+        spl["kind"] = kind
+    for key in ("chunk_size", "chunk_overlap"):
+        if spl_in.get(key) is not None:
+            spl[key] = spl_in[key]
+    if spl:
+        out["splitter"] = spl
+    index_type = vdb_in.get("index_type") or vdb_in.get("index")
+    if index_type in ("flat", "hnsw"):
+        out["index"] = {"type": index_type}
+    return out
+
+
+def config_file_candidates(environ: Mapping[str, str]) -> list[Path]:
+    if environ.get("RAGD_CONFIG"):
+        return [Path(environ["RAGD_CONFIG"]).expanduser()]
+    return [Path(platformdirs.user_config_dir(APP)) / "config.toml"]
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Resolve the configuration once. An explicitly named file must exist; the default one may not."""
+    env = os.environ if environ is None else environ
+    explicit = path is not None or bool(env.get("RAGD_CONFIG"))
+    candidate = Path(path).expanduser() if path is not None else config_file_candidates(env)[0]
+    if candidate.exists():
+        return _load_toml(candidate)
+    if explicit:
+        raise ConfigError(f"config file {candidate} does not exist", "create it or drop --config / RAGD_CONFIG")
+    legacy = Path(env.get("HOME", str(Path.home()))) / ".rag.config"
+    if legacy.is_file():
+        return _load_legacy(legacy)
+    return Config()
+
+
+def _load_toml(path: Path) -> Config:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}", "fix the syntax at that line") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {path}: {err}", "check the file's permissions") from None
+    return _validate(data, str(path))
+
+
+def _load_legacy(path: Path) -> Config:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read the ragjson config {path}: {err}",
+                          "fix it, or write a ragd config.toml, which takes precedence") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"the ragjson config {path} is not a JSON object", "fix it or write a ragd config.toml")
+    return _validate(from_ragjson_config(data), str(path))
+
+
+def data_dir(config: Config | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("RAGD_DATA_DIR"):
+        return Path(env["RAGD_DATA_DIR"]).expanduser()
+    if config is not None and config.data_dir is not None:
+        return config.data_dir.expanduser()
+    return Path(platformdirs.user_data_dir(APP))
+
+
+def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("RAGD_RUNTIME_DIR"):
+        return Path(env["RAGD_RUNTIME_DIR"]).expanduser()
+    return Path(platformdirs.user_runtime_dir(APP))

@@ -1,0 +1,63 @@
+"""Domain errors: one base class with a code, a message and a hint.
+
+Domain code raises these; each boundary (CLI, control server, MCP, per-file job) translates them exactly once.
+"""
+
+from __future__ import annotations
+
+
+class RagdError(Exception):
+    """Base of every error ragd reports to a person or a client."""
+
+    code = "error"
+
+    def __init__(self, message: str, hint: str = "", *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message, "hint": self.hint}
+
+
+class ConfigError(RagdError):
+    code = "config"
+
+
+class FileSkipped(RagdError):
+    """The file is deliberately not indexed (unsupported type, too large, empty, ignored)."""
+
+    code = "skipped"
+
+
+class ParseError(RagdError):
+    """The file could not be turned into text (corrupt, encrypted, binary junk, converter failure)."""
+
+    code = "parse"
+
+
+class EmbedError(RagdError):
+    """The embedder failed for good (after its retries)."""
+
+    code = "embed"
+
+
+class StorageError(RagdError):
+    """A sidecar or mushroom could not be read or written."""
+
+    code = "storage"
+
+
+class IndexError_(RagdError):  # noqa: N801 - avoid shadowing the builtin IndexError
+    """The vector index failed or is held by another process."""
+
+    code = "index"
+
+
+class IndexBusy(IndexError_):
+    code = "index_busy"

@@ -1,0 +1,94 @@
+"""Typed values that flow between the pipeline stages (parse -> split -> embed -> sidecar).
+
+Stages never import one another; they share only these values. Only the directory job sequences them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def md5_hex(text: str) -> str:
+    """The md5 hex digest of UTF-8 text, as RAG-Storage-Spec v2.4 uses for `content_hash`."""
+    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class PageSpan:
+    """Page `number` (1-based) covers `text[start:end]` of the parsed document."""
+
+    number: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Document:
+    """What `parse` makes of a source file: markdown (or plain) text plus what citations need."""
+
+    path: Path
+    text: str
+    parser: str  # e.g. "text", "markitdown", "pdfium", "soffice+markitdown"
+    title: str | None = None
+    is_markdown: bool = True  # whether the text carries markdown structure (headings, fences)
+    pages: tuple[PageSpan, ...] = ()  # empty when the format has no pages
+    encoding: str | None = None  # detected encoding of a text source, when it was not UTF-8
+
+    def page_at(self, offset: int) -> int | None:
+        for span in self.pages:
+            if span.start <= offset < span.end:
+                return span.number
+        return self.pages[-1].number if self.pages and offset >= self.pages[-1].end else None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document, as stored in a `.ragjson` and embedded.
+
+    `content` is what is stored and hashed; `header` is a short context line (file name, title, heading path)
+    that is prepended only for embedding and keyword indexing (see `embed_text`).
+    """
+
+    content: str
+    start_index: int
+    end_index: int
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    overlap_size: int = 0  # characters shared with the previous chunk
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+    header: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        return md5_hex(self.content)
+
+    @property
+    def embed_text(self) -> str:
+        return f"{self.header}\n\n{self.content}" if self.header else self.content
+
+
+@dataclass(frozen=True)
+class SplitterSettings:
+    kind: str = "recursive"  # "recursive" | "markdown"
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.kind}:{self.chunk_size}:{self.chunk_overlap}"
+
+
+@dataclass(frozen=True)
+class EmbeddingIdentity:
+    """Model name + dimension (+ splitter settings): vectors of different identities are never mixed."""
+
+    model_name: str
+    dimension: int
+    splitter: SplitterSettings = field(default_factory=SplitterSettings)
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.model_name}:{self.dimension}:{self.splitter.fingerprint}"
