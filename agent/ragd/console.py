@@ -1,0 +1,81 @@
+"""Human output of the `ragd` command: progress bar on a terminal, plain lines otherwise, summaries."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from typing import TextIO
+
+from .dirjob import DirResult
+from .runonce import RunSummary
+from .sidecar import EMBEDDED, FAILED, SKIPPED
+from .status import FileState, counts
+
+
+def setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
+    journald = "JOURNAL_STREAM" in os.environ or "INVOCATION_ID" in os.environ
+    fmt = "%(levelname)s %(name)s: %(message)s" if journald else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
+
+
+class Progress:
+    """Redraws one status line on a TTY (at most ~10 times a second); prints changed directories otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last = 0.0
+
+    def __call__(self, summary: RunSummary, result: DirResult | None) -> None:
+        if self.tty:
+            now = time.monotonic()
+            if now - self._last >= 0.1 or summary.dirs_done == summary.dirs:
+                self._last = now
+                self._draw(summary)
+        elif result is not None:
+            self._plain(result)
+
+    def _draw(self, s: RunSummary) -> None:
+        width = max(10, min(40, shutil.get_terminal_size().columns - 70))
+        done = s.dirs_done / s.dirs if s.dirs else 1.0
+        bar = "#" * int(done * width) + "." * (width - int(done * width))
+        line = (f"\r[{bar}] {s.dirs_done}/{s.dirs} dirs  {s.embedded} embedded  {s.unchanged} unchanged  "
+                f"{s.skipped} skipped  {len(s.failed)} failed")
+        self.stream.write(line)
+        if s.dirs_done == s.dirs:
+            self.stream.write("\n")
+        self.stream.flush()
+
+    def _plain(self, r: DirResult) -> None:
+        changed = [f for f in r.files if f.state in (EMBEDDED, SKIPPED, FAILED)]
+        if not changed and not r.events:
+            return
+        n = {st: sum(f.state == st for f in changed) for st in (EMBEDDED, SKIPPED, FAILED)}
+        self.stream.write(f"{r.directory}: {n[EMBEDDED]} embedded, {n[SKIPPED]} skipped, {n[FAILED]} failed, "
+                          f"{len(r.events)} events\n")
+        self.stream.flush()
+
+
+def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
+    rate = s.embedded / s.elapsed if s.elapsed else 0.0
+    out.write(f"{s.embedded} files embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
+              f"{len(s.failed)} failed in {s.dirs} directories\n")
+    out.write(f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
+              f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n")
+    for path, reason in s.failed:
+        out.write(f"FAILED {path}: {reason}\n")
+    for path, reason in s.failed_dirs:
+        out.write(f"FAILED directory {path}: {reason}\n")
+
+
+def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
+    for st in states:
+        name = str(st.path) + ("/" if st.is_dir else "")
+        extra = f"  ({st.reason})" if st.reason else ""
+        out.write(f"{st.state:<9} {name!s}{extra}\n" if "\n" not in name else f"{st.state:<9} {name!r}{extra}\n")
+    tally = ", ".join(f"{v} {k.lower()}" for k, v in counts(states).items())
+    out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")

@@ -1,0 +1,141 @@
+"""`ragd run --once`: reconcile every directory under the roots, in parallel, and summarise."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .config import Config
+from .dirjob import DirResult, JobContext, run_directory
+from .embed import EmbedQueue, make_embedder
+from .errors import ConfigError, RagdError
+from .scan import Ignore, walk_dirs
+from .sidecar import EMBEDDED, FAILED, SKIPPED
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    roots: list[Path]
+    dirs: int = 0
+    dirs_done: int = 0
+    embedded: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+    failed_dirs: list[tuple[Path, str]] = field(default_factory=list)
+    chunks: int = 0
+    texts_embedded: int = 0
+    vectors_reused: int = 0
+    mushrooms: int = 0
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.failed_dirs
+
+    def add(self, result: DirResult) -> None:
+        self.dirs_done += 1
+        self.mushrooms += result.mushroom is not None
+        for f in result.files:
+            if f.state == EMBEDDED:
+                self.embedded += 1
+                self.chunks += f.chunks
+                self.texts_embedded += f.embedded
+                self.vectors_reused += f.reused
+            elif f.state == SKIPPED:
+                self.skipped += 1
+            elif f.state == FAILED:
+                self.failed.append((result.directory / f.name, f.reason))
+            else:
+                self.unchanged += 1
+
+    def to_json(self) -> dict[str, object]:
+        return {"roots": [str(r) for r in self.roots], "dirs": self.dirs, "embedded": self.embedded,
+                "unchanged": self.unchanged, "skipped": self.skipped,
+                "failed": [{"path": str(p), "reason": r} for p, r in self.failed],
+                "failed_dirs": [{"path": str(p), "reason": r} for p, r in self.failed_dirs],
+                "chunks": self.chunks, "texts_embedded": self.texts_embedded,
+                "vectors_reused": self.vectors_reused, "mushrooms": self.mushrooms,
+                "elapsed_s": round(self.elapsed, 3)}
+
+
+def skip_policy(config: Config) -> str:
+    lim = config.limits
+    return (f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
+            f"soffice={shutil.which('soffice') is not None}")
+
+
+def check_roots(roots: Sequence[Path]) -> list[Path]:
+    if not roots:
+        raise ConfigError("no roots to index", "name a folder: `ragd run --once ~/Documents`, or set roots in "
+                          "the config file")
+    resolved = []
+    for r in roots:
+        p = Path(r).expanduser().resolve()
+        if not p.is_dir():
+            raise ConfigError(f"root {p} is not a directory", "check the path")
+        resolved.append(p)
+    return resolved
+
+
+Progress = Callable[[RunSummary, DirResult | None], None]
+
+
+def run_once(config: Config, *, jobs: int | None = None, force: bool = False,
+             progress: Progress | None = None) -> RunSummary:
+    roots = check_roots(config.roots)
+    started = time.monotonic()
+    summary = RunSummary(roots)
+    ignore = Ignore(config.ignore)
+    dirs = [d for root in roots for d in walk_dirs(root, ignore)]
+    summary.dirs = len(dirs)
+    emb = config.embedding
+    queue = EmbedQueue(make_embedder(emb), emb.batch_size, 1 if emb.provider == "local" else emb.concurrency)
+    ctx = JobContext(config, queue.embed, ignore, skip_policy(config), force=force)
+    try:
+        _run_all(ctx, dirs, jobs or config.run.jobs, summary, progress)
+    finally:
+        queue.close()
+    summary.elapsed = time.monotonic() - started
+    return summary
+
+
+def _run_all(ctx: JobContext, dirs: list[Path], jobs: int, summary: RunSummary, progress: Progress | None) -> None:
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob") as pool:
+        pending: dict[Future[DirResult], Path] = {pool.submit(run_directory, ctx, d): d for d in dirs}
+        if progress:
+            progress(summary, None)
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                directory = pending.pop(fut)
+                _collect(fut, directory, summary, progress)
+
+
+def _collect(fut: Future[DirResult], directory: Path, summary: RunSummary, progress: Progress | None) -> None:
+    try:
+        result = fut.result()
+    except FileNotFoundError:
+        summary.dirs_done += 1  # removed while we ran: its parent's next job records the deletion
+        return
+    except (RagdError, OSError) as err:
+        log.error("directory %s: %s", directory, err)
+        summary.dirs_done += 1
+        summary.failed_dirs.append((directory, str(err)))
+        return
+    except Exception as err:  # the per-directory boundary: record it, the other directories go on
+        log.exception("internal error in the job for %s", directory)
+        summary.dirs_done += 1
+        summary.failed_dirs.append((directory, f"internal error: {type(err).__name__}: {err}"))
+        return
+    summary.add(result)
+    if progress:
+        progress(summary, result)

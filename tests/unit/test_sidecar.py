@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragd import sidecar
+from ragd.errors import StorageError
+from ragd.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
+from tests.conftest import DATA
+
+FIXTURE = DATA / "ragjson-0.5.1" / "tree"
+REQUIRED = {"ragjson_version", "processing", "source", "embedding", "chunks"}
+
+
+def _entry(name: str = "a.md", vec: np.ndarray | None = None) -> FileEntry:
+    v = sidecar.encode_vector(vec if vec is not None else np.arange(4, dtype=np.float32))
+    chunk = StoredChunk("hello 你好", "h1", 0, v, {"start_line": 1, "end_line": 1, "heading_path": ["A", "B"]})
+    src = SourceInfo(name, "0" * 32, 10, 1_700_000_000, 42, 1_700_000_000_123_456_789, 1_700_000_000_123_456_789)
+    return FileEntry(EMBEDDED, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", src, "m", 4, (chunk,), parser="text",
+                     splitter="recursive:1000:200")
+
+
+def test_vector_round_trip_is_little_endian_float32() -> None:
+    vec = np.array([1.5, -2.0, 0.25], dtype=np.float32)
+    encoded = sidecar.encode_vector(vec)
+    assert np.frombuffer(__import__("base64").b64decode(encoded), dtype="<f4").tolist() == [1.5, -2.0, 0.25]
+    assert sidecar.decode_vector(encoded).tolist() == [1.5, -2.0, 0.25]
+
+
+def test_reads_every_fixture_entry_of_the_ragjson_tool() -> None:
+    entry = sidecar.read_entry(FIXTURE / "docs" / ".rag" / "phone.md.ragjson")
+    assert entry is not None
+    assert entry.status == EMBEDDED and entry.model_name == "fake-embed-8" and entry.dimension == 8
+    assert entry.source.file_name == "phone.md" and entry.source.mtime_ns is None
+    assert entry.chunks[0].vector is not None and entry.chunks[0].vector.shape == (8,)
+    assert sidecar.read_entry(FIXTURE / ".rag" / "docs.ragjson") is None  # directory entry
+
+
+def test_written_entry_keeps_every_key_the_ragjson_tool_requires(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, _entry())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    tool = json.loads((FIXTURE / "docs" / ".rag" / "ml.txt.ragjson").read_text())
+    assert REQUIRED <= set(data)
+    for section in ("processing", "source", "embedding"):
+        assert set(tool[section]) <= set(data[section])
+        for key in tool[section]:
+            assert type(data[section][key]) is type(tool[section][key]), (section, key)
+    assert set(tool["chunks"][0]) <= set(data["chunks"][0])
+    assert data["ragjson_version"] == "2.4"
+    assert "你好" in path.read_text(encoding="utf-8")  # UTF-8, not \\u escapes
+    again = sidecar.read_entry(path)
+    assert again == _entry()
+
+
+def test_dir_entry_is_exactly_the_version(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        p = sidecar.write_dir_entry(tmp_path, "sub")
+    assert json.loads(p.read_text()) == {"ragjson_version": "2.4"}
+
+
+def test_deleted_rename_and_recover(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        sidecar.write_entry(tmp_path, _entry("x.md"))
+        sidecar.mark_deleted(tmp_path, "x.md")
+        names = {(e.name, e.deleted) for e in sidecar.list_entries(tmp_path)}
+        assert names == {("x.md", True)}
+        sidecar.recover(tmp_path, "x.md")
+        assert {(e.name, e.deleted) for e in sidecar.list_entries(tmp_path)} == {("x.md", False)}
+
+
+def test_lock_removes_debris_and_malformed_entry_is_a_clear_error(tmp_path: Path) -> None:
+    tmp = tmp_path / ".rag" / "tmp"
+    tmp.mkdir(parents=True)
+    (tmp / "a.md.ragjson.123.tmp").write_text("{half")
+    (tmp_path / ".rag" / "bad.md.ragjson").write_text("{not json")
+    with DirLock(tmp_path):
+        assert list(tmp.iterdir()) == []
+    with pytest.raises(StorageError, match=r"bad\.md\.ragjson"):
+        sidecar.read_entry(tmp_path / ".rag" / "bad.md.ragjson")
+
+
+def _hold_lock(directory: str, started: multiprocessing.synchronize.Event, seconds: float) -> None:
+    with DirLock(Path(directory)):
+        started.set()
+        time.sleep(seconds)
+
+
+def test_lock_serialises_processes_and_threads(tmp_path: Path) -> None:
+    started = multiprocessing.Event()
+    proc = multiprocessing.get_context("fork").Process(target=_hold_lock, args=(str(tmp_path), started, 0.5))
+    proc.start()
+    assert started.wait(10)
+    t0 = time.monotonic()
+    with DirLock(tmp_path):
+        waited = time.monotonic() - t0
+    proc.join(10)
+    assert waited > 0.2  # it had to wait for the other process
+    order: list[str] = []
+
+    def worker(tag: str) -> None:
+        with DirLock(tmp_path):
+            order.append(f"{tag}-in")
+            time.sleep(0.05)
+            order.append(f"{tag}-out")
+
+    threads = [threading.Thread(target=worker, args=(str(i),)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(order[i].endswith("-in") and order[i + 1].endswith("-out") and order[i][0] == order[i + 1][0]
+               for i in range(0, 6, 2))
+
+
+def test_vectors_by_hash_only_same_identity() -> None:
+    a = _entry()
+    found = sidecar.vectors_by_hash([a], "m", 4)
+    assert set(found) == {"h1"}
+    assert sidecar.vectors_by_hash([a], "other", 4) == {}
