@@ -1,0 +1,402 @@
+"""The parse stage on documents generated at test time (tests/support/docgen.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ragd.config import LimitsConfig
+from ragd.errors import FileSkipped, ParseError
+from ragd.parse import SUPPORTED_EXTENSIONS, parse
+from tests.support import docgen
+
+LIMITS = LimitsConfig()
+CJK_EMOJI = "知识库 ナレッジ 지식 🚀📚 café"
+CHINESE = "第一章 总则\n\n这是一个中文文档，用来测试编码检测。知识库需要正确地解码各种编码的文本文件。\n"
+WEIRD_NAMES = ["quote\"d 'single'", "100% done_", "with  spaces", "new\nline", "emoji 🚀", "中文 文件名"]
+
+
+# --- the public surface -------------------------------------------------------------------------
+
+
+def test_supported_extensions_are_lower_case_with_dot() -> None:
+    required = {
+        ".md",
+        ".markdown",
+        ".txt",
+        ".html",
+        ".htm",
+        ".pdf",
+        ".docx",
+        ".pptx",
+        ".xlsx",
+        ".xls",
+        ".csv",
+        ".json",
+        ".doc",
+        ".ppt",
+    }
+    assert required <= SUPPORTED_EXTENSIONS
+    assert all(ext.startswith(".") and ext == ext.lower() for ext in SUPPORTED_EXTENSIONS)
+
+
+def test_importing_parse_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, ragd.parse\n"
+        "names = ('markitdown', 'pypdfium2', 'charset_normalizer', 'magika', 'pandas')\n"
+        "heavy = [m for m in names if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_extension_is_case_insensitive(tmp_path: Path) -> None:
+    doc = parse(docgen.write_text(tmp_path / "NOTES.MD", "# Loud\n"), LIMITS)
+    assert doc.is_markdown and doc.title == "Loud"
+
+
+# --- text files ---------------------------------------------------------------------------------
+
+
+def test_markdown(tmp_path: Path) -> None:
+    path = docgen.write_text(tmp_path / "readme.md", f"Intro line\n\n# The Title\n\n{CJK_EMOJI}\n")
+    doc = parse(path, LIMITS)
+    assert doc.path == path
+    assert doc.parser == "text" and doc.is_markdown and doc.encoding is None
+    assert doc.title == "The Title"
+    assert CJK_EMOJI in doc.text and doc.pages == ()
+
+
+def test_txt_is_plain_and_newlines_are_normalised(tmp_path: Path) -> None:
+    doc = parse(docgen.write_text(tmp_path / "a.txt", "one\r\ntwo\rthree\n"), LIMITS)
+    assert not doc.is_markdown
+    assert doc.text == "one\ntwo\nthree\n"
+    assert doc.title is None
+
+
+def test_utf8_bom_is_stripped(tmp_path: Path) -> None:
+    doc = parse(docgen.write_text(tmp_path / "bom.md", "# Título\nñ\n", bom=True), LIMITS)
+    assert doc.text == "# Título\nñ\n"
+    assert doc.encoding is None and doc.title == "Título"
+
+
+def test_utf16_with_bom(tmp_path: Path) -> None:
+    doc = parse(docgen.write_text(tmp_path / "u16.txt", "\ufeff" + CHINESE, "utf-16-le"), LIMITS)
+    assert doc.text == CHINESE and doc.encoding == "utf-16"
+
+
+@pytest.mark.parametrize("encoding", ["gbk", "gb18030", "big5"])
+def test_chinese_legacy_encodings(tmp_path: Path, encoding: str) -> None:
+    text = CHINESE if encoding != "big5" else "這是一個繁體中文的文件，用來測試編碼偵測是否正確。\n"
+    doc = parse(docgen.write_text(tmp_path / f"{encoding}.txt", text, encoding), LIMITS)
+    assert doc.text == text
+    assert doc.encoding is not None and doc.encoding.lower().replace("_", "") in ("gbk", "gb18030", "big5")
+
+
+def test_gb18030_beyond_gbk(tmp_path: Path) -> None:
+    text = CHINESE + "生僻字：𠀀𪚥，欧元 €。\n"
+    doc = parse(docgen.write_text(tmp_path / "gb.md", "# 标题\n" + text, "gb18030"), LIMITS)
+    assert doc.text == "# 标题\n" + text and doc.title == "标题" and doc.encoding == "gb18030"
+
+
+def test_shift_jis(tmp_path: Path) -> None:
+    text = "これは日本語のテキストです。文字コードの検出をテストします。\n"
+    doc = parse(docgen.write_text(tmp_path / "jp.txt", text, "shift_jis"), LIMITS)
+    assert doc.text == text and doc.encoding in ("shift_jis", "cp932")
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("---\ntitle: From Front Matter\n---\n# Heading\n", "From Front Matter"),
+        ('---\ndate: 2026\ntitle: "Quoted"\n---\nbody\n', "Quoted"),
+        ("# **Bold Title**\n", "Bold Title"),
+        ("```\n# not a heading\n```\n## Real **one** ##\n", "Real **one**"),
+        ("Setext Title\n============\n\nbody\n", "Setext Title"),
+        ("- item\n---\n", None),
+        ("#hashtag is not a heading\n", None),
+    ],
+)
+def test_markdown_titles(tmp_path: Path, text: str, title: str | None) -> None:
+    assert parse(docgen.write_text(tmp_path / "t.md", text), LIMITS).title == title
+
+
+def test_man_page_title(tmp_path: Path) -> None:
+    text = "LS(1)           User Commands           LS(1)\n\nNAME\n       ls - list directory contents\n"
+    assert parse(docgen.write_text(tmp_path / "ls.txt", text), LIMITS).title == "ls - list directory contents"
+
+
+def test_org_title_and_rst_heading(tmp_path: Path) -> None:
+    assert (
+        parse(docgen.write_text(tmp_path / "a.org", "#+TITLE: Org Notes\n* one\n"), LIMITS).title
+        == "Org Notes"
+    )
+    rst = parse(docgen.write_text(tmp_path / "a.rst", "=====\nGuide\n=====\n\ntext\n"), LIMITS)
+    assert rst.title == "Guide" and not rst.is_markdown
+
+
+@pytest.mark.parametrize("name", ["c.yaml", "c.toml", "app.log"])
+def test_data_text_types_have_no_title(tmp_path: Path, name: str) -> None:
+    doc = parse(docgen.write_text(tmp_path / name, "# comment\nkey = 'value'\n"), LIMITS)
+    assert doc.title is None and doc.parser == "text" and not doc.is_markdown
+
+
+def test_json(tmp_path: Path) -> None:
+    doc = parse(docgen.make_json(tmp_path / "d.json", {"name": CJK_EMOJI, "n": [1, 2]}), LIMITS)
+    assert CJK_EMOJI in doc.text and '"n"' in doc.text and not doc.is_markdown
+
+
+# --- markitdown formats -------------------------------------------------------------------------
+
+
+def test_html_title_and_body(tmp_path: Path) -> None:
+    path = docgen.make_html(tmp_path / "p.html", "Page Title", f"<h1>Heading</h1><p>Hello {CJK_EMOJI}</p>")
+    doc = parse(path, LIMITS)
+    assert doc.parser == "markitdown" and doc.is_markdown
+    assert doc.title == "Page Title"
+    assert "# Heading" in doc.text and CJK_EMOJI in doc.text
+    assert "color: red" not in doc.text and "var x" not in doc.text
+
+
+def test_htm_without_title_uses_first_heading_and_detects_gbk(tmp_path: Path) -> None:
+    body = "<h2>标题</h2><p>" + CHINESE + "</p>"
+    doc = parse(docgen.make_html(tmp_path / "p.htm", None, body, charset="gbk"), LIMITS)
+    assert doc.title == "标题" and "这是一个中文文档" in doc.text
+    assert doc.encoding is not None
+
+
+def test_csv(tmp_path: Path) -> None:
+    doc = parse(
+        docgen.make_csv(tmp_path / "t.csv", [["name", "价格"], ["apple", "3"], ["pipe|cell", "4"]]), LIMITS
+    )
+    assert doc.is_markdown and doc.title is None
+    assert "| name | 价格 |" in doc.text and "| apple | 3 |" in doc.text and "pipe\\|cell" in doc.text
+
+
+def test_docx_title_from_core_properties(tmp_path: Path) -> None:
+    path = docgen.make_docx(tmp_path / "d.docx", title="Core Title", heading="Intro", paragraphs=[CJK_EMOJI])
+    doc = parse(path, LIMITS)
+    assert doc.parser == "markitdown" and doc.is_markdown
+    assert doc.title == "Core Title"
+    assert "# Intro" in doc.text and CJK_EMOJI in doc.text
+
+
+def test_docx_title_falls_back_to_first_heading(tmp_path: Path) -> None:
+    doc = parse(docgen.make_docx(tmp_path / "d.docx", heading="Only Heading", paragraphs=["x"]), LIMITS)
+    assert doc.title == "Only Heading"
+
+
+def test_pptx(tmp_path: Path) -> None:
+    path = docgen.make_pptx(tmp_path / "s.pptx", [("First Slide", "alpha body"), ("Second", CJK_EMOJI)])
+    doc = parse(path, LIMITS)
+    assert doc.title == "First Slide"
+    assert "alpha body" in doc.text and CJK_EMOJI in doc.text
+    assert doc.text.index("First Slide") < doc.text.index("Second")
+
+
+def test_xlsx(tmp_path: Path) -> None:
+    path = docgen.make_xlsx(
+        tmp_path / "b.xlsx", [["name", "价格"], ["apple", 3]], sheet="Prices", title="Book"
+    )
+    doc = parse(path, LIMITS)
+    assert doc.title == "Book"
+    assert "## Prices" in doc.text and "| apple | 3 |" in doc.text and "价格" in doc.text
+
+
+def test_xls(tmp_path: Path) -> None:
+    doc = parse(docgen.make_xls(tmp_path / "b.xls", [["name", "价格"], ["pear", 5]], sheet="Old"), LIMITS)
+    assert "## Old" in doc.text and "| pear | 5 |" in doc.text and doc.title is None
+
+
+# --- PDF ----------------------------------------------------------------------------------------
+
+
+def test_pdf_pages_and_title(tmp_path: Path) -> None:
+    texts = ["First page alpha", "Second page beta", "Third page gamma"]
+    doc = parse(docgen.make_pdf(tmp_path / "m.pdf", texts, title="Meta Title"), LIMITS)
+    assert doc.parser == "pdfium" and not doc.is_markdown
+    assert doc.title == "Meta Title"
+    assert [p.number for p in doc.pages] == [1, 2, 3]
+    for span, expected in zip(doc.pages, texts, strict=True):
+        assert doc.text[span.start : span.end] == expected
+        assert doc.page_at(span.start) == span.number
+    assert doc.text == "\n\n".join(texts)
+    assert doc.page_at(doc.text.index("beta")) == 2
+
+
+def test_pdf_without_metadata_title(tmp_path: Path) -> None:
+    assert parse(docgen.make_pdf(tmp_path / "n.pdf", ["just text"]), LIMITS).title is None
+
+
+def test_scanned_pdf_is_skipped(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match=r"no extractable text \(scanned PDF\? OCR is not supported\)"):
+        parse(docgen.make_scanned_pdf(tmp_path / "scan.pdf"), LIMITS)
+
+
+def test_encrypted_pdf(tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match=r"encrypted \(password-protected\) PDF"):
+        parse(docgen.make_pdf(tmp_path / "e.pdf", ["secret"], user_password="pw"), LIMITS)
+
+
+def test_corrupt_pdf(tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match="corrupt PDF"):
+        parse(docgen.make_corrupt_pdf(tmp_path / "c.pdf"), LIMITS)
+
+
+def test_truncated_pdf(tmp_path: Path) -> None:
+    good = docgen.make_pdf(tmp_path / "g.pdf", ["some text"]).read_bytes()
+    with pytest.raises(ParseError, match="corrupt PDF"):
+        parse(docgen.write_bytes(tmp_path / "t.pdf", good[: len(good) // 3]), LIMITS)
+
+
+def test_pdfs_parse_concurrently(tmp_path: Path) -> None:
+    paths = [docgen.make_pdf(tmp_path / f"{i}.pdf", [f"doc {i} page {p}" for p in (1, 2)]) for i in range(6)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        docs = list(pool.map(lambda p: parse(p, LIMITS), paths))
+    assert [d.text for d in docs] == [f"doc {i} page 1\n\ndoc {i} page 2" for i in range(6)]
+
+
+# --- bad inputs ---------------------------------------------------------------------------------
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match=r"empty file \(0 bytes\)"):
+        parse(docgen.write_bytes(tmp_path / "e.md", b""), LIMITS)
+
+
+def test_whitespace_only_file(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match="no extractable text"):
+        parse(docgen.write_text(tmp_path / "w.txt", " \n\t\n"), LIMITS)
+
+
+def test_too_large(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match=r"file too large: 100 bytes > limits.max_file_size 10"):
+        parse(docgen.write_text(tmp_path / "big.txt", "x" * 100), LimitsConfig(max_file_size=10))
+
+
+def test_text_too_long_is_not_truncated(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match=r"text too long: 1500 characters > max_text_chars 1000"):
+        parse(docgen.write_text(tmp_path / "long.md", "y" * 1500), LimitsConfig(max_text_chars=1000))
+
+
+@pytest.mark.parametrize("name", ["junk.txt", "junk.md", "junk.json", "junk.html", "junk.csv"])
+def test_binary_junk_under_a_text_extension(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ParseError, match="binary content"):
+        parse(docgen.write_bytes(tmp_path / name, docgen.junk_bytes()), LIMITS)
+
+
+@pytest.mark.parametrize("name", ["ctrl.txt", "ctrl.md"])
+def test_control_character_junk(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ParseError, match="control characters"):
+        parse(docgen.write_bytes(tmp_path / name, docgen.control_junk()), LIMITS)
+
+
+def test_undecodable_high_bytes(tmp_path: Path) -> None:
+    junk = bytes(b for b in docgen.junk_bytes(8192) if b >= 0x80)
+    with pytest.raises(ParseError, match=r"undecodable|control characters"):
+        parse(docgen.write_bytes(tmp_path / "hi.txt", junk), LIMITS)
+
+
+@pytest.mark.parametrize("ext", [".docx", ".pptx", ".xlsx"])
+def test_corrupt_ooxml(tmp_path: Path, ext: str) -> None:
+    with pytest.raises(ParseError, match=rf"corrupt \{ext} file: not a zip archive"):
+        parse(docgen.write_bytes(tmp_path / f"c{ext}", docgen.junk_bytes(seed=9)), LIMITS)
+
+
+def test_zip_that_is_not_a_docx(tmp_path: Path) -> None:
+    path = tmp_path / "z.docx"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("hello.txt", "not a word document")
+    with pytest.raises(ParseError, match=r"corrupt or unreadable \.docx file: \w+"):
+        parse(path, LIMITS)
+
+
+def test_corrupt_xls(tmp_path: Path) -> None:
+    data = docgen.CFB_MAGIC + docgen.junk_bytes(seed=7)
+    with pytest.raises(ParseError, match=r"\.xls"):
+        parse(docgen.write_bytes(tmp_path / "c.xls", data), LIMITS)
+
+
+@pytest.mark.parametrize("ext", [".docx", ".pptx", ".xlsx"])
+def test_encrypted_ooxml(tmp_path: Path, ext: str) -> None:
+    with pytest.raises(ParseError, match=rf"encrypted \(password-protected\) \{ext} file"):
+        parse(docgen.make_fake_encrypted_ooxml(tmp_path / f"e{ext}"), LIMITS)
+
+
+def test_ole_container_without_encryption_marker(tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match=r"encrypted \(password-protected\) or legacy-format \.docx"):
+        parse(docgen.make_fake_encrypted_ooxml(tmp_path / "o.docx", marker=False), LIMITS)
+
+
+@pytest.mark.parametrize("name", ["movie.mp4", "archive.zip", "Makefile", "photo.JPG"])
+def test_unsupported_extension(tmp_path: Path, name: str) -> None:
+    with pytest.raises(FileSkipped, match="unsupported file type"):
+        parse(docgen.write_bytes(tmp_path / name, b"data"), LIMITS)
+
+
+# --- .doc / .ppt through LibreOffice ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ext", [".doc", ".ppt"])
+def test_legacy_office_without_soffice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ext: str) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(FileSkipped, match=rf"needs LibreOffice \(soffice\) on PATH to convert \{ext}"):
+        parse(docgen.write_bytes(tmp_path / f"old{ext}", docgen.CFB_MAGIC + b"x" * 100), LIMITS)
+
+
+def _with_fake_soffice(
+    monkeypatch: pytest.MonkeyPatch, bindir: Path, docx: Path | None, sleep: float = 0
+) -> None:
+    docgen.make_fake_soffice(bindir, docx, sleep=sleep)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_doc_converted_by_soffice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docx = docgen.make_docx(tmp_path / "conv.docx", title="Converted", paragraphs=["legacy words"])
+    _with_fake_soffice(monkeypatch, tmp_path / "bin", docx)
+    source = docgen.write_bytes(tmp_path / "old 'name'\n.doc", docgen.CFB_MAGIC + b"x" * 100)
+    doc = parse(source, LIMITS)
+    assert doc.path == source and doc.parser == "soffice+markitdown"
+    assert doc.title == "Converted" and "legacy words" in doc.text
+
+
+def test_soffice_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_fake_soffice(monkeypatch, tmp_path / "bin", None)
+    with pytest.raises(
+        ParseError, match=r"LibreOffice could not convert \.doc \(exit status 1\).*could not be loaded"
+    ):
+        parse(docgen.write_bytes(tmp_path / "bad.doc", b"junk"), LIMITS)
+
+
+def test_soffice_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_fake_soffice(monkeypatch, tmp_path / "bin", None, sleep=30)
+    with pytest.raises(ParseError, match=r"LibreOffice conversion of \.ppt timed out after 0.5 s"):
+        parse(docgen.write_bytes(tmp_path / "slow.ppt", b"junk"), LimitsConfig(parse_timeout=0.5))
+
+
+# --- file names ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stem", WEIRD_NAMES)
+def test_odd_file_names(tmp_path: Path, stem: str) -> None:
+    md = parse(docgen.write_text(tmp_path / f"{stem}.md", "# Odd\nbody\n"), LIMITS)
+    assert md.title == "Odd" and md.path.name == f"{stem}.md"
+    pdf = parse(docgen.make_pdf(tmp_path / f"{stem}.pdf", ["pdf body"]), LIMITS)
+    assert pdf.text == "pdf body"
+
+
+def test_odd_file_name_office(tmp_path: Path) -> None:
+    stem = "".join(WEIRD_NAMES)
+    xlsx = parse(docgen.make_xlsx(tmp_path / f"{stem}.xlsx", [["k", "v"], ["a", 1]]), LIMITS)
+    assert "| a | 1 |" in xlsx.text
+    html = parse(docgen.make_html(tmp_path / f"{stem}.html", "T", "<p>x</p>"), LIMITS)
+    assert html.title == "T"
