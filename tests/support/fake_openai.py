@@ -1,0 +1,298 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI embeddings API, for tests and benchmarks.
+
+    with FakeOpenAI(dim=8) as server:          # or the `fake_openai_server` pytest fixture
+        server.fail_next(2, status=429, retry_after=1)
+        ...  # point embedding.base_url at server.base_url
+        assert server.requests[0].texts == [...]
+
+Vectors are deterministic: mode "hash" gives each distinct text a pseudo-random unit vector (seeded by the
+md5 of the text); mode "words" gives a signed bag of hashed tokens (lower-cased words and single CJK
+characters), so texts that share words get similar vectors. Behaviours settable at run time: `fail_next`
+(status, Retry-After, retry-after-ms), `slow_next` / `delay` (seconds per request), `wrong_dim`,
+`expected_key` (401 otherwise; the 401 message echoes the key received, as a careless server might, to prove
+that clients redact it).
+
+Standalone: python -m tests.support.fake_openai --port 8765 --dim 512 --delay-ms 50 [--mode words]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+_TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server saw it."""
+
+    time: float  # time.monotonic() on arrival
+    path: str
+    headers: dict[str, str]
+    body: Any
+    status: int  # what the server answered (or was about to, if the client gave up first)
+
+    @property
+    def texts(self) -> list[str]:
+        value = self.body.get("input") if isinstance(self.body, dict) else None
+        return [value] if isinstance(value, str) else list(value or [])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What to do with one upcoming request instead of answering normally (or before answering)."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    message: str | None = None
+
+
+def hash_vector(text: str, dim: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dim)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def words_vector(text: str, dim: int) -> np.ndarray:
+    """Signed feature hashing of the text's tokens: shared words -> positive cosine."""
+    v = np.zeros(dim, dtype=np.float64)
+    for token in _TOKEN.findall(text.lower()):
+        h = int.from_bytes(hashlib.md5(token.encode("utf-8")).digest()[:8], "little")
+        v[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
+    norm = np.linalg.norm(v)
+    return (v / norm).astype(np.float32) if norm else hash_vector(text, dim)
+
+
+class FakeOpenAI:
+    """The server. Thread-safe; every knob may be changed while it runs."""
+
+    def __init__(
+        self,
+        dim: int = 8,
+        *,
+        mode: str = "hash",
+        expected_key: str | None = None,
+        model: str | None = None,
+        delay: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if mode not in ("hash", "words"):
+            raise ValueError("mode is 'hash' or 'words'")
+        self.dim, self.mode, self.expected_key, self.model = dim, mode, expected_key, model
+        self.delay = delay  # seconds added to every request
+        self.wrong_dim: int | None = None  # answer with vectors of this dimension instead
+        self.reverse_order = False  # list `data` last text first (clients must sort by `index`)
+        self.always_base64 = False  # answer in base64 whatever encoding_format asked (as some servers do)
+        self.html = False  # answer 200 with an HTML page (a base_url that points at a web site)
+        self.requests: list[Recorded] = []
+        self._plans: deque[_Plan] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def fail_next(
+        self,
+        n: int = 1,
+        status: int = 500,
+        *,
+        retry_after: float | str | None = None,
+        retry_after_ms: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Answer the next `n` requests with `status`, the given Retry-After / retry-after-ms headers and an
+        OpenAI-shaped error body carrying `message`."""
+        headers = {}
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = str(retry_after_ms)
+        with self._lock:
+            self._plans.extend(_Plan(status, headers, message=message) for _ in range(n))
+
+    def slow_next(self, n: int, seconds: float) -> None:
+        """Delay the next `n` requests by `seconds` each (then answer normally)."""
+        with self._lock:
+            self._plans.extend(_Plan(delay=seconds) for _ in range(n))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._plans.clear()
+            self.requests.clear()
+        self.delay, self.wrong_dim, self.reverse_order, self.always_base64 = 0.0, None, False, False
+        self.html = False
+
+    @property
+    def texts(self) -> list[str]:
+        """Every text received, in arrival order."""
+        with self._lock:
+            return [t for r in self.requests for t in r.texts]
+
+    def vector(self, text: str, dim: int | None = None) -> np.ndarray:
+        """The vector this server gives `text`."""
+        make = words_vector if self.mode == "words" else hash_vector
+        return make(text, dim or self.dim)
+
+    # -- request handling (called from the handler threads) --
+    def _next_plan(self) -> _Plan:
+        with self._lock:
+            return self._plans.popleft() if self._plans else _Plan()
+
+    def _record(self, entry: Recorded) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def _answer(self, path: str, headers: dict[str, str], body: Any) -> tuple[_Plan, Any]:
+        """(status, headers, delay) and the JSON payload for one request."""
+        if self.expected_key is not None:
+            got = headers.get("authorization", "").removeprefix("Bearer ")
+            if got != self.expected_key:
+                return _Plan(401), _error(f"Incorrect API key provided: {got}", "invalid_api_key")
+        plan = self._next_plan()
+        if plan.status != 200:
+            return plan, _error(plan.message or f"planned failure {plan.status}", "planned")
+        if path.rstrip("/") not in ("/v1/embeddings", "/embeddings"):
+            return _Plan(404), _error(f"no route {path}", "not_found")
+        payload = self._embeddings(body)
+        return (_Plan(400) if "error" in payload else plan), payload
+
+    def _embeddings(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or "input" not in body:
+            return _error("'input' is required", "invalid_request")
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return _error(
+                "'input' must be a string or a list of strings (tokens are not supported)", "invalid"
+            )
+        if any(t == "" for t in texts):
+            return _error("'$.input' is invalid: empty strings are not allowed", "invalid_request")
+        dim = self.wrong_dim or body.get("dimensions") or self.dim
+        as_b64 = self.always_base64 or body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            v = self.vector(text, dim)
+            emb: Any = base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        if self.reverse_order:
+            data.reverse()
+        tokens = sum(len(t.split()) for t in texts)
+        return {
+            "object": "list",
+            "data": data,
+            "model": self.model or body.get("model", "fake"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+
+def _error(message: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+
+
+def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            arrived = time.monotonic()
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body: Any = json.loads(raw or b"null")
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            plan, payload = server._answer(self.path, headers, body)
+            server._record(Recorded(arrived, self.path, headers, body, plan.status))
+            wait = server.delay + plan.delay
+            if wait and server._stopping.wait(wait):
+                return
+            self._send(plan.status, plan.headers, payload)
+
+        def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
+            html = server.html and status == 200
+            data = b"<html><body>Welcome</body></html>" if html else json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html" if html else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client timed out and went away
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def fake_openai_server() -> Iterator[FakeOpenAI]:
+    """A running FakeOpenAI (dim 8, hash mode); tweak its attributes in the test."""
+    with FakeOpenAI() as server:
+        yield server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="a fake OpenAI embeddings API on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--delay-ms", type=float, default=0.0)
+    parser.add_argument("--mode", choices=("hash", "words"), default="hash")
+    parser.add_argument("--expected-key", default=None)
+    args = parser.parse_args(argv)
+    server = FakeOpenAI(
+        args.dim, mode=args.mode, expected_key=args.expected_key, delay=args.delay_ms / 1000, port=args.port
+    ).start()
+    print(f"fake OpenAI embeddings API at {server.base_url} (dim {args.dim}, {args.mode})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""EmbedQueue: batching across callers and threads, error isolation, shutdown."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from ragd.config import EmbeddingConfig
+from ragd.embed import EmbedQueue, make_embedder
+from ragd.errors import EmbedError
+from tests.support.fake_openai import FakeOpenAI
+
+DIM = 4
+
+
+def vec(text: str) -> np.ndarray:
+    digest = hashlib.md5(text.encode()).digest()
+    return np.frombuffer(digest, dtype=np.uint32)[:DIM].astype(np.float32)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+class RecordingEmbedder:
+    """Deterministic vectors; records every batch; fails batches holding "bad"; can hold its first call."""
+
+    model_name = "recording"
+    dimension = DIM
+
+    def __init__(self, hold_first: bool = False) -> None:
+        self.batches: list[list[str]] = []
+        self.release = threading.Event()
+        if not hold_first:
+            self.release.set()
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            self.batches.append(list(texts))
+        self.release.wait(10)
+        if "bad" in texts:
+            raise EmbedError("the model refused 'bad'", "remove it")
+        if "boom" in texts:
+            raise RuntimeError("a bug in the embedder")
+        if "short" in texts:
+            return np.zeros((len(texts) - 1, DIM), dtype=np.float32)
+        return np.stack([vec(t) for t in texts])
+
+    def close(self) -> None:
+        self.closed = True
+        self.release.set()
+
+    @property
+    def seen(self) -> list[str]:
+        return [t for b in self.batches for t in b]
+
+
+def run_callers(queue: EmbedQueue, calls: list[list[str]]) -> list[np.ndarray | EmbedError]:
+    """Each call in its own thread; their results (or EmbedErrors) in call order."""
+    results: list[np.ndarray | EmbedError] = [EmbedError("not run")] * len(calls)
+
+    def call(i: int) -> None:
+        try:
+            results[i] = queue.embed(calls[i])
+        except EmbedError as err:
+            results[i] = err
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    return results
+
+
+def expect(texts: list[str]) -> np.ndarray:
+    return np.stack([vec(t) for t in texts])
+
+
+def test_batches_callers_from_many_threads() -> None:
+    embedder = RecordingEmbedder(hold_first=True)
+    queue = EmbedQueue(embedder, batch_size=64, concurrency=1)
+    try:
+        first = threading.Thread(target=queue.embed, args=(["first"],))
+        first.start()
+        wait_until(lambda: len(embedder.batches) == 1)  # the only worker is busy with "first"
+        calls = [[f"c{i}-a", f"c{i}-b"] for i in range(8)]
+        done: list[list[np.ndarray | EmbedError]] = []
+        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+        runner.start()
+        wait_until(lambda: queue.stats.queued == 16)
+        assert queue.stats.in_flight == 1
+        embedder.release.set()
+        runner.join(timeout=10)
+        first.join(timeout=10)
+    finally:
+        queue.close()
+    results = done[0]
+    for texts, got in zip(calls, results, strict=True):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, expect(texts))
+    assert len(embedder.batches) == 2 < len(calls)  # 8 callers' texts went in one request
+    stats = queue.stats
+    assert (stats.requests, stats.texts_embedded, stats.queued, stats.in_flight) == (2, 17, 0, 0)
+
+
+def test_splits_a_large_call_and_keeps_order() -> None:
+    embedder = RecordingEmbedder()
+    queue = EmbedQueue(embedder, batch_size=3, concurrency=2)
+    try:
+        texts = [f"t{i}" for i in range(10)]
+        np.testing.assert_array_equal(queue.embed(texts), expect(texts))
+        assert sorted(len(b) for b in embedder.batches) == [1, 3, 3, 3]
+        assert queue.embed([]).shape == (0, DIM) and queue.stats.requests == 4
+    finally:
+        queue.close()
+
+
+def test_a_failed_batch_fails_only_its_callers() -> None:
+    embedder = RecordingEmbedder(hold_first=True)
+    queue = EmbedQueue(embedder, batch_size=2, concurrency=1)
+    try:
+        first = threading.Thread(target=queue.embed, args=(["warm", "up"],))
+        first.start()
+        wait_until(lambda: len(embedder.batches) == 1)
+        calls = [["a1", "a2"], ["p1", "bad", "p3", "p4", "p5"], ["b1", "b2"]]
+        done: list[list[np.ndarray | EmbedError]] = []
+        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+        runner.start()
+        wait_until(lambda: queue.stats.queued == 9)
+        embedder.release.set()
+        runner.join(timeout=10)
+        first.join(timeout=10)
+    finally:
+        queue.close()
+    by_first = {c[0]: r for c, r in zip(calls, done[0], strict=True)}
+    failed = by_first["p1"]
+    assert isinstance(failed, EmbedError) and "refused 'bad'" in failed.message
+    for key, texts in (("a1", calls[0]), ("b1", calls[2])):
+        ok = by_first[key]
+        assert isinstance(ok, np.ndarray)
+        np.testing.assert_array_equal(ok, expect(texts))
+    assert "p3" not in embedder.seen  # the rest of a failed call is dropped, not embedded for nothing
+    stats = queue.stats
+    assert stats.failed_batches == 1 and stats.last_error is not None and "bad" in stats.last_error
+    assert stats.queued == 0 and stats.in_flight == 0
+
+
+def test_unexpected_errors_and_bad_shapes_become_embed_errors() -> None:
+    embedder = RecordingEmbedder()
+    queue = EmbedQueue(embedder, batch_size=8, concurrency=1)
+    try:
+        with pytest.raises(EmbedError, match="RuntimeError: a bug in the embedder"):
+            queue.embed(["boom"])
+        with pytest.raises(EmbedError, match="returned 1 vectors for 2 texts"):
+            queue.embed(["short", "x"])
+        np.testing.assert_array_equal(queue.embed(["still", "works"]), expect(["still", "works"]))
+    finally:
+        queue.close()
+
+
+def test_close_fails_waiting_callers_and_later_calls() -> None:
+    embedder = RecordingEmbedder(hold_first=True)
+    queue = EmbedQueue(embedder, batch_size=1, concurrency=1)
+    calls = [["in-flight"], ["queued-1", "queued-2"]]
+    done: list[list[np.ndarray | EmbedError]] = []
+    runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+    runner.start()
+    wait_until(lambda: queue.stats.in_flight == 1 and queue.stats.queued == 2)
+    queue.close()
+    runner.join(timeout=10)
+    assert not runner.is_alive() and embedder.closed
+    for result in done[0]:
+        assert isinstance(result, EmbedError) and result.message == "embedder shut down"
+    with pytest.raises(EmbedError, match="shut down"):
+        queue.embed(["after"])
+    queue.close()  # idempotent
+
+
+def test_many_threads_get_their_own_rows() -> None:
+    embedder = RecordingEmbedder()
+    queue = EmbedQueue(embedder, batch_size=7, concurrency=3)
+    calls = [[f"w{w}-{i}-{j}" for j in range((w + i) % 5 + 1)] for w in range(8) for i in range(10)]
+    try:
+        results = run_callers(queue, calls)
+    finally:
+        queue.close()
+    for texts, got in zip(calls, results, strict=True):
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, expect(texts))
+    assert queue.stats.texts_embedded == sum(map(len, calls))
+    assert all(len(b) <= 7 for b in embedder.batches)
+
+
+def test_queue_over_the_fake_openai_server() -> None:
+    with FakeOpenAI(dim=8, delay=0.05) as server:
+        cfg = EmbeddingConfig(
+            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=2, max_backoff=0.05
+        )
+        server.fail_next(1, 500)
+        queue = EmbedQueue(make_embedder(cfg), batch_size=16, concurrency=2)
+        calls = [[f"doc {i} chunk {j}" for j in range(3)] for i in range(12)]
+        try:
+            results = run_callers(queue, calls)
+        finally:
+            queue.close()
+        for texts, got in zip(calls, results, strict=True):
+            assert isinstance(got, np.ndarray)
+            np.testing.assert_allclose(got, np.stack([server.vector(t) for t in texts]), atol=1e-6)
+        assert set(server.texts) == {t for c in calls for t in c}
+        assert queue.stats.retries == 1 and queue.stats.requests < len(calls)
