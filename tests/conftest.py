@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
+pytest_plugins = ["tests.support.fake_openai"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,34 @@
+# Developer entry points. `make run ROOT=DIR` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+ROOT   ?= .
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/ragd run --once $(ROOT)
+
+lint: setup
+	$(BIN)/ruff check agent cli tests bench
+	$(BIN)/ruff format --check agent cli tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+format: setup
+	$(BIN)/ruff format agent cli tests bench
+	$(BIN)/ruff check --fix agent cli tests bench
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,214 @@
+"""The directory job end to end, in process: real parse/split, real HTTP embeddings server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ragd import mushroom, sidecar
+from ragd.mushroom import Event
+from ragd.sidecar import EMBEDDED, FAILED, SKIPPED
+from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry, run
+from tests.support.fake_openai import FakeOpenAI
+
+PARA = "Paragraph {n}: the agent keeps folders searchable. 第{n}段：代理让文件夹随时可以搜索。\n\n"
+
+
+def test_ragjson_tool_tree_is_taken_as_it_is(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    tree = copy_fixture(tmp_path)
+    before = {p: p.read_text() for p in tree.rglob("*.mushroom")}
+    summary = run(api_config(fake_openai_server, [tree]))
+    assert summary.ok and summary.embedded == 0 and summary.texts_embedded == 0
+    assert fake_openai_server.requests == []  # nothing re-chunked or re-embedded
+    phone = entry(tree / "docs", "phone.md")
+    assert phone.status == EMBEDDED and phone.model_name == "fake-embed-8" and len(phone.chunks) == 1
+    # the tool's pending mushrooms are understood and left for the index consumer
+    assert {p: p.read_text() for p in tree.rglob("*.mushroom")} == before
+    assert Event("gone", "dir_delete") in all_events(tree / "docs")
+
+
+def test_new_edit_delete_recover_and_events(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.md").write_text("# A\n\n" + "".join(PARA.format(n=i) for i in range(30)))
+    (root / "sub" / "b.txt").write_text("小米 15 Pro 的电池容量是 6100mAh。")
+    cfg = api_config(fake_openai_server, [root])
+    s1 = run(cfg)
+    assert s1.ok and s1.embedded == 2 and s1.texts_embedded == s1.chunks > 2
+    assert sidecar.read_entry(sidecar.entry_path(root, "sub")) is None
+    assert {e.file for e in all_events(root)} == {"a.md"}
+    clear_mushrooms(root)
+
+    # edit one paragraph: only the changed chunks go to the embedder
+    n_chunks = len(entry(root, "a.md").chunks)
+    text = (root / "a.md").read_text().replace("Paragraph 15:", "Paragraph fifteen (edited):")
+    (root / "a.md").write_text(text)
+    sent = len(fake_openai_server.texts)
+    s2 = run(cfg)
+    assert s2.embedded == 1 and 0 < s2.texts_embedded < n_chunks
+    assert len(fake_openai_server.texts) - sent == s2.texts_embedded
+    assert s2.vectors_reused == len(entry(root, "a.md").chunks) - s2.texts_embedded
+    assert all_events(root) == [Event("a.md", "upsert")]
+    clear_mushrooms(root)
+
+    # unchanged: nothing to do, no mushroom
+    s3 = run(cfg)
+    assert s3.embedded == 0 and s3.unchanged == 2 and s3.mushrooms == 0
+
+    # delete a file and a directory
+    (root / "a.md").rename(tmp_path / "a.md.away")
+    (root / "sub").rename(tmp_path / "sub.away")
+    run(cfg)
+    assert all_events(root) == [Event("a.md", "delete"), Event("sub", "dir_delete")] or \
+        sorted(all_events(root), key=lambda e: e.file) == [Event("a.md", "delete"), Event("sub", "dir_delete")]
+    assert sidecar.entry_path(root, "a.md", deleted=True).exists()
+    assert sidecar.entry_path(root, "sub", deleted=True).exists()
+    clear_mushrooms(root)
+
+    # both come back: entries renamed back, vectors reused, recover events
+    (tmp_path / "a.md.away").rename(root / "a.md")
+    (tmp_path / "sub.away").rename(root / "sub")
+    sent = len(fake_openai_server.texts)
+    run(cfg)
+    assert len(fake_openai_server.texts) == sent  # nothing re-embedded
+    assert sorted(all_events(root), key=lambda e: e.file) == [Event("a.md", "upsert"), Event("sub", "dir_recover")]
+    assert entry(root, "a.md").status == EMBEDDED
+    assert not sidecar.entry_path(root, "a.md", deleted=True).exists()
+
+
+def test_rename_within_directory_reuses_vectors(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "old name.md").write_text("".join(PARA.format(n=i) for i in range(10)))
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    sent = len(fake_openai_server.texts)
+    (root / "old name.md").rename(root / "new name.md")
+    s = run(cfg)
+    assert s.embedded == 1 and s.texts_embedded == 0 and s.vectors_reused > 0
+    assert len(fake_openai_server.texts) == sent
+
+
+ODD_NAMES = ['quote "double" \'single\'.md', "50% off_sale.md", "under_score.md", "with space.txt",
+             "new\nline.md", "emoji 🍄.md", "中文文件名.md", "back\\slash.md"]
+
+
+def test_odd_file_names(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "odd 50%_dir"
+    root.mkdir()
+    for i, name in enumerate(ODD_NAMES):
+        (root / name).write_text(f"# Title {i}\n\nBody text number {i}. 正文 {i}。")
+    s = run(api_config(fake_openai_server, [root]))
+    assert s.ok and s.embedded == len(ODD_NAMES)
+    for name in ODD_NAMES:
+        assert entry(root, name).source.file_name == name
+    assert {e.file for e in all_events(root)} == set(ODD_NAMES)
+
+
+def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(tmp_path: Path,
+                                                                 fake_openai_server: FakeOpenAI) -> None:
+    from tests.support import docgen
+
+    root = tmp_path / "bad"
+    root.mkdir()
+    (root / "empty.md").write_bytes(b"")
+    (root / "junk.txt").write_bytes(os.urandom(3000))
+    (root / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2000))
+    (root / "corrupt.docx").write_bytes(os.urandom(3000))
+    (root / "video.mp4").write_bytes(os.urandom(100))
+    (root / "huge.md").write_text("x" * 5000)
+    docgen.make_pdf(root / "secret.pdf", ["top secret"], user_password="pw")
+    docgen.make_pdf(root / "paged.pdf", ["first page text", "second page text"], title="Paged")
+    (root / "good.md").write_text("# Good\n\nThis one is fine.")
+    (root / "gbk.txt").write_bytes("中文编码测试：这是一段用 GBK 编码保存的文字，应当被正确解码。".encode("gbk") * 3)
+    cfg = api_config(fake_openai_server, [root]).model_copy(
+        update={"limits": api_config(fake_openai_server, [root]).limits.model_copy(update={"max_file_size": 4000})})
+    s = run(cfg)
+    states = {n: entry(root, n) for n in ("empty.md", "junk.txt", "corrupt.pdf", "corrupt.docx", "video.mp4",
+                                          "huge.md", "secret.pdf", "good.md", "gbk.txt", "paged.pdf")}
+    assert states["good.md"].status == EMBEDDED
+    assert [c.meta["page"] for c in states["paged.pdf"].chunks] == [1, 2] or \
+        states["paged.pdf"].chunks[0].meta["page"] == 1
+    assert states["gbk.txt"].status == EMBEDDED and "GBK" in states["gbk.txt"].chunks[0].content
+    for name in ("empty.md", "video.mp4", "huge.md"):
+        assert states[name].status == SKIPPED, name
+    for name in ("junk.txt", "corrupt.pdf", "corrupt.docx", "secret.pdf"):
+        assert states[name].status == FAILED, name
+        assert states[name].chunks == ()  # never garbage chunks
+    assert "encrypted" in states["secret.pdf"].error["message"]  # type: ignore[index]
+    assert "too large" in states["huge.md"].error["message"]  # type: ignore[index]
+    assert "unsupported file type '.mp4'" in states["video.mp4"].error["message"]  # type: ignore[index]
+    assert states["video.mp4"].source.md5_hash == ""  # never read
+    assert not s.ok and {p.name for p, _ in s.failed} == {"junk.txt", "corrupt.pdf", "corrupt.docx", "secret.pdf"}
+    # parse failures are not retried until the file changes; skipped files stay skipped
+    again = run(cfg)
+    assert again.embedded == 0 and not again.failed and again.unchanged == 10
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_api_errors_retried_then_succeed(tmp_path: Path, fake_openai_server: FakeOpenAI, status: int) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("hello world")
+    fake_openai_server.fail_next(2, status=status, retry_after=0.1)
+    s = run(api_config(fake_openai_server, [root], retries=3))
+    assert s.ok and entry(root, "a.md").status == EMBEDDED
+    assert [r.status for r in fake_openai_server.requests] == [status, status, 200]
+
+
+def test_dead_api_marks_files_failed_with_retry_time_then_recovers(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("alpha text")
+    (root / "b.md").write_text("beta text")
+    with FakeOpenAI(dim=8) as server:
+        port = server.port
+    cfg = api_config(server, [root], retries=1, timeout=1)  # the server is gone: connection refused
+    s = run(cfg)
+    assert {p.name for p, _ in s.failed} == {"a.md", "b.md"}
+    err = entry(root, "a.md").error
+    assert err is not None and err["code"] == "embed" and err["retry_at"] and f"127.0.0.1:{port}" in err["message"]
+    assert "sk-test-key" not in str(err)
+    # not retried before its time ...
+    assert run(cfg).failed == []
+    # ... and retried once due, against a live server
+    with FakeOpenAI(dim=8) as live:
+        for name in ("a.md", "b.md"):
+            e = entry(root, name)
+            sidecar.write_entry(root, e.with_status(FAILED, error={**e.error, "retry_at": "2000-01-01T00:00:00Z"}))
+        s2 = run(api_config(live, [root]))
+    assert s2.ok and s2.embedded == 2
+
+
+def test_wrong_dimension_is_a_clear_failure(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("alpha")
+    fake_openai_server.wrong_dim = 4
+    s = run(api_config(fake_openai_server, [root]))
+    assert not s.ok
+    assert "4-d" in entry(root, "a.md").error["message"]  # type: ignore[index]
+
+
+def test_identity_change_reembeds(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("alpha beta gamma")
+    with FakeOpenAI(dim=8) as s8:
+        run(api_config(s8, [root]))
+    with FakeOpenAI(dim=16) as s16:
+        s = run(api_config(s16, [root], model="fake-embed-16"))
+        assert s.embedded == 1 and len(s16.texts) == 1
+    e = entry(root, "a.md")
+    assert e.model_name == "fake-embed-16" and e.dimension == 16
+
+
+def test_mushroom_pending_events_cover_a_failed_job(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("alpha")
+    run(api_config(fake_openai_server, [root]))
+    names = [p.name for p in mushroom.pending(root)]
+    assert len(names) == 1 and names[0].endswith(".mushroom") and f"-{os.getpid()}-" in names[0]
