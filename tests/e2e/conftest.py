@@ -1,0 +1,44 @@
+"""e2e helpers: run the real `ragd` command in a subprocess with the test's isolated environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.fake_openai import FakeOpenAI
+
+RAGD = [sys.executable, "-m", "ragd"]
+
+
+def ragd(*args: str, check: int | None = 0, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    kw.setdefault("env", os.environ.copy())
+    proc = subprocess.run([*RAGD, *args], capture_output=True, text=True, timeout=timeout, **kw)
+    if check is not None:
+        assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def ragd_json(*args: str, check: int | None = 0) -> Any:
+    return json.loads(ragd(*args, "--json", check=check).stdout)
+
+
+def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
+    lines = ["[embedding]", 'provider = "openai"', 'model = "fake-embed-8"', f"dimension = {server.dim}",
+             f'base_url = "{server.base_url}"', 'api_key = "sk-e2e-secret-key-0001"', "retries = 2",
+             "max_backoff = 0.2"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def api_config_file(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
+    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
+    return cfg

@@ -1,0 +1,122 @@
+"""The real `ragd` command in subprocesses: run --once, status, config check, and crash safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ragd import mushroom, sidecar
+from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
+from tests.integration.helpers import all_json_valid
+from tests.support.fake_openai import FakeOpenAI
+
+
+def _tree(root: Path, n: int = 6) -> Path:
+    (root / "sub").mkdir(parents=True)
+    for i in range(n):
+        (root / ("sub" if i % 2 else "") / f"note {i}.md").write_text(
+            f"# Note {i}\n\nSentence {i} about vectors. 第{i}个笔记讲向量检索。\n")
+    return root
+
+
+def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file: Path) -> None:
+    root = _tree(tmp_path / "kb")
+    out = ragd("run", "--once", str(root))
+    assert "6 files embedded, 0 unchanged, 0 skipped, 0 failed in 2 directories" in out.stdout
+    assert "vectors reused" in out.stdout
+    summary = ragd_json("run", "--once", str(root))
+    assert summary["embedded"] == 0 and summary["unchanged"] == 6 and summary["failed"] == []
+    (root / "bad.txt").write_bytes(b"\x00\x01\x02binary" * 100)
+    failed = ragd("run", "--once", str(root), check=1)
+    assert "FAILED" in failed.stdout and "bad.txt" in failed.stdout and "binary" in failed.stdout
+    st = ragd_json("status", str(root), "-r")
+    assert st["counts"] == {"EMBEDDED": 6, "FAILED": 1, "TRACKED": 1}
+    bad = next(e for e in st["entries"] if e["path"].endswith("bad.txt"))
+    assert bad["state"] == "FAILED" and "binary" in bad["reason"]
+    (root / "note 0.md").write_text("changed")
+    (root / "new.md").write_text("new")
+    (root / "sub" / "note 1.md").unlink()
+    st = ragd_json("status", str(root), "-r")
+    by_name = {Path(e["path"]).name: e["state"] for e in st["entries"]}
+    assert by_name["note 0.md"] == "CHANGED" and by_name["new.md"] == "NEW" and by_name["note 1.md"] == "DELETED"
+    one = ragd_json("status", str(root / "new.md"))
+    assert [e["state"] for e in one["entries"]] == ["NEW"]
+
+
+def test_usage_errors(tmp_path: Path, api_config_file: Path) -> None:
+    missing = ragd("run", "--once", str(tmp_path / "nope"), check=2)
+    assert "is not a directory" in missing.stderr
+    assert "no roots" in ragd("run", "--once", check=2).stderr
+
+
+def test_config_check_redacts_and_broken_config_names_key(tmp_path: Path, api_config_file: Path) -> None:
+    data = ragd_json("config", "check")
+    assert data["embedding"]["api_key"] == "***" and data["embedding"]["model"] == "fake-embed-8"
+    assert "sk-e2e-secret" not in ragd("config", "check").stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[splitter]\nchunk_size = 'big'\n")
+    err = ragd("--config", str(bad), "config", "check", check=2).stderr
+    assert "splitter.chunk_size" in err and str(bad) in err
+
+
+def test_default_local_model_end_to_end(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "phone.md").write_text("# 小米 15 Pro\n\n小米 15 Pro 的电池容量是 6100mAh，支持 90W 快充。\n")
+    (root / "ml.txt").write_text("Backpropagation computes gradients layer by layer.\n")
+    summary = ragd_json("run", "--once", str(root))
+    assert summary["embedded"] == 2
+    e = sidecar.read_entry(sidecar.entry_path(root, "phone.md"))
+    assert e is not None and e.model_name == "use-multilingual-v3" and e.dimension == 512
+    assert e.chunks[0].vector is not None and e.chunks[0].vector.shape == (512,)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    for d in range(4):
+        (root / f"d{d}").mkdir(parents=True)
+        for i in range(12):
+            (root / f"d{d}" / f"f{i}.md").write_text(f"# File {d}/{i}\n\n" + f"Line {i} of dir {d}. " * 40)
+    with FakeOpenAI(dim=8, delay=0.05) as server:
+        cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
+        env = {**os.environ, "RAGD_CONFIG": str(cfg)}
+        proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "4", str(root)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(list(root.rglob("*.md.ragjson"))) < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        done_before = len(list(root.rglob("*.md.ragjson")))
+        assert 0 < done_before < 48, "the kill should land mid-run"
+        all_json_valid(root)  # only valid JSON was left behind
+        announced = _announced(root)
+        server.delay = 0
+        out = ragd("run", "--once", str(root), env=env)
+    assert "0 failed" in out.stdout
+    all_json_valid(root)
+    files = sorted(root.rglob("f*.md"))
+    for f in files:
+        e = sidecar.read_entry(sidecar.entry_path(f.parent, f.name))
+        assert e is not None and e.status == sidecar.EMBEDDED and all(c.vector_base64 for c in e.chunks)
+    assert not [p for p in root.rglob("*.tmp")]  # debris gone
+    # mushrooms complete: every file is announced, by the killed run's planned events or the next run's
+    announced |= _announced(root)
+    assert {str(f) for f in files} <= announced
+    again = json.loads(ragd("run", "--once", str(root), "--json", env=env).stdout)
+    assert again["embedded"] == 0 and again["unchanged"] == 48  # each file embedded once
+
+
+def _announced(root: Path) -> set[str]:
+    out = set()
+    for p in root.rglob("*.mushroom"):
+        for ev in mushroom.read(p).events:
+            out.add(str(p.parent.parent / ev.file))
+    return out
