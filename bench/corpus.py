@@ -1,6 +1,6 @@
 """Generate a reproducible bilingual corpus (markdown, text, HTML; Chinese, English, mixed) for benchmarks.
 
-    python -m bench.corpus OUT_DIR --files 1000 --dirs 40 [--seed 7]
+python -m bench.corpus OUT_DIR --files 1000 --dirs 40 [--seed 7]
 """
 
 from __future__ import annotations
@@ -9,21 +9,36 @@ import argparse
 import random
 from pathlib import Path
 
-ZH = ("小米 15 Pro 的电池容量是 6100mAh，支持 90W 快充。", "向量数据库用于存储和检索高维嵌入。",
-      "本地知识库可以离线搜索笔记和手册。", "文件被修改后，代理会在一秒内重新索引。", "我们用倒排索引支持中文关键词检索。",
-      "这份说明书介绍了安装步骤和常见故障。", "如果嵌入服务返回 429，客户端会按 Retry-After 重试。",
-      "会议纪要：下周发布 2.4 版本，修复同步延迟。", "数据备份每天凌晨三点执行，保留三十天。", "请勿在生产环境直接修改配置文件。")
-EN = ("Backpropagation computes gradients layer by layer.", "Kubernetes pods share a network namespace.",
-      "The agent watches folders and keeps the index in sync.", "Error ERR_CONN_RESET means the peer closed the socket.",
-      "Call parse_config() before starting the server.", "Hybrid search fuses dense vectors with BM25 keywords.",
-      "The manual explains installation and troubleshooting steps.", "Rate limits are answered with HTTP 429.",
-      "Backups run nightly at 3am and are kept for thirty days.", "Never edit the production configuration by hand.")
+ZH = (
+    "小米 15 Pro 的电池容量是 6100mAh，支持 90W 快充。",
+    "向量数据库用于存储和检索高维嵌入。",
+    "本地知识库可以离线搜索笔记和手册。",
+    "文件被修改后，代理会在一秒内重新索引。",
+    "我们用倒排索引支持中文关键词检索。",
+    "这份说明书介绍了安装步骤和常见故障。",
+    "如果嵌入服务返回 429，客户端会按 Retry-After 重试。",
+    "会议纪要：下周发布 2.4 版本，修复同步延迟。",
+    "数据备份每天凌晨三点执行，保留三十天。",
+    "请勿在生产环境直接修改配置文件。",
+)
+EN = (
+    "Backpropagation computes gradients layer by layer.",
+    "Kubernetes pods share a network namespace.",
+    "The agent watches folders and keeps the index in sync.",
+    "Error ERR_CONN_RESET means the peer closed the socket.",
+    "Call parse_config() before starting the server.",
+    "Hybrid search fuses dense vectors with BM25 keywords.",
+    "The manual explains installation and troubleshooting steps.",
+    "Rate limits are answered with HTTP 429.",
+    "Backups run nightly at 3am and are kept for thirty days.",
+    "Never edit the production configuration by hand.",
+)
 
 
 def paragraph(rng: random.Random, kind: str) -> str:
     pool = ZH if kind == "zh" else EN if kind == "en" else ZH + EN
-    return ("" if kind == "en" else "").join(rng.choice(pool) + ("" if kind == "zh" else " ")
-                                             for _ in range(rng.randint(3, 8))).strip()
+    sep = "" if kind == "zh" else " "
+    return sep.join(rng.choice(pool) for _ in range(rng.randint(3, 8))).strip()
 
 
 def document(rng: random.Random, ext: str, target: int) -> str:
@@ -39,8 +54,9 @@ def document(rng: random.Random, ext: str, target: int) -> str:
         body = "\n\n".join(f"## Section {i}\n\n{p}" if i % 3 == 0 else p for i, p in enumerate(paras))
         return f"# {title}\n\n{body}\n"
     if ext == ".html":
-        body = "".join(f"<h2>Section {i}</h2><p>{p}</p>" if i % 3 == 0 else f"<p>{p}</p>"
-                       for i, p in enumerate(paras))
+        body = "".join(
+            f"<h2>Section {i}</h2><p>{p}</p>" if i % 3 == 0 else f"<p>{p}</p>" for i, p in enumerate(paras)
+        )
         return f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>\n"
     return f"{title}\n\n" + "\n\n".join(paras) + "\n"
 

@@ -19,8 +19,13 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         if key.startswith("RAGD_") or key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NOTIFY_SOCKET"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(home))
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
-                     ("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ):
         (home / sub).mkdir(mode=0o700)
         monkeypatch.setenv(var, str(home / sub))
     yield home

@@ -24,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="index the roots (--once: one pass, then exit)")
     run.add_argument("roots", nargs="*", type=Path, help="folders to index (default: roots from the config)")
     run.add_argument("--root", dest="extra_roots", action="append", type=Path, default=[], help="add a root")
-    run.add_argument("--once", action="store_true", help="reconcile every directory once, print a summary, exit")
+    run.add_argument(
+        "--once", action="store_true", help="reconcile every directory once, print a summary, exit"
+    )
     run.add_argument("-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs)")
     run.add_argument("--force", action="store_true", help="re-process every file even when unchanged")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -70,8 +72,11 @@ def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     if roots:
         config = config.with_roots(roots)
     if not args.once:
-        raise RagdError("the resident agent is not available in this version", "use `ragd run --once ROOT...`",
-                        code="usage")
+        raise RagdError(
+            "the resident agent is not available in this version",
+            "use `ragd run --once ROOT...`",
+            code="usage",
+        )
     from .console import Progress, print_summary
     from .runonce import run_once
 
@@ -92,7 +97,11 @@ def _cmd_status(args: argparse.Namespace, config: Config) -> int:
         raise RagdError(f"{args.path} does not exist", "name a tracked folder or file", code="usage")
     states = collect(args.path, config, recursive=args.recursive, policy=skip_policy(config))
     if args.json:
-        print(json.dumps({"entries": [s.to_json() for s in states], "counts": counts(states)}, ensure_ascii=False))
+        print(
+            json.dumps(
+                {"entries": [s.to_json() for s in states], "counts": counts(states)}, ensure_ascii=False
+            )
+        )
     else:
         print_states(states)
     return EXIT_OK

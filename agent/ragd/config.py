@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 from .model import EmbeddingIdentity, SplitterSettings
@@ -30,8 +38,22 @@ KNOWN_DIMENSIONS = {
     "text-embedding-ada-002": 1536,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
 
 
 def parse_size(value: int | float | str) -> int:
@@ -39,7 +61,7 @@ def parse_size(value: int | float | str) -> int:
     if isinstance(value, int | float):
         return int(value)
     m = _SIZE.match(value)
-    if not m or m.group(2) is None and not m.group(1):
+    if not m or (m.group(2) is None and not m.group(1)):
         raise ValueError(f"not a size: {value!r} (expected bytes or e.g. '50MB', '64 MiB')")
     unit = (m.group(2) or "").lower()
     if unit not in _UNITS:
@@ -70,8 +92,10 @@ class EmbeddingConfig(_Section):
     def _check_provider(self) -> EmbeddingConfig:
         if self.provider == "local":
             if self.model not in (None, LOCAL_MODEL):
-                raise ValueError(f"the local provider has one model, {LOCAL_MODEL!r}; set provider = 'openai' "
-                                 f"to use {self.model!r}")
+                raise ValueError(
+                    f"the local provider has one model, {LOCAL_MODEL!r}; set provider = 'openai' "
+                    f"to use {self.model!r}"
+                )
             if self.dimension not in (None, LOCAL_DIMENSION):
                 raise ValueError(f"the local model has dimension {LOCAL_DIMENSION}")
         elif self.dimension is None and (self.model or "text-embedding-3-small") not in KNOWN_DIMENSIONS:
@@ -118,8 +142,19 @@ class IndexConfig(_Section):
     optimize_after: int = Field(default=5000, ge=100)
 
 
-DEFAULT_IGNORE = ("*~", ".*.swp", ".*.swx", ".#*", "*.tmp", ".goutputstream-*", "4913", "~$*", ".DS_Store",
-                  "Thumbs.db", "desktop.ini")
+DEFAULT_IGNORE = (
+    "*~",
+    ".*.swp",
+    ".*.swx",
+    ".#*",
+    "*.tmp",
+    ".goutputstream-*",
+    "4913",
+    "~$*",
+    ".DS_Store",
+    "Thumbs.db",
+    "desktop.ini",
+)
 DEFAULT_SKIP_DIRS = ("node_modules", "__pycache__", "venv", "site-packages")
 
 
@@ -170,7 +205,9 @@ class Config(_Section):
         return EmbeddingIdentity(self.embedding.model_name, self.embedding.dim, self.splitter.settings())
 
     def with_roots(self, roots: list[Path]) -> Config:
-        return self.model_copy(update={"roots": tuple(Path(os.path.expanduser(str(p))).resolve() for p in roots)})
+        return self.model_copy(
+            update={"roots": tuple(Path(os.path.expanduser(str(p))).resolve() for p in roots)}
+        )
 
     def redacted(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by '***'."""
@@ -199,8 +236,9 @@ def _validate(data: dict[str, Any], origin: str) -> Config:
     try:
         return Config.model_validate({**data, "source": origin})
     except ValidationError as err:
-        raise ConfigError(_format_validation(origin, err), "fix the key named above, then run `ragd config check`")\
-            from None
+        raise ConfigError(
+            _format_validation(origin, err), "fix the key named above, then run `ragd config check`"
+        ) from None
 
 
 def from_ragjson_config(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,8 +251,14 @@ def from_ragjson_config(data: Mapping[str, Any]) -> dict[str, Any]:
     model = emb_in.get("model_name") or emb_in.get("model")
     if emb_in.get("base_url") or emb_in.get("api_key") or (model and model != LOCAL_MODEL):
         emb["provider"] = "openai"
-        for src, dst in (("base_url", "base_url"), ("api_key", "api_key"), ("dimension", "dimension"),
-                         ("dimensions", "dimension"), ("batch_size", "batch_size"), ("timeout", "timeout")):
+        for src, dst in (
+            ("base_url", "base_url"),
+            ("api_key", "api_key"),
+            ("dimension", "dimension"),
+            ("dimensions", "dimension"),
+            ("batch_size", "batch_size"),
+            ("timeout", "timeout"),
+        ):
             if emb_in.get(src) is not None:
                 emb[dst] = emb_in[src]
         if model:
@@ -250,7 +294,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     if candidate.exists():
         return _load_toml(candidate)
     if explicit:
-        raise ConfigError(f"config file {candidate} does not exist", "create it or drop --config / RAGD_CONFIG")
+        raise ConfigError(
+            f"config file {candidate} does not exist", "create it or drop --config / RAGD_CONFIG"
+        )
     legacy = Path(env.get("HOME", str(Path.home()))) / ".rag.config"
     if legacy.is_file():
         return _load_legacy(legacy)
@@ -261,7 +307,9 @@ def _load_toml(path: Path) -> Config:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"config file {path} is not valid TOML: {err}", "fix the syntax at that line") from None
+        raise ConfigError(
+            f"config file {path} is not valid TOML: {err}", "fix the syntax at that line"
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {path}: {err}", "check the file's permissions") from None
     return _validate(data, str(path))
@@ -271,10 +319,14 @@ def _load_legacy(path: Path) -> Config:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read the ragjson config {path}: {err}",
-                          "fix it, or write a ragd config.toml, which takes precedence") from None
+        raise ConfigError(
+            f"cannot read the ragjson config {path}: {err}",
+            "fix it, or write a ragd config.toml, which takes precedence",
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"the ragjson config {path} is not a JSON object", "fix it or write a ragd config.toml")
+        raise ConfigError(
+            f"the ragjson config {path} is not a JSON object", "fix it or write a ragd config.toml"
+        )
     return _validate(from_ragjson_config(data), str(path))
 
 

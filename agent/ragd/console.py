@@ -18,7 +18,11 @@ from .status import FileState, counts
 def setup_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
     journald = "JOURNAL_STREAM" in os.environ or "INVOCATION_ID" in os.environ
-    fmt = "%(levelname)s %(name)s: %(message)s" if journald else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    fmt = (
+        "%(levelname)s %(name)s: %(message)s"
+        if journald
+        else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
 
 
@@ -43,8 +47,10 @@ class Progress:
         width = max(10, min(40, shutil.get_terminal_size().columns - 70))
         done = s.dirs_done / s.dirs if s.dirs else 1.0
         bar = "#" * int(done * width) + "." * (width - int(done * width))
-        line = (f"\r[{bar}] {s.dirs_done}/{s.dirs} dirs  {s.embedded} embedded  {s.unchanged} unchanged  "
-                f"{s.skipped} skipped  {len(s.failed)} failed")
+        line = (
+            f"\r[{bar}] {s.dirs_done}/{s.dirs} dirs  {s.embedded} embedded  {s.unchanged} unchanged  "
+            f"{s.skipped} skipped  {len(s.failed)} failed"
+        )
         self.stream.write(line)
         if s.dirs_done == s.dirs:
             self.stream.write("\n")
@@ -55,17 +61,23 @@ class Progress:
         if not changed and not r.events:
             return
         n = {st: sum(f.state == st for f in changed) for st in (EMBEDDED, SKIPPED, FAILED)}
-        self.stream.write(f"{r.directory}: {n[EMBEDDED]} embedded, {n[SKIPPED]} skipped, {n[FAILED]} failed, "
-                          f"{len(r.events)} events\n")
+        self.stream.write(
+            f"{r.directory}: {n[EMBEDDED]} embedded, {n[SKIPPED]} skipped, {n[FAILED]} failed, "
+            f"{len(r.events)} events\n"
+        )
         self.stream.flush()
 
 
 def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
     rate = s.embedded / s.elapsed if s.elapsed else 0.0
-    out.write(f"{s.embedded} files embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
-              f"{len(s.failed)} failed in {s.dirs} directories\n")
-    out.write(f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
-              f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n")
+    out.write(
+        f"{s.embedded} files embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
+        f"{len(s.failed)} failed in {s.dirs} directories\n"
+    )
+    out.write(
+        f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
+        f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n"
+    )
     for path, reason in s.failed:
         out.write(f"FAILED {path}: {reason}\n")
     for path, reason in s.failed_dirs:
@@ -76,6 +88,8 @@ def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
     for st in states:
         name = str(st.path) + ("/" if st.is_dir else "")
         extra = f"  ({st.reason})" if st.reason else ""
-        out.write(f"{st.state:<9} {name!s}{extra}\n" if "\n" not in name else f"{st.state:<9} {name!r}{extra}\n")
+        out.write(
+            f"{st.state:<9} {name!s}{extra}\n" if "\n" not in name else f"{st.state:<9} {name!r}{extra}\n"
+        )
     tally = ", ".join(f"{v} {k.lower()}" for k, v in counts(states).items())
     out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")

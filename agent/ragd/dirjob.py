@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,9 @@ class JobContext:
     embed: EmbedFn
     ignore: Ignore
     policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
-    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond this directory
+    reuse: ReuseFn | None = (
+        None  # extra vector lookup by content_hash (e.g. the index), beyond this directory
+    )
     force: bool = False
 
     @property
@@ -100,7 +103,7 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
     plan = _Plan(listing, entries, deleted)
     for name, entry in entries.items():
         is_dir_entry = entry is None
-        if is_dir_entry and name not in listing.dirs or not is_dir_entry and name not in listing.files:
+        if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
             plan.events.append(Event(name, mushroom.DIR_DELETE if is_dir_entry else mushroom.DELETE))
     for name in listing.dirs:
         if name in entries and entries[name] is None:
@@ -113,7 +116,11 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         recovered = entry is None and name in deleted
         if recovered:
             entry = _read_deleted(directory, name)
-        change = Change.RETRY if ctx.force else classify(entry, directory / name, st, ctx.identity, ctx.policy, now)
+        change = (
+            Change.RETRY
+            if ctx.force
+            else classify(entry, directory / name, st, ctx.identity, ctx.policy, now)
+        )
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED):
             plan.work.append((name, change))
         else:
@@ -146,7 +153,9 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
     return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note)
 
 
-def _finish_mushroom(directory: Path, note: Path | None, planned: list[Event], final: list[Event]) -> Path | None:
+def _finish_mushroom(
+    directory: Path, note: Path | None, planned: list[Event], final: list[Event]
+) -> Path | None:
     if note is None or final == planned:
         return note
     if not final:
@@ -201,8 +210,9 @@ class _ReusePool:
         return found
 
 
-def _run_file(ctx: JobContext, directory: Path, name: str, change: Change, plan: _Plan,
-              reuse: _ReusePool) -> FileOutcome:
+def _run_file(
+    ctx: JobContext, directory: Path, name: str, change: Change, plan: _Plan, reuse: _ReusePool
+) -> FileOutcome:
     """Per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
     path = directory / name
     old = plan.entries.get(name)
@@ -212,7 +222,9 @@ def _run_file(ctx: JobContext, directory: Path, name: str, change: Change, plan:
         return FileOutcome(name, "UNCHANGED", reason="vanished during the job")
     try:
         if change == Change.TOUCHED and old is not None:
-            sidecar.write_entry(directory, old.with_status(old.status, source=_source(name, st, old.source.md5_hash)))
+            sidecar.write_entry(
+                directory, old.with_status(old.status, source=_source(name, st, old.source.md5_hash))
+            )
             return FileOutcome(name, "TOUCHED", chunks=len(old.chunks))
         return _process(ctx, directory, name, st, old, reuse)
     except StorageError as err:
@@ -220,22 +232,48 @@ def _run_file(ctx: JobContext, directory: Path, name: str, change: Change, plan:
         return FileOutcome(name, FAILED, reason=str(err))
     except Exception as err:  # the per-file boundary: record, log, go on
         log.exception("internal error while processing %s", path)
-        return _record_failure(ctx, directory, name, st, old, None,
-                               RagdError(f"internal error: {type(err).__name__}: {err}",
-                                         "please report this with the log", code="internal"))
+        return _record_failure(
+            ctx,
+            directory,
+            name,
+            st,
+            old,
+            None,
+            RagdError(
+                f"internal error: {type(err).__name__}: {err}",
+                "please report this with the log",
+                code="internal",
+            ),
+        )
 
 
 def _source(name: str, st: os.stat_result, md5: str) -> SourceInfo:
-    return SourceInfo(file_name=name, md5_hash=md5, size_bytes=st.st_size, mtime=int(st.st_mtime),
-                      inode=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)
+    return SourceInfo(
+        file_name=name,
+        md5_hash=md5,
+        size_bytes=st.st_size,
+        mtime=int(st.st_mtime),
+        inode=st.st_ino,
+        mtime_ns=st.st_mtime_ns,
+        ctime_ns=st.st_ctime_ns,
+    )
 
 
-def _new_entry(ctx: JobContext, status: str, source: SourceInfo, old: FileEntry | None, **kw: object) -> FileEntry:
+def _new_entry(
+    ctx: JobContext, status: str, source: SourceInfo, old: FileEntry | None, **kw: Any
+) -> FileEntry:
     stamp = sidecar.utc_stamp()
     ident = ctx.identity
-    return FileEntry(status=status, create_dt=old.create_dt if old and old.create_dt else stamp, modify_dt=stamp,
-                     source=source, model_name=ident.model_name, dimension=ident.dimension,
-                     splitter=ident.splitter.fingerprint, **kw)  # type: ignore[arg-type]
+    return FileEntry(
+        status=status,
+        create_dt=old.create_dt if old and old.create_dt else stamp,
+        modify_dt=stamp,
+        source=source,
+        model_name=ident.model_name,
+        dimension=ident.dimension,
+        splitter=ident.splitter.fingerprint,
+        **kw,
+    )
 
 
 def _precheck(ctx: JobContext, path: Path, st: os.stat_result) -> None:
@@ -244,12 +282,15 @@ def _precheck(ctx: JobContext, path: Path, st: os.stat_result) -> None:
         raise FileSkipped(f"unsupported file type {path.suffix or '(no extension)'!r}")
     limit = ctx.config.limits.max_file_size
     if st.st_size > limit:
-        raise FileSkipped(f"file too large: {st.st_size} bytes > limits.max_file_size {limit}",
-                          "raise limits.max_file_size to index it")
+        raise FileSkipped(
+            f"file too large: {st.st_size} bytes > limits.max_file_size {limit}",
+            "raise limits.max_file_size to index it",
+        )
 
 
-def _process(ctx: JobContext, directory: Path, name: str, st: os.stat_result, old: FileEntry | None,
-             reuse: _ReusePool) -> FileOutcome:
+def _process(
+    ctx: JobContext, directory: Path, name: str, st: os.stat_result, old: FileEntry | None, reuse: _ReusePool
+) -> FileOutcome:
     path = directory / name
     try:
         _precheck(ctx, path, st)
@@ -266,8 +307,10 @@ def _process(ctx: JobContext, directory: Path, name: str, st: os.stat_result, ol
     except ParseError as err:
         return _record_failure(ctx, directory, name, st, old, source, err)
     known = reuse.lookup([c.content_hash for c in chunks])
-    stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash), _meta(c))
-              for c in chunks]
+    stored = [
+        StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash), _meta(c))
+        for c in chunks
+    ]
     todo = [i for i, c in enumerate(stored) if c.vector_base64 is None]
     extra = {"parser": doc.parser}
     if todo:
@@ -277,29 +320,51 @@ def _process(ctx: JobContext, directory: Path, name: str, st: os.stat_result, ol
         except EmbedError as err:
             return _record_failure(ctx, directory, name, st, old, source, err, tuple(stored), doc.parser)
         for i, vec in zip(todo, vectors, strict=True):
-            stored[i] = StoredChunk(stored[i].content, stored[i].content_hash, stored[i].overlap_size,
-                                    sidecar.encode_vector(vec), stored[i].meta)
+            stored[i] = StoredChunk(
+                stored[i].content,
+                stored[i].content_hash,
+                stored[i].overlap_size,
+                sidecar.encode_vector(vec),
+                stored[i].meta,
+            )
     sidecar.write_entry(directory, _new_entry(ctx, EMBEDDED, source, old, chunks=tuple(stored), **extra))
     return FileOutcome(name, EMBEDDED, chunks=len(stored), embedded=len(todo), reused=len(stored) - len(todo))
 
 
 def _meta(chunk: object) -> dict[str, object]:
     c = chunk
-    meta = {k: getattr(c, k) for k in ("start_index", "end_index", "start_line", "end_line", "page", "header")}
+    meta = {
+        k: getattr(c, k) for k in ("start_index", "end_index", "start_line", "end_line", "page", "header")
+    }
     meta["heading_path"] = list(getattr(c, "heading_path", ())) or None
     return meta
 
 
-def _record_skip(ctx: JobContext, directory: Path, name: str, st: os.stat_result, old: FileEntry | None,
-                 md5: str, err: FileSkipped) -> FileOutcome:
+def _record_skip(
+    ctx: JobContext,
+    directory: Path,
+    name: str,
+    st: os.stat_result,
+    old: FileEntry | None,
+    md5: str,
+    err: FileSkipped,
+) -> FileOutcome:
     error = {**err.to_dict(), "policy": ctx.policy}
     sidecar.write_entry(directory, _new_entry(ctx, SKIPPED, _source(name, st, md5), old, error=error))
     return FileOutcome(name, SKIPPED, reason=err.message)
 
 
-def _record_failure(ctx: JobContext, directory: Path, name: str, st: os.stat_result, old: FileEntry | None,
-                    source: SourceInfo | None, err: RagdError, chunks: tuple[StoredChunk, ...] = (),
-                    parser: str | None = None) -> FileOutcome:
+def _record_failure(
+    ctx: JobContext,
+    directory: Path,
+    name: str,
+    st: os.stat_result,
+    old: FileEntry | None,
+    source: SourceInfo | None,
+    err: RagdError,
+    chunks: tuple[StoredChunk, ...] = (),
+    parser: str | None = None,
+) -> FileOutcome:
     """FAILED with the error and when it is retried: embed errors back off, others wait for a change."""
     attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
     retry_at = None
@@ -308,5 +373,7 @@ def _record_failure(ctx: JobContext, directory: Path, name: str, st: os.stat_res
         retry_at = sidecar.utc_stamp(time.time() + delay)
     error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
     src = source or _source(name, st, "")
-    sidecar.write_entry(directory, _new_entry(ctx, FAILED, src, old, chunks=chunks, error=error, parser=parser))
+    sidecar.write_entry(
+        directory, _new_entry(ctx, FAILED, src, old, chunks=chunks, error=error, parser=parser)
+    )
     return FileOutcome(name, FAILED, reason=err.message)

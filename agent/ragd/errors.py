@@ -53,7 +53,7 @@ class StorageError(RagdError):
     code = "storage"
 
 
-class IndexError_(RagdError):  # noqa: N801 - avoid shadowing the builtin IndexError
+class IndexError_(RagdError):
     """The vector index failed or is held by another process."""
 
     code = "index"

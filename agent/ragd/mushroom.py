@@ -111,8 +111,9 @@ def read(path: Path) -> Mushroom:
         except (ValueError, KeyError, TypeError):
             raise StorageError(f"malformed line {n} in mushroom {path}", "fix or remove the file") from None
         if ev.status not in STATUSES:
-            raise StorageError(f"unknown status {ev.status!r} at line {n} of mushroom {path}",
-                               "fix or remove the file")
+            raise StorageError(
+                f"unknown status {ev.status!r} at line {n} of mushroom {path}", "fix or remove the file"
+            )
         events.append(ev)
     return Mushroom(path, tuple(events))
 

@@ -58,25 +58,36 @@ class RunSummary:
                 self.unchanged += 1
 
     def to_json(self) -> dict[str, object]:
-        return {"roots": [str(r) for r in self.roots], "dirs": self.dirs, "embedded": self.embedded,
-                "unchanged": self.unchanged, "skipped": self.skipped,
-                "failed": [{"path": str(p), "reason": r} for p, r in self.failed],
-                "failed_dirs": [{"path": str(p), "reason": r} for p, r in self.failed_dirs],
-                "chunks": self.chunks, "texts_embedded": self.texts_embedded,
-                "vectors_reused": self.vectors_reused, "mushrooms": self.mushrooms,
-                "elapsed_s": round(self.elapsed, 3)}
+        return {
+            "roots": [str(r) for r in self.roots],
+            "dirs": self.dirs,
+            "embedded": self.embedded,
+            "unchanged": self.unchanged,
+            "skipped": self.skipped,
+            "failed": [{"path": str(p), "reason": r} for p, r in self.failed],
+            "failed_dirs": [{"path": str(p), "reason": r} for p, r in self.failed_dirs],
+            "chunks": self.chunks,
+            "texts_embedded": self.texts_embedded,
+            "vectors_reused": self.vectors_reused,
+            "mushrooms": self.mushrooms,
+            "elapsed_s": round(self.elapsed, 3),
+        }
 
 
 def skip_policy(config: Config) -> str:
     lim = config.limits
-    return (f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
-            f"soffice={shutil.which('soffice') is not None}")
+    return (
+        f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
+        f"soffice={shutil.which('soffice') is not None}"
+    )
 
 
 def check_roots(roots: Sequence[Path]) -> list[Path]:
     if not roots:
-        raise ConfigError("no roots to index", "name a folder: `ragd run --once ~/Documents`, or set roots in "
-                          "the config file")
+        raise ConfigError(
+            "no roots to index",
+            "name a folder: `ragd run --once ~/Documents`, or set roots in the config file",
+        )
     resolved = []
     for r in roots:
         p = Path(r).expanduser().resolve()
@@ -89,8 +100,9 @@ def check_roots(roots: Sequence[Path]) -> list[Path]:
 Progress = Callable[[RunSummary, DirResult | None], None]
 
 
-def run_once(config: Config, *, jobs: int | None = None, force: bool = False,
-             progress: Progress | None = None) -> RunSummary:
+def run_once(
+    config: Config, *, jobs: int | None = None, force: bool = False, progress: Progress | None = None
+) -> RunSummary:
     roots = check_roots(config.roots)
     started = time.monotonic()
     summary = RunSummary(roots)
@@ -108,7 +120,9 @@ def run_once(config: Config, *, jobs: int | None = None, force: bool = False,
     return summary
 
 
-def _run_all(ctx: JobContext, dirs: list[Path], jobs: int, summary: RunSummary, progress: Progress | None) -> None:
+def _run_all(
+    ctx: JobContext, dirs: list[Path], jobs: int, summary: RunSummary, progress: Progress | None
+) -> None:
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob") as pool:
         pending: dict[Future[DirResult], Path] = {pool.submit(run_directory, ctx, d): d for d in dirs}
         if progress:

@@ -65,7 +65,9 @@ def walk_dirs(root: Path, ignore: Ignore) -> Iterator[Path]:
         yield d
         try:
             with os.scandir(d) as it:
-                subs = [Path(de.path) for de in it if de.is_dir(follow_symlinks=False) and not ignore.dir(de.name)]
+                subs = [
+                    Path(de.path) for de in it if de.is_dir(follow_symlinks=False) and not ignore.dir(de.name)
+                ]
         except OSError:
             continue
         stack.extend(sorted(subs, reverse=True))
@@ -108,8 +110,14 @@ def identity_matches(entry: FileEntry, identity: EmbeddingIdentity) -> bool:
     return entry.splitter is None or entry.splitter == identity.splitter.fingerprint
 
 
-def classify(entry: FileEntry | None, path: Path, st: os.stat_result, identity: EmbeddingIdentity,
-             policy: str, now: float) -> Change:
+def classify(
+    entry: FileEntry | None,
+    path: Path,
+    st: os.stat_result,
+    identity: EmbeddingIdentity,
+    policy: str,
+    now: float,
+) -> Change:
     """Decide what a file needs. Hashes the file only when the stat fast path cannot decide."""
     if entry is None:
         return Change.NEW

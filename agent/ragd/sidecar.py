@@ -73,8 +73,13 @@ class SourceInfo:
     ctime_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"file_name": self.file_name, "md5_hash": self.md5_hash,
-                                "size_bytes": self.size_bytes, "mtime": self.mtime, "inode": self.inode}
+        data: dict[str, Any] = {
+            "file_name": self.file_name,
+            "md5_hash": self.md5_hash,
+            "size_bytes": self.size_bytes,
+            "mtime": self.mtime,
+            "inode": self.inode,
+        }
         if self.mtime_ns is not None:
             data["mtime_ns"] = self.mtime_ns
             data["ctime_ns"] = self.ctime_ns
@@ -87,15 +92,20 @@ class StoredChunk:
     content_hash: str
     overlap_size: int = 0
     vector_base64: str | None = None  # None while the chunk is not embedded yet
-    meta: Mapping[str, Any] = field(default_factory=dict)  # start_index, end_index, start_line, heading_path, ...
+    meta: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # start_index, end_index, start_line, heading_path, ...
 
     @property
     def vector(self) -> np.ndarray | None:
         return None if self.vector_base64 is None else decode_vector(self.vector_base64)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"content": self.content, "content_hash": self.content_hash,
-                                "overlap_size": self.overlap_size}
+        data: dict[str, Any] = {
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "overlap_size": self.overlap_size,
+        }
         if self.vector_base64 is not None:
             data["vector_base64"] = self.vector_base64
         data.update({k: v for k, v in self.meta.items() if v is not None})
@@ -135,9 +145,13 @@ class FileEntry:
 def _chunk_from_json(raw: Mapping[str, Any]) -> StoredChunk:
     meta = {k: raw[k] for k in CHUNK_META_KEYS if k in raw}
     vec = raw.get("vector_base64")
-    return StoredChunk(content=raw["content"], content_hash=raw["content_hash"],
-                       overlap_size=int(raw.get("overlap_size", 0)),
-                       vector_base64=vec if isinstance(vec, str) and vec else None, meta=meta)
+    return StoredChunk(
+        content=raw["content"],
+        content_hash=raw["content_hash"],
+        overlap_size=int(raw.get("overlap_size", 0)),
+        vector_base64=vec if isinstance(vec, str) and vec else None,
+        meta=meta,
+    )
 
 
 def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
@@ -145,13 +159,27 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
     if set(data) == {"ragjson_version"}:
         return None
     proc, src, emb = data["processing"], data["source"], data["embedding"]
-    source = SourceInfo(file_name=src["file_name"], md5_hash=src["md5_hash"], size_bytes=int(src["size_bytes"]),
-                        mtime=int(src["mtime"]), inode=int(src["inode"]),
-                        mtime_ns=src.get("mtime_ns"), ctime_ns=src.get("ctime_ns"))
-    return FileEntry(status=proc["status"], create_dt=proc.get("create_dt", ""), modify_dt=proc.get("modify_dt", ""),
-                     source=source, model_name=emb["model_name"], dimension=int(emb["dimension"]),
-                     chunks=tuple(_chunk_from_json(c) for c in data.get("chunks") or ()),
-                     parser=data.get("parser"), splitter=data.get("splitter"), error=data.get("error"))
+    source = SourceInfo(
+        file_name=src["file_name"],
+        md5_hash=src["md5_hash"],
+        size_bytes=int(src["size_bytes"]),
+        mtime=int(src["mtime"]),
+        inode=int(src["inode"]),
+        mtime_ns=src.get("mtime_ns"),
+        ctime_ns=src.get("ctime_ns"),
+    )
+    return FileEntry(
+        status=proc["status"],
+        create_dt=proc.get("create_dt", ""),
+        modify_dt=proc.get("modify_dt", ""),
+        source=source,
+        model_name=emb["model_name"],
+        dimension=int(emb["dimension"]),
+        chunks=tuple(_chunk_from_json(c) for c in data.get("chunks") or ()),
+        parser=data.get("parser"),
+        splitter=data.get("splitter"),
+        error=data.get("error"),
+    )
 
 
 def rag_dir(directory: Path) -> Path:
@@ -168,8 +196,10 @@ def read_entry(path: Path) -> FileEntry | None:
         data = json.loads(path.read_bytes())
         return entry_from_json(data)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise StorageError(f"cannot read sidecar {path}: {type(err).__name__}: {err}",
-                           "the entry is rebuilt from the source on the next run") from None
+        raise StorageError(
+            f"cannot read sidecar {path}: {type(err).__name__}: {err}",
+            "the entry is rebuilt from the source on the next run",
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -215,8 +245,10 @@ def write_atomic(directory: Path, target_name: str, payload: bytes) -> Path:
         os.replace(tmp, target)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise StorageError(f"cannot write {target}: {err.strerror or err}",
-                           "check free space and write permission on the directory") from None
+        raise StorageError(
+            f"cannot write {target}: {err.strerror or err}",
+            "check free space and write permission on the directory",
+        ) from None
     return target
 
 
@@ -266,8 +298,9 @@ class DirLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as err:
             self._release()
-            raise StorageError(f"cannot lock {tmp}: {err.strerror or err}",
-                               "check write permission on the directory") from None
+            raise StorageError(
+                f"cannot lock {tmp}: {err.strerror or err}", "check write permission on the directory"
+            ) from None
         clean_debris(tmp)
         return self
 

@@ -34,8 +34,9 @@ class FileState:
         return data
 
 
-def _file_state(path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str,
-                now: float) -> FileState:
+def _file_state(
+    path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str, now: float
+) -> FileState:
     if entry is None:
         return FileState(path, "NEW")
     change = classify(entry, path, st, config.identity, policy, now)
@@ -47,8 +48,12 @@ def _file_state(path: Path, entry: FileEntry | None, st: os.stat_result, config:
     if change == Change.RETRY:
         if entry.status != EMBEDDED:
             return FileState(path, "PENDING", f"processing stopped at {entry.status}")
-        return FileState(path, "STALE", f"embedded with {entry.model_name}/{entry.dimension} "
-                                        f"({entry.splitter or 'unknown splitter'})", len(entry.chunks))
+        return FileState(
+            path,
+            "STALE",
+            f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
+            len(entry.chunks),
+        )
     return FileState(path, EMBEDDED, chunks=len(entry.chunks))
 
 

@@ -12,6 +12,9 @@ def main(argv: list[str] | None = None) -> int:
     if args in (["--version"], ["-V"]):
         print(f"ragctl {__version__}")
         return 0
-    print("ragctl: the resident agent's control verbs are not available yet; use `ragd run --once` and "
-          "`ragd status`", file=sys.stderr)
+    print(
+        "ragctl: the resident agent's control verbs are not available yet; use `ragd run --once` and "
+        "`ragd status`",
+        file=sys.stderr,
+    )
     return 2

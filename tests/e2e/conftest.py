@@ -16,7 +16,9 @@ from tests.support.fake_openai import FakeOpenAI
 RAGD = [sys.executable, "-m", "ragd"]
 
 
-def ragd(*args: str, check: int | None = 0, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+def ragd(
+    *args: str, check: int | None = 0, timeout: float = 120, **kw: Any
+) -> subprocess.CompletedProcess[str]:
     kw.setdefault("env", os.environ.copy())
     proc = subprocess.run([*RAGD, *args], capture_output=True, text=True, timeout=timeout, **kw)
     if check is not None:
@@ -29,9 +31,16 @@ def ragd_json(*args: str, check: int | None = 0) -> Any:
 
 
 def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
-    lines = ["[embedding]", 'provider = "openai"', 'model = "fake-embed-8"', f"dimension = {server.dim}",
-             f'base_url = "{server.base_url}"', 'api_key = "sk-e2e-secret-key-0001"', "retries = 2",
-             "max_backoff = 0.2"]
+    lines = [
+        "[embedding]",
+        'provider = "openai"',
+        'model = "fake-embed-8"',
+        f"dimension = {server.dim}",
+        f'base_url = "{server.base_url}"',
+        'api_key = "sk-e2e-secret-key-0001"',
+        "retries = 2",
+        "max_backoff = 0.2",
+    ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + "\n")
     return path

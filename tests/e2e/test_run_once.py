@@ -21,7 +21,8 @@ def _tree(root: Path, n: int = 6) -> Path:
     (root / "sub").mkdir(parents=True)
     for i in range(n):
         (root / ("sub" if i % 2 else "") / f"note {i}.md").write_text(
-            f"# Note {i}\n\nSentence {i} about vectors. 第{i}个笔记讲向量检索。\n")
+            f"# Note {i}\n\nSentence {i} about vectors. 第{i}个笔记讲向量检索。\n"
+        )
     return root
 
 
@@ -44,7 +45,9 @@ def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file:
     (root / "sub" / "note 1.md").unlink()
     st = ragd_json("status", str(root), "-r")
     by_name = {Path(e["path"]).name: e["state"] for e in st["entries"]}
-    assert by_name["note 0.md"] == "CHANGED" and by_name["new.md"] == "NEW" and by_name["note 1.md"] == "DELETED"
+    assert (
+        by_name["note 0.md"] == "CHANGED" and by_name["new.md"] == "NEW" and by_name["note 1.md"] == "DELETED"
+    )
     one = ragd_json("status", str(root / "new.md"))
     assert [e["state"] for e in one["entries"]] == ["NEW"]
 
@@ -87,8 +90,12 @@ def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
     with FakeOpenAI(dim=8, delay=0.05) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
-        proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "4", str(root)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*RAGD, "run", "--once", "-j", "4", str(root)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while len(list(root.rglob("*.md.ragjson"))) < 10 and time.monotonic() < deadline:
             time.sleep(0.02)

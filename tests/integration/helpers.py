@@ -17,8 +17,17 @@ from tests.support.fake_openai import FakeOpenAI
 
 
 def api_config(server: FakeOpenAI, roots: list[Path], **embedding: object) -> Config:
-    emb = {"provider": "openai", "model": "fake-embed-8", "dimension": server.dim, "base_url": server.base_url,
-           "api_key": "sk-test-key-123456", "retries": 2, "max_backoff": 0.2, "timeout": 5, **embedding}
+    emb = {
+        "provider": "openai",
+        "model": "fake-embed-8",
+        "dimension": server.dim,
+        "base_url": server.base_url,
+        "api_key": "sk-test-key-123456",
+        "retries": 2,
+        "max_backoff": 0.2,
+        "timeout": 5,
+        **embedding,
+    }
     return Config.model_validate({"roots": [str(r) for r in roots], "embedding": emb})
 
 

@@ -61,8 +61,9 @@ def test_new_edit_delete_recover_and_events(tmp_path: Path, fake_openai_server: 
     (root / "a.md").rename(tmp_path / "a.md.away")
     (root / "sub").rename(tmp_path / "sub.away")
     run(cfg)
-    assert all_events(root) == [Event("a.md", "delete"), Event("sub", "dir_delete")] or \
-        sorted(all_events(root), key=lambda e: e.file) == [Event("a.md", "delete"), Event("sub", "dir_delete")]
+    assert all_events(root) == [Event("a.md", "delete"), Event("sub", "dir_delete")] or sorted(
+        all_events(root), key=lambda e: e.file
+    ) == [Event("a.md", "delete"), Event("sub", "dir_delete")]
     assert sidecar.entry_path(root, "a.md", deleted=True).exists()
     assert sidecar.entry_path(root, "sub", deleted=True).exists()
     clear_mushrooms(root)
@@ -73,7 +74,10 @@ def test_new_edit_delete_recover_and_events(tmp_path: Path, fake_openai_server: 
     sent = len(fake_openai_server.texts)
     run(cfg)
     assert len(fake_openai_server.texts) == sent  # nothing re-embedded
-    assert sorted(all_events(root), key=lambda e: e.file) == [Event("a.md", "upsert"), Event("sub", "dir_recover")]
+    assert sorted(all_events(root), key=lambda e: e.file) == [
+        Event("a.md", "upsert"),
+        Event("sub", "dir_recover"),
+    ]
     assert entry(root, "a.md").status == EMBEDDED
     assert not sidecar.entry_path(root, "a.md", deleted=True).exists()
 
@@ -91,8 +95,16 @@ def test_rename_within_directory_reuses_vectors(tmp_path: Path, fake_openai_serv
     assert len(fake_openai_server.texts) == sent
 
 
-ODD_NAMES = ['quote "double" \'single\'.md', "50% off_sale.md", "under_score.md", "with space.txt",
-             "new\nline.md", "emoji 🍄.md", "中文文件名.md", "back\\slash.md"]
+ODD_NAMES = [
+    "quote \"double\" 'single'.md",
+    "50% off_sale.md",
+    "under_score.md",
+    "with space.txt",
+    "new\nline.md",
+    "emoji 🍄.md",
+    "中文文件名.md",
+    "back\\slash.md",
+]
 
 
 def test_odd_file_names(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
@@ -107,8 +119,9 @@ def test_odd_file_names(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
     assert {e.file for e in all_events(root)} == set(ODD_NAMES)
 
 
-def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(tmp_path: Path,
-                                                                 fake_openai_server: FakeOpenAI) -> None:
+def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
     from tests.support import docgen
 
     root = tmp_path / "bad"
@@ -122,15 +135,34 @@ def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(tmp_path: Path
     docgen.make_pdf(root / "secret.pdf", ["top secret"], user_password="pw")
     docgen.make_pdf(root / "paged.pdf", ["first page text", "second page text"], title="Paged")
     (root / "good.md").write_text("# Good\n\nThis one is fine.")
-    (root / "gbk.txt").write_bytes("中文编码测试：这是一段用 GBK 编码保存的文字，应当被正确解码。".encode("gbk") * 3)
+    (root / "gbk.txt").write_bytes(
+        "中文编码测试：这是一段用 GBK 编码保存的文字，应当被正确解码。".encode("gbk") * 3
+    )
     cfg = api_config(fake_openai_server, [root]).model_copy(
-        update={"limits": api_config(fake_openai_server, [root]).limits.model_copy(update={"max_file_size": 4000})})
+        update={
+            "limits": api_config(fake_openai_server, [root]).limits.model_copy(update={"max_file_size": 4000})
+        }
+    )
     s = run(cfg)
-    states = {n: entry(root, n) for n in ("empty.md", "junk.txt", "corrupt.pdf", "corrupt.docx", "video.mp4",
-                                          "huge.md", "secret.pdf", "good.md", "gbk.txt", "paged.pdf")}
+    states = {
+        n: entry(root, n)
+        for n in (
+            "empty.md",
+            "junk.txt",
+            "corrupt.pdf",
+            "corrupt.docx",
+            "video.mp4",
+            "huge.md",
+            "secret.pdf",
+            "good.md",
+            "gbk.txt",
+            "paged.pdf",
+        )
+    }
     assert states["good.md"].status == EMBEDDED
-    assert [c.meta["page"] for c in states["paged.pdf"].chunks] == [1, 2] or \
-        states["paged.pdf"].chunks[0].meta["page"] == 1
+    assert [c.meta["page"] for c in states["paged.pdf"].chunks] == [1, 2] or states["paged.pdf"].chunks[
+        0
+    ].meta["page"] == 1
     assert states["gbk.txt"].status == EMBEDDED and "GBK" in states["gbk.txt"].chunks[0].content
     for name in ("empty.md", "video.mp4", "huge.md"):
         assert states[name].status == SKIPPED, name
@@ -141,7 +173,12 @@ def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(tmp_path: Path
     assert "too large" in states["huge.md"].error["message"]  # type: ignore[index]
     assert "unsupported file type '.mp4'" in states["video.mp4"].error["message"]  # type: ignore[index]
     assert states["video.mp4"].source.md5_hash == ""  # never read
-    assert not s.ok and {p.name for p, _ in s.failed} == {"junk.txt", "corrupt.pdf", "corrupt.docx", "secret.pdf"}
+    assert not s.ok and {p.name for p, _ in s.failed} == {
+        "junk.txt",
+        "corrupt.pdf",
+        "corrupt.docx",
+        "secret.pdf",
+    }
     # parse failures are not retried until the file changes; skipped files stay skipped
     again = run(cfg)
     assert again.embedded == 0 and not again.failed and again.unchanged == 10
@@ -169,7 +206,12 @@ def test_dead_api_marks_files_failed_with_retry_time_then_recovers(tmp_path: Pat
     s = run(cfg)
     assert {p.name for p, _ in s.failed} == {"a.md", "b.md"}
     err = entry(root, "a.md").error
-    assert err is not None and err["code"] == "embed" and err["retry_at"] and f"127.0.0.1:{port}" in err["message"]
+    assert (
+        err is not None
+        and err["code"] == "embed"
+        and err["retry_at"]
+        and f"127.0.0.1:{port}" in err["message"]
+    )
     assert "sk-test-key" not in str(err)
     # not retried before its time ...
     assert run(cfg).failed == []
@@ -177,7 +219,9 @@ def test_dead_api_marks_files_failed_with_retry_time_then_recovers(tmp_path: Pat
     with FakeOpenAI(dim=8) as live:
         for name in ("a.md", "b.md"):
             e = entry(root, name)
-            sidecar.write_entry(root, e.with_status(FAILED, error={**e.error, "retry_at": "2000-01-01T00:00:00Z"}))
+            sidecar.write_entry(
+                root, e.with_status(FAILED, error={**e.error, "retry_at": "2000-01-01T00:00:00Z"})
+            )
         s2 = run(api_config(live, [root]))
     assert s2.ok and s2.embedded == 2
 

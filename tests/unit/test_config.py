@@ -20,8 +20,10 @@ def test_defaults_work_offline_with_the_local_model() -> None:
 def test_toml_at_the_platform_dir(isolated_env: Path) -> None:
     p = isolated_env / "config" / "ragd" / "config.toml"
     p.parent.mkdir(parents=True)
-    p.write_text('roots = ["~/notes"]\n[embedding]\nprovider = "openai"\nmodel = "bge-m3"\ndimension = 1024\n'
-                 'base_url = "http://127.0.0.1:1/v1"\napi_key = "sk-secret"\n[limits]\nmax_file_size = "2 MiB"\n')
+    p.write_text(
+        'roots = ["~/notes"]\n[embedding]\nprovider = "openai"\nmodel = "bge-m3"\ndimension = 1024\n'
+        'base_url = "http://127.0.0.1:1/v1"\napi_key = "sk-secret"\n[limits]\nmax_file_size = "2 MiB"\n'
+    )
     cfg = load_config()
     assert cfg.roots == ((isolated_env / "notes").resolve(),)
     assert cfg.identity.dimension == 1024
@@ -30,14 +32,17 @@ def test_toml_at_the_platform_dir(isolated_env: Path) -> None:
     assert red["embedding"]["api_key"] == "***" and "sk-secret" not in json.dumps(red)
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("[embedding]\nprovder = 'local'\n", "embedding.provder: unknown key"),
-    ("[splitter]\nchunk_size = 100\nchunk_overlap = 200\n", "chunk_overlap must be smaller"),
-    ("[embedding]\nprovider = 'openai'\nmodel = 'custom'\n", "embedding.dimension is required"),
-    ("[index]\ntype = 'ivf'\n", "index.type"),
-    ("[limits]\nmax_file_size = 'lots'\n", "limits.max_file_size"),
-    ("nonsense = = 1\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[embedding]\nprovder = 'local'\n", "embedding.provder: unknown key"),
+        ("[splitter]\nchunk_size = 100\nchunk_overlap = 200\n", "chunk_overlap must be smaller"),
+        ("[embedding]\nprovider = 'openai'\nmodel = 'custom'\n", "embedding.dimension is required"),
+        ("[index]\ntype = 'ivf'\n", "index.type"),
+        ("[limits]\nmax_file_size = 'lots'\n", "limits.max_file_size"),
+        ("nonsense = = 1\n", "not valid TOML"),
+    ],
+)
 def test_broken_config_names_the_file_and_key(tmp_path: Path, text: str, needle: str) -> None:
     p = tmp_path / "c.toml"
     p.write_text(text)
@@ -53,11 +58,20 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_ragjson_tool_config_is_accepted_when_no_toml(isolated_env: Path) -> None:
-    (isolated_env / ".rag.config").write_text(json.dumps({
-        "embedding_model": {"model_name": "fake-embed-8", "base_url": "http://127.0.0.1:9/v1", "api_key": "k",
-                            "dimension": 8},
-        "splitter": {"chunk_size": 1000, "chunk_overlap": 200, "type": "recursive"},
-        "vector_database": {"type": "zvec", "index_type": "hnsw"}}))
+    (isolated_env / ".rag.config").write_text(
+        json.dumps(
+            {
+                "embedding_model": {
+                    "model_name": "fake-embed-8",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "api_key": "k",
+                    "dimension": 8,
+                },
+                "splitter": {"chunk_size": 1000, "chunk_overlap": 200, "type": "recursive"},
+                "vector_database": {"type": "zvec", "index_type": "hnsw"},
+            }
+        )
+    )
     cfg = load_config()
     assert cfg.embedding.provider == "openai" and cfg.identity.model_name == "fake-embed-8"
     assert cfg.identity.dimension == 8 and cfg.index.type == "hnsw"

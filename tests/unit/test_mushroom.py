@@ -37,8 +37,9 @@ def test_unique_across_processes_in_the_same_second() -> None:
 
 def test_ragjson_tool_names_sort_with_ours() -> None:
     ours = "20261130T163032.000001Z-10-0.mushroom"
-    assert sorted(["20261130T163035Z.mushroom", ours, "20261130T163032Z.mushroom"], key=mushroom.sort_key) == [
-        "20261130T163032Z.mushroom", ours, "20261130T163035Z.mushroom"]
+    assert sorted(
+        ["20261130T163035Z.mushroom", ours, "20261130T163032Z.mushroom"], key=mushroom.sort_key
+    ) == ["20261130T163032Z.mushroom", ours, "20261130T163035Z.mushroom"]
 
 
 def test_write_read_round_trip_with_odd_names(tmp_path: Path) -> None:
