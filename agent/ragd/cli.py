@@ -80,7 +80,9 @@ def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     from .console import Progress, print_summary
     from .runonce import run_once
 
-    summary = run_once(config, jobs=args.jobs, force=args.force, progress=None if args.json else Progress())
+    summary = run_once(
+        config, jobs=args.jobs, force=args.force, progress=None if args.json or args.quiet else Progress()
+    )
     if args.json:
         print(json.dumps(summary.to_json(), ensure_ascii=False))
     else:

@@ -11,57 +11,24 @@ point at say how far the job got (the next job picks up from there).
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from . import mushroom, sidecar
-from .config import Config
-from .errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
-from .model import EmbeddingIdentity
+from .errors import StorageError
+from .filejob import FileOutcome, FileTask, JobContext
 from .mushroom import Event
-from .parse import SUPPORTED_EXTENSIONS, parse
-from .scan import Change, Ignore, Listing, classify, list_dir, md5_file
-from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
-from .split import split
+from .scan import Change, Listing, classify, list_dir
+from .sidecar import FileEntry
+
+__all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
 log = logging.getLogger(__name__)
 
-EmbedFn = Callable[[Sequence[str]], np.ndarray]
-ReuseFn = Callable[[Sequence[str]], dict[str, str]]
-RETRY_BASE_S = 60.0
-RETRY_MAX_S = 6 * 3600.0
-
-
-@dataclass(frozen=True)
-class JobContext:
-    config: Config
-    embed: EmbedFn
-    ignore: Ignore
-    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
-    reuse: ReuseFn | None = (
-        None  # extra vector lookup by content_hash (e.g. the index), beyond this directory
-    )
-    force: bool = False
-
-    @property
-    def identity(self) -> EmbeddingIdentity:
-        return self.config.identity
-
-
-@dataclass(frozen=True)
-class FileOutcome:
-    name: str
-    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED
-    chunks: int = 0
-    embedded: int = 0  # texts sent to the embedder
-    reused: int = 0  # chunk vectors taken from stored entries
-    reason: str = ""
+FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
 
 
 @dataclass(frozen=True)
@@ -143,10 +110,8 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         plan = _plan(ctx, directory)
         note = mushroom.write(directory, plan.events) if plan.events else None
         _apply_structure(directory, plan)
-        reuse = _ReusePool(ctx, directory, plan)
         outcomes = [FileOutcome(n, "UNCHANGED") for n in plan.unchanged]
-        for name, change in plan.work:
-            outcomes.append(_run_file(ctx, directory, name, change, plan, reuse))
+        outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
@@ -210,170 +175,21 @@ class _ReusePool:
         return found
 
 
-def _run_file(
-    ctx: JobContext, directory: Path, name: str, change: Change, plan: _Plan, reuse: _ReusePool
-) -> FileOutcome:
-    """Per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
-    path = directory / name
-    old = plan.entries.get(name)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return FileOutcome(name, "UNCHANGED", reason="vanished during the job")
-    try:
-        if change == Change.TOUCHED and old is not None:
-            sidecar.write_entry(
-                directory, old.with_status(old.status, source=_source(name, st, old.source.md5_hash))
-            )
-            return FileOutcome(name, "TOUCHED", chunks=len(old.chunks))
-        return _process(ctx, directory, name, st, old, reuse)
-    except StorageError as err:
-        log.error("%s", err)
-        return FileOutcome(name, FAILED, reason=str(err))
-    except Exception as err:  # the per-file boundary: record, log, go on
-        log.exception("internal error while processing %s", path)
-        return _record_failure(
-            ctx,
-            directory,
-            name,
-            st,
-            old,
-            None,
-            RagdError(
-                f"internal error: {type(err).__name__}: {err}",
-                "please report this with the log",
-                code="internal",
-            ),
-        )
-
-
-def _source(name: str, st: os.stat_result, md5: str) -> SourceInfo:
-    return SourceInfo(
-        file_name=name,
-        md5_hash=md5,
-        size_bytes=st.st_size,
-        mtime=int(st.st_mtime),
-        inode=st.st_ino,
-        mtime_ns=st.st_mtime_ns,
-        ctime_ns=st.st_ctime_ns,
-    )
-
-
-def _new_entry(
-    ctx: JobContext, status: str, source: SourceInfo, old: FileEntry | None, **kw: Any
-) -> FileEntry:
-    stamp = sidecar.utc_stamp()
-    ident = ctx.identity
-    return FileEntry(
-        status=status,
-        create_dt=old.create_dt if old and old.create_dt else stamp,
-        modify_dt=stamp,
-        source=source,
-        model_name=ident.model_name,
-        dimension=ident.dimension,
-        splitter=ident.splitter.fingerprint,
-        **kw,
-    )
-
-
-def _precheck(ctx: JobContext, path: Path, st: os.stat_result) -> None:
-    """Cheap refusals before the file is read at all (so a video is never hashed)."""
-    if path.suffix.lower() not in SUPPORTED_EXTENSIONS:
-        raise FileSkipped(f"unsupported file type {path.suffix or '(no extension)'!r}")
-    limit = ctx.config.limits.max_file_size
-    if st.st_size > limit:
-        raise FileSkipped(
-            f"file too large: {st.st_size} bytes > limits.max_file_size {limit}",
-            "raise limits.max_file_size to index it",
-        )
-
-
-def _process(
-    ctx: JobContext, directory: Path, name: str, st: os.stat_result, old: FileEntry | None, reuse: _ReusePool
-) -> FileOutcome:
-    path = directory / name
-    try:
-        _precheck(ctx, path, st)
-    except FileSkipped as err:
-        return _record_skip(ctx, directory, name, st, old, "", err)
-    source = _source(name, st, md5_file(path))
-    try:
-        doc = parse(path, ctx.config.limits)
-        chunks = split(doc, ctx.identity.splitter)
-        if not chunks:
-            raise FileSkipped("no text to index after splitting")
-    except FileSkipped as err:
-        return _record_skip(ctx, directory, name, st, old, source.md5_hash, err)
-    except ParseError as err:
-        return _record_failure(ctx, directory, name, st, old, source, err)
-    known = reuse.lookup([c.content_hash for c in chunks])
-    stored = [
-        StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash), _meta(c))
-        for c in chunks
-    ]
-    todo = [i for i, c in enumerate(stored) if c.vector_base64 is None]
-    extra = {"parser": doc.parser}
-    if todo:
-        sidecar.write_entry(directory, _new_entry(ctx, CHUNKED, source, old, chunks=tuple(stored), **extra))
-        try:
-            vectors = ctx.embed([chunks[i].embed_text for i in todo])
-        except EmbedError as err:
-            return _record_failure(ctx, directory, name, st, old, source, err, tuple(stored), doc.parser)
-        for i, vec in zip(todo, vectors, strict=True):
-            stored[i] = StoredChunk(
-                stored[i].content,
-                stored[i].content_hash,
-                stored[i].overlap_size,
-                sidecar.encode_vector(vec),
-                stored[i].meta,
-            )
-    sidecar.write_entry(directory, _new_entry(ctx, EMBEDDED, source, old, chunks=tuple(stored), **extra))
-    return FileOutcome(name, EMBEDDED, chunks=len(stored), embedded=len(todo), reused=len(stored) - len(todo))
-
-
-def _meta(chunk: object) -> dict[str, object]:
-    c = chunk
-    meta = {
-        k: getattr(c, k) for k in ("start_index", "end_index", "start_line", "end_line", "page", "header")
-    }
-    meta["heading_path"] = list(getattr(c, "heading_path", ())) or None
-    return meta
-
-
-def _record_skip(
-    ctx: JobContext,
-    directory: Path,
-    name: str,
-    st: os.stat_result,
-    old: FileEntry | None,
-    md5: str,
-    err: FileSkipped,
-) -> FileOutcome:
-    error = {**err.to_dict(), "policy": ctx.policy}
-    sidecar.write_entry(directory, _new_entry(ctx, SKIPPED, _source(name, st, md5), old, error=error))
-    return FileOutcome(name, SKIPPED, reason=err.message)
-
-
-def _record_failure(
-    ctx: JobContext,
-    directory: Path,
-    name: str,
-    st: os.stat_result,
-    old: FileEntry | None,
-    source: SourceInfo | None,
-    err: RagdError,
-    chunks: tuple[StoredChunk, ...] = (),
-    parser: str | None = None,
-) -> FileOutcome:
-    """FAILED with the error and when it is retried: embed errors back off, others wait for a change."""
-    attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
-    retry_at = None
-    if isinstance(err, EmbedError) or err.code == "internal":
-        delay = min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S)
-        retry_at = sidecar.utc_stamp(time.time() + delay)
-    error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
-    src = source or _source(name, st, "")
-    sidecar.write_entry(
-        directory, _new_entry(ctx, FAILED, src, old, chunks=chunks, error=error, parser=parser)
-    )
-    return FileOutcome(name, FAILED, reason=err.message)
+def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
+    """Prepare a round of files (their texts go to the shared embed queue together), then finish them."""
+    reuse = _ReusePool(ctx, directory, plan)
+    outcomes: list[FileOutcome] = []
+    for start in range(0, len(plan.work), FILES_PER_ROUND):
+        waiting = []
+        for name, change in plan.work[start : start + FILES_PER_ROUND]:
+            task = FileTask(ctx, directory, name, change, plan.entries.get(name))
+            out = task.guard(partial(task.prepare, reuse.lookup))
+            if out is None:
+                waiting.append(task)
+            else:
+                outcomes.append(out)
+        for task in waiting:
+            out = task.guard(task.finish)
+            assert out is not None
+            outcomes.append(out)
+    return outcomes

@@ -13,7 +13,7 @@ from pathlib import Path
 from . import __version__
 from .config import Config
 from .dirjob import DirResult, JobContext, run_directory
-from .embed import EmbedQueue, make_embedder
+from .embed import LazyEmbedQueue
 from .errors import ConfigError, RagdError
 from .scan import Ignore, walk_dirs
 from .sidecar import EMBEDDED, FAILED, SKIPPED
@@ -109,9 +109,8 @@ def run_once(
     ignore = Ignore(config.ignore)
     dirs = [d for root in roots for d in walk_dirs(root, ignore)]
     summary.dirs = len(dirs)
-    emb = config.embedding
-    queue = EmbedQueue(make_embedder(emb), emb.batch_size, 1 if emb.provider == "local" else emb.concurrency)
-    ctx = JobContext(config, queue.embed, ignore, skip_policy(config), force=force)
+    queue = LazyEmbedQueue(config.embedding)
+    ctx = JobContext(config, queue.submit, ignore, skip_policy(config), force=force)
     try:
         _run_all(ctx, dirs, jobs or config.run.jobs, summary, progress)
     finally:

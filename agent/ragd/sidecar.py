@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from .errors import StorageError
 
@@ -193,9 +194,9 @@ def entry_path(directory: Path, name: str, *, deleted: bool = False) -> Path:
 def read_entry(path: Path) -> FileEntry | None:
     """Read one entry file; a directory entry gives None. Unreadable or malformed -> StorageError."""
     try:
-        data = json.loads(path.read_bytes())
+        data = orjson.loads(path.read_bytes())
         return entry_from_json(data)
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, orjson.JSONDecodeError, ValueError, KeyError, TypeError) as err:
         raise StorageError(
             f"cannot read sidecar {path}: {type(err).__name__}: {err}",
             "the entry is rebuilt from the source on the next run",
@@ -253,7 +254,8 @@ def write_atomic(directory: Path, target_name: str, payload: bytes) -> Path:
 
 
 def dumps(data: Mapping[str, Any]) -> bytes:
-    return json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+    """Indented UTF-8 JSON like the ragjson tool's (orjson: the stdlib encoder is pure Python when indenting)."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2)
 
 
 def write_entry(directory: Path, entry: FileEntry) -> Path:

@@ -38,10 +38,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
-
-from langchain_text_splitters import RecursiveCharacterTextSplitter
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # langchain is imported on first use: it costs ~0.2 s at start-up
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 from .model import Chunk, Document, SplitterSettings
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,8 @@ def _masked_length(text: str) -> int:
 def _splitter(
     markdown: bool, chunk_size: int, chunk_overlap: int, masked: bool
 ) -> RecursiveCharacterTextSplitter:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
     step = max(1, chunk_size // _HARD_CUT_STEPS)
     separators = [*([_HEADING_SEP] if markdown else []), *_PLAIN_SEPARATORS, f"(?s:.{{{step}}})", ""]
     try:

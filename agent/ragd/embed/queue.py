@@ -96,9 +96,17 @@ class EmbedQueue:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for `texts`, shape (len(texts), dimension), float32. Raises EmbedError."""
+        return self.submit(texts).result()
+
+    def submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+        """Queue `texts`; the future resolves to their vectors or fails with EmbedError.
+
+        Submitting several callers' texts before waiting lets them share requests.
+        """
         piece = _Piece(list(texts), np.empty((len(texts), self.embedder.dimension), dtype=np.float32))
         if not piece.texts:
-            return piece.result
+            piece.future.set_result(piece.result)
+            return piece.future
         with self._cond:
             if self._closed:
                 raise shut_down_error()
@@ -106,7 +114,7 @@ class EmbedQueue:
             self._active.add(piece)
             self._queued += len(piece.texts)
             self._cond.notify()
-        return piece.future.result()
+        return piece.future
 
     def close(self) -> None:
         """Stop the workers and fail every caller still waiting with EmbedError("embedder shut down")."""

@@ -1,0 +1,199 @@
+"""One file's way through the pipeline, in two steps so that a directory's files share embedding requests:
+
+    prepare(): stat/precheck -> md5 -> parse -> split -> reuse stored vectors -> CHUNKED entry -> submit texts
+    finish():  wait for the vectors -> EMBEDDED entry
+
+Every outcome is recorded in the file's entry (EMBEDDED, SKIPPED or FAILED with the reason). `guard` is the
+per-file boundary: nothing a single file does can stop its directory's job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import sidecar
+from .config import Config
+from .errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
+from .model import Chunk, EmbeddingIdentity
+from .parse import SUPPORTED_EXTENSIONS, parse
+from .scan import Change, Ignore, md5_file
+from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
+from .split import split
+
+log = logging.getLogger(__name__)
+
+SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
+ReuseFn = Callable[[Sequence[str]], dict[str, str]]
+RETRY_BASE_S = 60.0
+RETRY_MAX_S = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class JobContext:
+    config: Config
+    submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
+    ignore: Ignore
+    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
+    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
+    force: bool = False
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return self.config.identity
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    name: str
+    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED
+    chunks: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    reused: int = 0  # chunk vectors taken from stored entries
+    reason: str = ""
+
+
+def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
+    return SourceInfo(file_name=name, md5_hash=md5, size_bytes=st.st_size, mtime=int(st.st_mtime),
+                      inode=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)  # fmt: skip
+
+
+def chunk_meta(c: Chunk) -> dict[str, object]:
+    return {"start_index": c.start_index, "end_index": c.end_index, "start_line": c.start_line,
+            "end_line": c.end_line, "page": c.page, "header": c.header,
+            "heading_path": list(c.heading_path) or None}  # fmt: skip
+
+
+@dataclass
+class FileTask:
+    ctx: JobContext
+    directory: Path
+    name: str
+    change: Change
+    old: FileEntry | None
+    st: os.stat_result | None = None
+    source: SourceInfo | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    stored: list[StoredChunk] = field(default_factory=list)
+    todo: list[int] = field(default_factory=list)
+    parser: str | None = None
+    future: Future[np.ndarray] | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.directory / self.name
+
+    def guard(self, step: Callable[[], FileOutcome | None]) -> FileOutcome | None:
+        """The per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
+        try:
+            return step()
+        except StorageError as err:
+            log.error("%s", err)
+            return FileOutcome(self.name, FAILED, reason=str(err))
+        except Exception as err:  # record, log, go on
+            log.exception("internal error while processing %s", self.path)
+            internal = RagdError(f"internal error: {type(err).__name__}: {err}",
+                                 "please report this with the log", code="internal")  # fmt: skip
+            return (
+                self.failed(internal)
+                if self.st is not None
+                else FileOutcome(self.name, FAILED, reason=str(err))
+            )
+
+    def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
+        """Everything up to the embedder. None: texts were submitted, call finish()."""
+        try:
+            self.st = os.stat(self.path)
+        except OSError:
+            return FileOutcome(self.name, "UNCHANGED", reason="vanished during the job")
+        if self.change == Change.TOUCHED and self.old is not None:
+            refreshed = source_info(self.name, self.st, self.old.source.md5_hash)
+            sidecar.write_entry(self.directory, self.old.with_status(self.old.status, source=refreshed))
+            return FileOutcome(self.name, "TOUCHED", chunks=len(self.old.chunks))
+        try:
+            self._precheck()
+        except FileSkipped as err:
+            return self.skipped(err, md5="")
+        self.source = source_info(self.name, self.st, md5_file(self.path))
+        try:
+            doc = parse(self.path, self.ctx.config.limits)
+            self.parser = doc.parser
+            self.chunks = split(doc, self.ctx.identity.splitter)
+            if not self.chunks:
+                raise FileSkipped("no text to index after splitting")
+        except FileSkipped as err:
+            return self.skipped(err, md5=self.source.md5_hash)
+        except ParseError as err:
+            return self.failed(err)
+        known = reuse([c.content_hash for c in self.chunks])
+        self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
+                                   chunk_meta(c)) for c in self.chunks]  # fmt: skip
+        self.todo = [i for i, c in enumerate(self.stored) if c.vector_base64 is None]
+        if not self.todo:
+            return self.finish()
+        self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser)
+        self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
+        return None
+
+    def finish(self) -> FileOutcome:
+        if self.future is not None:
+            try:
+                vectors = self.future.result()
+            except EmbedError as err:
+                return self.failed(err)
+            for i, vec in zip(self.todo, vectors, strict=True):
+                c = self.stored[i]
+                self.stored[i] = StoredChunk(c.content, c.content_hash, c.overlap_size,
+                                             sidecar.encode_vector(vec), c.meta)  # fmt: skip
+        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser)
+        n = len(self.stored)
+        return FileOutcome(self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo))
+
+    def _precheck(self) -> None:
+        """Cheap refusals before the file is read at all (so a video is never hashed)."""
+        assert self.st is not None
+        if self.path.suffix.lower() not in SUPPORTED_EXTENSIONS:
+            raise FileSkipped(f"unsupported file type {self.path.suffix or '(no extension)'!r}")
+        limit = self.ctx.config.limits.max_file_size
+        if self.st.st_size > limit:
+            raise FileSkipped(f"file too large: {self.st.st_size} bytes > limits.max_file_size {limit}",
+                              "raise limits.max_file_size to index it")  # fmt: skip
+
+    def _write(self, status: str, source: SourceInfo | None = None, **kw: Any) -> None:
+        stamp = sidecar.utc_stamp()
+        ident = self.ctx.identity
+        src = source or self.source
+        assert src is not None
+        created = self.old.create_dt if self.old and self.old.create_dt else stamp
+        entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
+                          model_name=ident.model_name, dimension=ident.dimension,
+                          splitter=ident.splitter.fingerprint, **kw)  # fmt: skip
+        sidecar.write_entry(self.directory, entry)
+
+    def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
+        assert self.st is not None
+        error = {**err.to_dict(), "policy": self.ctx.policy}
+        self._write(SKIPPED, source=source_info(self.name, self.st, md5), error=error)
+        return FileOutcome(self.name, SKIPPED, reason=err.message)
+
+    def failed(self, err: RagdError) -> FileOutcome:
+        """FAILED with the error and when it is retried: embed errors back off, others wait for a change."""
+        assert self.st is not None
+        old = self.old
+        attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
+        retry_at = None
+        if isinstance(err, EmbedError) or err.code == "internal":
+            retry_at = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
+        error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
+        src = self.source or source_info(self.name, self.st, "")
+        chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
+        self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
+        return FileOutcome(self.name, FAILED, reason=err.message)

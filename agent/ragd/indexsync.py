@@ -1,0 +1,199 @@
+"""Index sync: apply mushrooms to the index, reconcile the index with the sidecars, list orphans.
+
+The sidecars are the truth. Every event is applied by re-reading the current sidecar state, so applying a
+mushroom twice, late, or after a newer one is harmless (idempotent). A mushroom is deleted only after the index
+has accepted its events; one that fails stays, is reported and is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import mushroom, sidecar
+from .errors import RagdError, StorageError
+from .index import IndexBackend, IndexChunk
+from .model import EmbeddingIdentity
+from .scan import Ignore, identity_matches, walk_dirs
+from .sidecar import EMBEDDED, FileEntry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the index should hold for one source, according to its sidecar."""
+
+    source_md5: str
+    chunk_count: int
+
+
+@dataclass
+class SyncReport:
+    mushrooms: int = 0
+    events: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+    repaired: int = 0
+    removed: int = 0
+
+
+def root_of(path: Path, roots: Sequence[Path]) -> Path | None:
+    for r in roots:
+        if path == r or r in path.parents:
+            return r
+    return None
+
+
+def indexable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
+    return (
+        entry is not None
+        and entry.status == EMBEDDED
+        and identity_matches(entry, identity)
+        and all(c.vector_base64 is not None for c in entry.chunks)
+    )
+
+
+def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:
+    chunks = []
+    for i, c in enumerate(entry.chunks):
+        meta = c.meta
+        vec = c.vector if c.vector is not None else np.zeros(entry.dimension, dtype=np.float32)
+        chunks.append(
+            IndexChunk(
+                source_path=str(source_path),
+                chunk_index=i,
+                content=c.content,
+                content_hash=c.content_hash,
+                header=str(meta.get("header") or f"File: {source_path.name}"),
+                vector=vec,
+                heading_path=tuple(meta.get("heading_path") or ()),
+                page=meta.get("page"),
+                start_line=int(meta.get("start_line") or 0),
+                end_line=int(meta.get("end_line") or 0),
+            )
+        )
+    return chunks
+
+
+class IndexSync:
+    def __init__(
+        self, index: IndexBackend, identity: EmbeddingIdentity, roots: Sequence[Path], ignore: Ignore
+    ) -> None:
+        self.index = index
+        self.identity = identity
+        self.roots = list(roots)
+        self.ignore = ignore
+
+    # -- single sources and subtrees ---------------------------------------------------------------------------
+    def sync_source(self, directory: Path, name: str) -> None:
+        """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED)."""
+        path = directory / name
+        try:
+            entry = sidecar.read_entry(sidecar.entry_path(directory, name))
+        except StorageError:
+            entry = None  # gone or unreadable: nothing to serve
+        if not indexable(entry, self.identity) or not path.exists():
+            self.index.delete_source(str(path))
+            return
+        assert entry is not None
+        root = root_of(path, self.roots) or directory
+        self.index.replace_source(str(path), entry.source.md5_hash, str(root), to_index_chunks(path, entry))
+
+    def sync_subtree(self, top: Path) -> int:
+        """Re-sync every source under `top` from its sidecars; drop indexed sources that have none."""
+        expected = self.expected(walk_dirs(top, self.ignore)) if top.is_dir() else {}
+        return self._converge(expected, self.index.sources(str(top)))
+
+    # -- mushrooms -----------------------------------------------------------------------------------------
+    def apply_event(self, directory: Path, ev: mushroom.Event) -> None:
+        target = directory / ev.file
+        if ev.status in (mushroom.UPSERT, mushroom.DELETE):
+            self.sync_source(directory, ev.file)
+        elif ev.status == mushroom.DIR_DELETE and not target.is_dir():
+            self.index.delete_subtree(str(target))
+        else:  # dir_recover, or a dir_delete for a directory that has come back
+            self.sync_subtree(target)
+
+    def apply_mushroom(self, path: Path) -> int:
+        """Apply one mushroom under its directory's lock, then delete it. Raises RagdError on failure."""
+        directory = path.parent.parent
+        with sidecar.DirLock(directory):
+            if not path.exists():
+                return 0  # consumed by someone else meanwhile
+            note = mushroom.read(path)
+            for ev in note.events:
+                self.apply_event(directory, ev)
+            self.index.flush()
+            path.unlink(missing_ok=True)
+        return len(note.events)
+
+    def apply_pending(self, dirs: Iterable[Path]) -> SyncReport:
+        report = SyncReport()
+        paths = sorted(mushroom.walk_pending(dirs), key=lambda p: mushroom.sort_key(p.name))
+        for p in paths:
+            try:
+                report.events += self.apply_mushroom(p)
+                report.mushrooms += 1
+            except (RagdError, OSError) as err:
+                log.error("mushroom %s not applied: %s", p, err)
+                report.failed.append((p, str(err)))
+        return report
+
+    # -- reconcile and orphans -----------------------------------------------------------------------------
+    def expected(self, dirs: Iterable[Path]) -> dict[str, Expected]:
+        out: dict[str, Expected] = {}
+        for d in dirs:
+            for en in sidecar.list_entries(d):
+                if en.deleted or not (d / en.name).is_file():
+                    continue
+                try:
+                    entry = sidecar.read_entry(en.path)
+                except StorageError:
+                    continue
+                if indexable(entry, self.identity):
+                    assert entry is not None
+                    out[str(d / en.name)] = Expected(entry.source.md5_hash, len(entry.chunks))
+        return out
+
+    def reconcile(self, expected: dict[str, Expected] | None = None) -> SyncReport:
+        """Check the index against the sidecars per source (md5, chunk count) and repair what differs."""
+        report = SyncReport()
+        for root in self.roots:
+            exp = expected if expected is not None else self.expected(walk_dirs(root, self.ignore))
+            exp = {k: v for k, v in exp.items() if root_of(Path(k), [root])}
+            before = self.index.sources(str(root))
+            report.repaired += self._converge(exp, before)
+            report.removed += len(set(before) - set(exp))
+        return report
+
+    def _converge(self, expected: dict[str, Expected], indexed: dict) -> int:
+        changed = 0
+        for path, want in expected.items():
+            have = indexed.get(path)
+            if have is None or have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count:
+                p = Path(path)
+                self.sync_source(p.parent, p.name)
+                changed += 1
+        for path in set(indexed) - set(expected):
+            self.index.delete_source(path)
+            changed += 1
+        if changed:
+            self.index.flush()
+        return changed
+
+    def orphans(self, prefix: Path | None = None) -> list[str]:
+        """Indexed sources whose file or live EMBEDDED sidecar is gone."""
+        found = []
+        for path in sorted(self.index.sources(str(prefix) if prefix else None)):
+            p = Path(path)
+            try:
+                entry = sidecar.read_entry(sidecar.entry_path(p.parent, p.name))
+            except StorageError:
+                entry = None
+            if not p.is_file() or not indexable(entry, self.identity):
+                found.append(path)
+        return found
