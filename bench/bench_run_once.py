@@ -109,7 +109,7 @@ def bench_noop(tmp: Path, n: int) -> None:
     generate(root, n, 100, seed=11, mean_bytes=600)
     with FakeOpenAI(dim=512) as server:
         env = env_for(tmp / "noop-env", api_config(server, batch=256))
-        first, wall1, _ = ragd_once(root, env, "-j", "2")
+        _, wall1, _ = ragd_once(root, env)
         walls = []
         for _ in range(3):
             s, wall, _ = ragd_once(root, env)
