@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ragd import sidecar
+from ragd.config import IgnoreConfig
+from ragd.model import EmbeddingIdentity, SplitterSettings
+from ragd.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
+from ragd.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
+
+IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
+
+
+def _entry(
+    path: Path,
+    *,
+    status: str = EMBEDDED,
+    recorded: float | None = None,
+    ns: bool = True,
+    md5: str | None = None,
+    **kw: object,
+) -> FileEntry:
+    st = path.stat()
+    src = SourceInfo(
+        path.name,
+        md5 if md5 is not None else md5_file(path),
+        st.st_size,
+        int(st.st_mtime),
+        st.st_ino,
+        st.st_mtime_ns if ns else None,
+        st.st_ctime_ns if ns else None,
+    )
+    stamp = sidecar.utc_stamp(recorded if recorded is not None else time.time() + 5)
+    return FileEntry(status, stamp, stamp, src, "m", 4, splitter="recursive:1000:200", **kw)  # type: ignore[arg-type]
+
+
+def test_ignore_rules(tmp_path: Path) -> None:
+    for name in (
+        "a.md",
+        ".hidden.md",
+        "a.md~",
+        ".a.md.swp",
+        ".#a.md",
+        "x.tmp",
+        ".goutputstream-ABC",
+        "4913",
+        "~$report.docx",
+        "keep.txt",
+    ):
+        (tmp_path / name).write_text("x")
+    for d in ("sub", ".git", "node_modules", ".rag", "__pycache__"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "nowhere")
+    listing = list_dir(tmp_path, Ignore(IgnoreConfig(patterns=("keep.*",))))
+    assert set(listing.files) == {"a.md"}
+    assert listing.dirs == ("sub",)
+    assert list(walk_dirs(tmp_path, Ignore(IgnoreConfig()))) == [tmp_path, tmp_path / "sub"]
+
+
+def test_unchanged_by_stat_without_reading(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    old = time.time() - 100
+    os.utime(f, (old, old))
+    e = _entry(f, md5="not-the-real-md5")  # if it hashed, it would call this CHANGED
+    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.UNCHANGED
+
+
+def test_racy_stat_is_hashed(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    racy = _entry(f, recorded=f.stat().st_mtime)  # recorded in the same second as the mtime
+    assert classify(racy, f, f.stat(), IDENT, "p", time.time()) == Change.TOUCHED
+    lying = _entry(f, recorded=f.stat().st_mtime, md5="0" * 32)
+    assert classify(lying, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
+
+
+def test_touched_vs_changed(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    e = _entry(f)
+    os.utime(f, (time.time() - 50, time.time() - 50))
+    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.TOUCHED
+    f.write_text("hello, world")
+    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
+    assert classify(None, f, f.stat(), IDENT, "p", time.time()) == Change.NEW
+
+
+def test_ragjson_tool_entry_uses_second_mtime(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    old = time.time() - 100
+    os.utime(f, (old, old))
+    e = _entry(f, ns=False, md5="x")
+    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.UNCHANGED
+
+
+def test_identity_mismatch_and_failed_retry(tmp_path: Path) -> None:
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    os.utime(f, (time.time() - 100, time.time() - 100))
+    e = _entry(f)
+    other = EmbeddingIdentity("m", 4, SplitterSettings(chunk_size=500, chunk_overlap=50))
+    assert classify(e, f, f.stat(), other, "p", time.time()) == Change.RETRY
+    now = time.time()
+    due = _entry(f, status=FAILED, error={"retry_at": sidecar.utc_stamp(now - 1)})
+    later = _entry(f, status=FAILED, error={"retry_at": sidecar.utc_stamp(now + 60)})
+    never = _entry(f, status=FAILED, error={"retry_at": None})
+    foreign = _entry(f, status=FAILED)
+    assert classify(due, f, f.stat(), IDENT, "p", now) == Change.RETRY
+    assert classify(later, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
+    assert classify(never, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
+    assert classify(foreign, f, f.stat(), IDENT, "p", now) == Change.RETRY
+
+
+def test_skipped_reevaluated_when_policy_changes(tmp_path: Path) -> None:
+    f = tmp_path / "a.bin"
+    f.write_text("x")
+    e = _entry(f, status=SKIPPED, md5="", error={"policy": "p1"})
+    assert classify(e, f, f.stat(), IDENT, "p1", time.time()) == Change.UNCHANGED
+    assert classify(e, f, f.stat(), IDENT, "p2", time.time()) == Change.RETRY
