@@ -47,8 +47,9 @@ def utc_stamp(ts: float | None = None) -> str:
 
 
 def parse_stamp(value: str) -> float | None:
+    """Unix seconds of a `2026-11-30T16:30:32Z` stamp (None if it is not one)."""
     try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        return datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp()
     except (TypeError, ValueError):
         return None
 
@@ -294,9 +295,13 @@ class DirLock:
     def __enter__(self) -> DirLock:
         tmp = rag_dir(self.directory) / TMP_DIR
         try:
-            if self.create:
+            try:
+                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                if not self.create:
+                    raise
                 tmp.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as err:
             self._release()
