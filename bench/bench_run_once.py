@@ -126,16 +126,21 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--noop-files", type=int, default=10000)
     ap.add_argument("--skip-local", action="store_true")
+    ap.add_argument("--parts", default="corpus,edit,noop", help="comma-separated subset of corpus,edit,noop")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{platform.platform()}"
     )
     with tempfile.TemporaryDirectory(prefix="ragd-bench-") as t:
         tmp = Path(t)
-        bench_corpus(tmp, a.files, a.skip_local)
-        bench_edit(tmp)
-        bench_noop(tmp, a.noop_files)
+        if "corpus" in parts:
+            bench_corpus(tmp, a.files, a.skip_local)
+        if "edit" in parts:
+            bench_edit(tmp)
+        if "noop" in parts:
+            bench_noop(tmp, a.noop_files)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs)")
     run.add_argument("--force", action="store_true", help="re-process every file even when unchanged")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    se = sub.add_parser("search", help="search the index (when no agent holds it)")
+    se.add_argument("query")
+    se.add_argument("-k", "--top-k", dest="k", type=int, default=5, help="results (default 5)")
+    se.add_argument("--path", action="append", default=[], help="only under this directory (repeatable)")
+    se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
+    se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
+    se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
+    se.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="per-file state from the sidecars (works without the agent)")
     st.add_argument("path", nargs="?", type=Path, default=Path("."))
     st.add_argument("-r", "--recursive", action="store_true")
@@ -64,6 +72,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return _cmd_run(args, config)
     if args.command == "status":
         return _cmd_status(args, config)
+    if args.command == "search":
+        from .console import run_search
+
+        return run_search(args, config)
     return _cmd_config_check(args, config)
 
 

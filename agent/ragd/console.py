@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
+from .config import Config, data_dir
 from .dirjob import DirResult
+from .errors import RagdError
+from .index import collection_dir
 from .runonce import RunSummary
 from .sidecar import EMBEDDED, FAILED, SKIPPED
 from .status import FileState, counts
@@ -68,6 +73,21 @@ class Progress:
         self.stream.flush()
 
 
+def _index_line(index: dict[str, object]) -> str:
+    if not index:
+        return ""
+    if index.get("held_by_agent"):
+        return "index: held by the running agent, which applies these changes itself\n"
+    failed = index.get("mushrooms_failed") or []
+    line = (f"index: {index.get('chunks')} chunks; {index.get('mushrooms_applied')} change notes applied, "
+            f"{index.get('repaired')} sources repaired")  # fmt: skip
+    if index.get("rebuilt"):
+        line += "; rebuilt from the sidecars"
+    if failed:
+        line += f"; {len(failed)} change notes FAILED (kept and retried next run)"  # type: ignore[arg-type]
+    return line + "\n"
+
+
 def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
     rate = s.embedded / s.elapsed if s.elapsed else 0.0
     out.write(
@@ -78,6 +98,7 @@ def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
         f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
         f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n"
     )
+    out.write(_index_line(s.index))
     for path, reason in s.failed:
         out.write(f"FAILED {path}: {reason}\n")
     for path, reason in s.failed_dirs:
@@ -93,3 +114,35 @@ def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
         )
     tally = ", ".join(f"{v} {k.lower()}" for k, v in counts(states).items())
     out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")
+
+
+def run_search(args: Any, config: Config) -> int:
+    """`ragd search`: open the index read-only, embed the query, print results."""
+    from .embed import make_embedder
+    from .index import open_index
+    from .search import SearchService
+
+    if not collection_dir(data_dir(config), config.identity).exists():
+        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
+                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+    idx = open_index(data_dir(config), config.identity, config.index, read_only=True)
+    try:
+        embedder = make_embedder(config.embedding)  # loads nothing until a query needs a vector
+        service = SearchService(idx, lambda q: embedder.embed([q])[0], config.roots)
+        prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
+        results = service.search(args.query, k=args.k, mode=args.mode, path_prefixes=prefixes,
+                                 extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
+    finally:
+        idx.close()
+    if args.json:
+        print(json.dumps({"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]},
+                         ensure_ascii=False))  # fmt: skip
+        return 0
+    for n, r in enumerate(results, 1):
+        where = " > ".join(r.heading_path)
+        loc = f"page {r.page}" if r.page else f"lines {r.start_line}-{r.end_line}"
+        print(f"{n}. {r.path}  [{loc}{'; ' + where if where else ''}]  score {r.score:.4f}")
+        print("   " + r.snippet.replace("\n", " ") + "\n")
+    if not results:
+        print("no results")
+    return 0

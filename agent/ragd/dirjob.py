@@ -21,8 +21,8 @@ from . import mushroom, sidecar
 from .errors import StorageError
 from .filejob import FileOutcome, FileTask, JobContext
 from .mushroom import Event
-from .scan import Change, Listing, classify, list_dir
-from .sidecar import FileEntry
+from .scan import Change, Expected, Listing, classify, indexable, list_dir
+from .sidecar import EMBEDDED, FileEntry
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
@@ -38,6 +38,7 @@ class DirResult:
     subdirs: tuple[Path, ...] = ()
     events: tuple[Event, ...] = ()
     mushroom: Path | None = None
+    indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
 
 
 @dataclass
@@ -115,7 +116,23 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
-    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note)
+    expected = _expected(ctx, directory, plan, outcomes)
+    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected)
+
+
+def _expected(
+    ctx: JobContext, directory: Path, plan: _Plan, outcomes: list[FileOutcome]
+) -> dict[str, Expected]:
+    out: dict[str, Expected] = {}
+    for f in outcomes:
+        path = str(directory / f.name)
+        if f.state in (EMBEDDED, "TOUCHED") and f.md5:
+            out[path] = Expected(f.md5, f.chunks)
+        elif f.state == "UNCHANGED" and not f.reason:
+            entry = plan.entries.get(f.name)
+            if entry is not None and indexable(entry, ctx.identity):
+                out[path] = Expected(entry.source.md5_hash, len(entry.chunks))
+    return out
 
 
 def _finish_mushroom(

@@ -59,6 +59,7 @@ class FileOutcome:
     embedded: int = 0  # texts sent to the embedder
     reused: int = 0  # chunk vectors taken from stored entries
     reason: str = ""
+    md5: str = ""  # of the source, when the file ends EMBEDDED
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -117,7 +118,7 @@ class FileTask:
         if self.change == Change.TOUCHED and self.old is not None:
             refreshed = source_info(self.name, self.st, self.old.source.md5_hash)
             sidecar.write_entry(self.directory, self.old.with_status(self.old.status, source=refreshed))
-            return FileOutcome(self.name, "TOUCHED", chunks=len(self.old.chunks))
+            return FileOutcome(self.name, "TOUCHED", chunks=len(self.old.chunks), md5=refreshed.md5_hash)
         try:
             self._precheck()
         except FileSkipped as err:
@@ -155,7 +156,10 @@ class FileTask:
                                              sidecar.encode_vector(vec), c.meta)  # fmt: skip
         self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser)
         n = len(self.stored)
-        return FileOutcome(self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo))
+        md5 = self.source.md5_hash if self.source else ""
+        return FileOutcome(
+            self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo), md5=md5
+        )
 
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""

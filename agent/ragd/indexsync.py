@@ -18,18 +18,10 @@ from . import mushroom, sidecar
 from .errors import RagdError, StorageError
 from .index import IndexBackend, IndexChunk
 from .model import EmbeddingIdentity
-from .scan import Ignore, identity_matches, walk_dirs
-from .sidecar import EMBEDDED, FileEntry
+from .scan import Expected, Ignore, indexable, walk_dirs
+from .sidecar import FileEntry
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Expected:
-    """What the index should hold for one source, according to its sidecar."""
-
-    source_md5: str
-    chunk_count: int
 
 
 @dataclass
@@ -46,15 +38,6 @@ def root_of(path: Path, roots: Sequence[Path]) -> Path | None:
         if path == r or r in path.parents:
             return r
     return None
-
-
-def indexable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
-    return (
-        entry is not None
-        and entry.status == EMBEDDED
-        and identity_matches(entry, identity)
-        and all(c.vector_base64 is not None for c in entry.chunks)
-    )
 
 
 def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:

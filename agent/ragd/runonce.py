@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .config import Config
+from .config import Config, data_dir
 from .dirjob import DirResult, JobContext, run_directory
 from .embed import LazyEmbedQueue
-from .errors import ConfigError, RagdError
-from .scan import Ignore, walk_dirs
+from .errors import ConfigError, IndexBusy, RagdError
+from .scan import Expected, Ignore, walk_dirs
 from .sidecar import EMBEDDED, FAILED, SKIPPED
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ class RunSummary:
     vectors_reused: int = 0
     mushrooms: int = 0
     elapsed: float = 0.0
+    expected: dict[str, Expected] = field(default_factory=dict, repr=False)
+    index: dict[str, object] = field(default_factory=dict)  # what the index sync did (see sync_index)
 
     @property
     def ok(self) -> bool:
@@ -44,6 +46,7 @@ class RunSummary:
     def add(self, result: DirResult) -> None:
         self.dirs_done += 1
         self.mushrooms += result.mushroom is not None
+        self.expected.update(result.indexable)
         for f in result.files:
             if f.state == EMBEDDED:
                 self.embedded += 1
@@ -70,6 +73,7 @@ class RunSummary:
             "texts_embedded": self.texts_embedded,
             "vectors_reused": self.vectors_reused,
             "mushrooms": self.mushrooms,
+            "index": self.index,
             "elapsed_s": round(self.elapsed, 3),
         }
 
@@ -101,7 +105,12 @@ Progress = Callable[[RunSummary, DirResult | None], None]
 
 
 def run_once(
-    config: Config, *, jobs: int | None = None, force: bool = False, progress: Progress | None = None
+    config: Config,
+    *,
+    jobs: int | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+    index: bool = True,
 ) -> RunSummary:
     roots = check_roots(config.roots)
     started = time.monotonic()
@@ -115,6 +124,8 @@ def run_once(
         _run_all(ctx, dirs, jobs or config.run.jobs, summary, progress)
     finally:
         queue.close()
+    if index:
+        summary.index = sync_index(config, roots, dirs, summary.expected if not summary.failed_dirs else None)
     summary.elapsed = time.monotonic() - started
     return summary
 
@@ -152,3 +163,34 @@ def _collect(fut: Future[DirResult], directory: Path, summary: RunSummary, progr
     summary.add(result)
     if progress:
         progress(summary, result)
+
+
+def sync_index(
+    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
+) -> dict[str, object]:
+    """Apply pending mushrooms (ours and other producers'), then check the index against the sidecars.
+
+    When a running agent holds the index, it is left to the agent (which consumes the same mushrooms).
+    """
+    from .index import open_or_rebuild
+    from .indexsync import IndexSync
+
+    try:
+        idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
+    except IndexBusy as err:
+        log.warning("%s; the running agent will apply the changes", err.message)
+        return {"held_by_agent": True, "message": err.message}
+    try:
+        sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
+        report = sync.apply_pending(dirs)
+        checked = sync.reconcile(expected)
+        optimized = False
+        if idx.needs_optimize:
+            idx.optimize()
+            optimized = True
+        return {"mushrooms_applied": report.mushrooms, "events": report.events,
+                "mushrooms_failed": [{"path": str(p), "reason": r} for p, r in report.failed],
+                "repaired": checked.repaired, "rebuilt": rebuilt, "optimized": optimized,
+                "chunks": idx.count(), "path": str(idx.path)}  # fmt: skip
+    finally:
+        idx.close()

@@ -110,6 +110,24 @@ def identity_matches(entry: FileEntry, identity: EmbeddingIdentity) -> bool:
     return entry.splitter is None or entry.splitter == identity.splitter.fingerprint
 
 
+@dataclass(frozen=True)
+class Expected:
+    """What the index should hold for one source, according to its sidecar."""
+
+    source_md5: str
+    chunk_count: int
+
+
+def indexable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
+    """Whether the entry's chunks belong in the index of `identity` (EMBEDDED, same identity, all vectors)."""
+    return (
+        entry is not None
+        and entry.status == EMBEDDED
+        and identity_matches(entry, identity)
+        and all(c.vector_base64 is not None for c in entry.chunks)
+    )
+
+
 def classify(
     entry: FileEntry | None,
     path: Path,

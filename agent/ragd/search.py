@@ -18,7 +18,7 @@ import numpy as np
 from .errors import RagdError
 from .index import MAX_K, Hit, IndexBackend
 from .index.filters import is_under
-from .index.fts import terms
+from .index.fts import fold_char, terms
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_QUERY_CHARS = 4000
@@ -195,8 +195,7 @@ def _candidates(query: str) -> list[str]:
 
 def _find(content: str, query: str) -> tuple[int, int] | None:
     """(position, length) of the longest query term found in `content`, case-insensitively."""
-    lowered = content.lower()
-    hay = lowered if len(lowered) == len(content) else content  # keep offsets valid
+    hay = "".join(fold_char(ch) for ch in content)  # same length as content: offsets stay valid
     best: tuple[int, int] | None = None
     for cand in _candidates(query):
         pos = hay.find(cand.lower())

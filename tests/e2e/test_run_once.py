@@ -104,21 +104,27 @@ def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
         done_before = len(list(root.rglob("*.md.ragjson")))
         assert 0 < done_before < 48, "the kill should land mid-run"
         all_json_valid(root)  # only valid JSON was left behind
-        announced = _announced(root)
+        # mushrooms complete: every file the killed run touched is announced by the notes it left
+        touched = {
+            str(p.parent.parent / p.name.removesuffix(".ragjson")) for p in root.rglob("f*.md.ragjson")
+        }
+        assert touched <= _announced(root)
         server.delay = 0
         out = ragd("run", "--once", str(root), env=env)
-    assert "0 failed" in out.stdout
+    assert "0 failed" in out.stdout and "change notes FAILED" not in out.stdout
     all_json_valid(root)
     files = sorted(root.rglob("f*.md"))
     for f in files:
         e = sidecar.read_entry(sidecar.entry_path(f.parent, f.name))
         assert e is not None and e.status == sidecar.EMBEDDED and all(c.vector_base64 for c in e.chunks)
     assert not [p for p in root.rglob("*.tmp")]  # debris gone
-    # mushrooms complete: every file is announced, by the killed run's planned events or the next run's
-    announced |= _announced(root)
-    assert {str(f) for f in files} <= announced
+    assert not list(root.rglob("*.mushroom"))  # every note applied to the index
     again = json.loads(ragd("run", "--once", str(root), "--json", env=env).stdout)
     assert again["embedded"] == 0 and again["unchanged"] == 48  # each file embedded once
+    assert again["index"]["chunks"] == sum(
+        len(sidecar.read_entry(sidecar.entry_path(f.parent, f.name)).chunks)  # type: ignore[union-attr]
+        for f in files
+    )
 
 
 def _announced(root: Path) -> set[str]:

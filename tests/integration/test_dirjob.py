@@ -8,10 +8,19 @@ from pathlib import Path
 import pytest
 
 from ragd import mushroom, sidecar
+from ragd.config import Config
 from ragd.mushroom import Event
+from ragd.runonce import RunSummary
 from ragd.sidecar import EMBEDDED, FAILED, SKIPPED
-from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry, run
+from tests.integration import helpers
+from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry
 from tests.support.fake_openai import FakeOpenAI
+
+
+def run(config: Config, **kw: object) -> RunSummary:
+    """A run that leaves its mushrooms in place (no index sync), so the events can be inspected."""
+    return helpers.run(config, index=False, **kw)
+
 
 PARA = "Paragraph {n}: the agent keeps folders searchable. 第{n}段：代理让文件夹随时可以搜索。\n\n"
 
@@ -24,7 +33,7 @@ def test_ragjson_tool_tree_is_taken_as_it_is(tmp_path: Path, fake_openai_server:
     assert fake_openai_server.requests == []  # nothing re-chunked or re-embedded
     phone = entry(tree / "docs", "phone.md")
     assert phone.status == EMBEDDED and phone.model_name == "fake-embed-8" and len(phone.chunks) == 1
-    # the tool's pending mushrooms are understood and left for the index consumer
+    # the tool's pending mushrooms are understood and left for the index consumer (see test_index_sync)
     assert {p: p.read_text() for p in tree.rglob("*.mushroom")} == before
     assert Event("gone", "dir_delete") in all_events(tree / "docs")
 

@@ -1,0 +1,198 @@
+"""The index: a derived, rebuildable store of embedded chunks that answers vector, keyword and hybrid queries.
+
+This module holds only the interface and its value types; it imports no storage engine, so importing it is cheap.
+The one implementation is `zvec_backend.ZvecIndex` (an embedded zvec collection), opened through `open_index`.
+
+Layout: one collection per embedding fingerprint, at `<data_dir>/index/<collection_name(identity)>/`, so vectors
+of different models, dimensions or splitter settings are never mixed. The index can always be rebuilt from the
+`.ragjson` sidecars; `open_or_rebuild` recreates a collection that cannot be opened (corrupt or incompatible).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..config import IndexConfig
+from ..errors import IndexBusy, IndexError_
+from ..model import EmbeddingIdentity
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1  # bump when the collection's fields change: a new version is a new (rebuilt) collection
+MAX_K = 100  # the largest number of hits one query returns
+
+
+@dataclass(frozen=True)
+class IndexChunk:
+    """One chunk to store. `header` (file name, title, heading path) is indexed for keywords with `content`."""
+
+    source_path: str
+    chunk_index: int
+    content: str
+    content_hash: str
+    header: str
+    vector: np.ndarray
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+    start_line: int = 0
+    end_line: int = 0
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """What the index holds for one source file.
+
+    `source_md5` is "" when the source's chunks disagree (a write interrupted by a crash): such a source never
+    matches its sidecar, so reconciliation rewrites it.
+    """
+
+    source_path: str
+    source_md5: str
+    chunk_count: int
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One query result. `score`: cosine similarity (vector only), BM25 (keyword only) or RRF (hybrid)."""
+
+    source_path: str
+    chunk_index: int
+    score: float
+    content: str
+    heading_path: tuple[str, ...]
+    page: int | None
+    start_line: int
+    end_line: int
+    root: str = ""
+
+
+class IndexBackend(Protocol):
+    """A store of chunks keyed by (source_path, chunk_index). One writer; queries may run in other threads."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def needs_optimize(self) -> bool:
+        """True once enough documents were written since the last `optimize()` (IndexConfig.optimize_after)."""
+        ...
+
+    def replace_source(
+        self, source_path: str, source_md5: str, root: str, chunks: Sequence[IndexChunk]
+    ) -> None:
+        """Make the index hold exactly `chunks` for `source_path` (old chunks beyond the new count are removed)."""
+        ...
+
+    def delete_source(self, source_path: str) -> int:
+        """Remove every chunk of one source; returns how many were removed."""
+        ...
+
+    def delete_subtree(self, dir_path: str) -> int:
+        """Remove every chunk of sources in `dir_path` or below it (never of siblings such as `dir_path_x`)."""
+        ...
+
+    def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
+        """Every indexed source, or those at or below the path `prefix`, with their md5 and chunk count."""
+        ...
+
+    def chunks(self, source_path: str) -> list[Hit]:
+        """The stored chunks of one source, in chunk order (score 0)."""
+        ...
+
+    def query(
+        self,
+        *,
+        vector: np.ndarray | None,
+        text: str | None,
+        k: int,
+        path_prefixes: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+    ) -> list[Hit]:
+        """Top-k hits by vector, by keywords (`text` is raw user text) or both fused with RRF."""
+        ...
+
+    def count(self) -> int: ...
+
+    def flush(self) -> None:
+        """Make the writes so far durable."""
+        ...
+
+    def optimize(self) -> None:
+        """Build the vector/keyword indexes over recent writes. Writes wait while it runs; queries do not."""
+        ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def collection_name(identity: EmbeddingIdentity) -> str:
+    """A directory name for the identity's collection: readable, file-system safe and unique per fingerprint."""
+    fingerprint = identity.fingerprint
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint).strip("._-")[:80]
+    digest = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:10]
+    return f"v{SCHEMA_VERSION}-{readable}-{digest}"
+
+
+def collection_dir(data_dir: Path, identity: EmbeddingIdentity) -> Path:
+    return Path(data_dir) / "index" / collection_name(identity)
+
+
+def open_index(
+    data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
+) -> IndexBackend:
+    """Open (creating if needed, unless read-only) the collection for `identity`.
+
+    Raises IndexBusy when another process (or another handle in this one) holds it for writing, and IndexError_
+    when it exists but cannot be opened (corrupt, or created for another schema); see `open_or_rebuild`.
+    """
+    from .zvec_backend import ZvecIndex  # lazy: zvec is heavy and only the agent needs it
+
+    return ZvecIndex.open(collection_dir(data_dir, identity), identity, cfg, read_only=read_only)
+
+
+def destroy_index(data_dir: Path, identity: EmbeddingIdentity) -> bool:
+    """Delete the identity's collection from disk (it must not be open). Returns whether there was one."""
+    from .zvec_backend import destroy
+
+    return destroy(collection_dir(data_dir, identity))
+
+
+def open_or_rebuild(
+    data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig
+) -> tuple[IndexBackend, bool]:
+    """Open the collection for writing; if it is unreadable, delete it and create an empty one.
+
+    Returns (index, rebuilt). When `rebuilt` is true the caller must re-sync every source from its sidecar.
+    IndexBusy is never swallowed: a collection held by another process is not ours to delete.
+    """
+    try:
+        return open_index(data_dir, identity, cfg), False
+    except IndexBusy:
+        raise
+    except IndexError_ as err:
+        log.warning("rebuilding the index: %s", err)
+        destroy_index(data_dir, identity)
+        return open_index(data_dir, identity, cfg), True
+
+
+__all__ = [
+    "MAX_K",
+    "Hit",
+    "IndexBackend",
+    "IndexChunk",
+    "SourceSummary",
+    "collection_dir",
+    "collection_name",
+    "destroy_index",
+    "open_index",
+    "open_or_rebuild",
+]

@@ -1,0 +1,357 @@
+"""IndexBackend on an embedded zvec 0.8 collection (facts relied on here are measured in docs/zvec-notes.md).
+
+Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
+a second open raises IndexBusy). Within the process (measured on zvec 0.8.0): a write beside queries deadlocked
+once the collection had been optimized, and `optimize()` beside a writer and queries deadlocked; `optimize()`
+beside queries alone did not. So writes take the write lock *and* the readers-writer lock exclusively, queries
+share the readers-writer lock, and `optimize()` takes only the write lock: queries go on while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zvec
+
+from ..config import IndexConfig
+from ..errors import IndexBusy, IndexError_
+from ..model import EmbeddingIdentity
+from . import MAX_K, Hit, IndexChunk, SourceSummary, fts
+from . import filters as F
+from .rwlock import ReadWriteLock
+from .zvec_schema import (
+    CHUNK_INDEX,
+    EMBEDDING,
+    EXT,
+    FTS_TEXT,
+    HIT_FIELDS,
+    SOURCE_MD5,
+    SOURCE_PATH,
+    build_schema,
+    check_text,
+    check_vector,
+    schema_problem,
+    to_doc,
+    to_hit,
+    vector_param,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
+MAX_TOPK = 100_000  # zvec 0.8 rejects a larger topk
+RRF_RANK_CONSTANT = 60
+BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
+CORRUPT_HINT = "the index is derived data: delete it and let the agent rebuild it from the .ragjson sidecars"
+
+
+def _open_error(path: Path, err: Exception) -> IndexError_:
+    if "Can't lock" in str(err):
+        return IndexBusy(f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT)
+    return IndexError_(f"cannot open the index at {path}: {err}", CORRUPT_HINT)
+
+
+@contextlib.contextmanager
+def _zvec_errors(op: str, path: Path) -> Iterator[None]:
+    try:
+        yield
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        raise IndexError_(
+            f"index {op} failed at {path}: {err}", "see the agent log; `ragd` can rebuild the index"
+        ) from err
+
+
+def _check_statuses(statuses: Any, op: str, path: Path) -> None:
+    for st in statuses if isinstance(statuses, list) else [statuses]:
+        if not st.ok():
+            raise IndexError_(f"index {op} failed at {path}: {st.message()}", "see the agent log")
+
+
+class ZvecIndex:
+    def __init__(
+        self,
+        coll: zvec.Collection,
+        path: Path,
+        identity: EmbeddingIdentity,
+        cfg: IndexConfig,
+        read_only: bool,
+    ) -> None:
+        self._coll: zvec.Collection | None = coll
+        self._path = path
+        self._identity = identity
+        self._cfg = cfg
+        self._read_only = read_only
+        self._write_lock = threading.RLock()  # one writer at a time; optimize holds it too
+        self._rw = ReadWriteLock()  # queries share it; writes take it alone
+        self._written = 0  # documents written since open or the last optimize()
+
+    # -- opening ------------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
+    ) -> ZvecIndex:
+        path = Path(path)
+        if path.exists():
+            coll = cls._open_existing(path, read_only)
+        elif read_only:
+            raise IndexError_(
+                f"there is no index at {path}", "start the agent once so that it builds the index"
+            )
+        else:
+            coll = cls._create(path, identity, cfg)
+        problem = schema_problem(coll.schema, identity)
+        if problem:
+            coll.close()
+            raise IndexError_(f"the index at {path} cannot be used: {problem}", CORRUPT_HINT)
+        return cls(coll, path, identity, cfg, read_only)
+
+    @staticmethod
+    def _open_existing(path: Path, read_only: bool) -> zvec.Collection:
+        try:
+            return zvec.open(str(path), zvec.CollectionOption(read_only=read_only))
+        except (RuntimeError, ValueError, KeyError, OSError) as err:
+            raise _open_error(path, err) from err
+
+    @classmethod
+    def _create(cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collection:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return zvec.create_and_open(str(path), build_schema(identity, cfg))
+        except ValueError:
+            if path.exists():  # another process created it meanwhile
+                return cls._open_existing(path, read_only=False)
+            raise
+        except RuntimeError as err:
+            raise _open_error(path, err) from err
+
+    # -- properties ---------------------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _live(self) -> zvec.Collection:
+        if self._coll is None:
+            raise IndexError_(f"the index at {self._path} is closed", "reopen it")
+        return self._coll
+
+    def _writable(self) -> zvec.Collection:
+        if self._read_only:
+            raise IndexError_(f"the index at {self._path} is open read-only", "writes go through the agent")
+        return self._live()
+
+    def count(self) -> int:
+        with self._rw.reading():
+            return int(self._live().stats.doc_count)
+
+    def _pending(self) -> int:
+        stats = self._live().stats
+        completeness = min(stats.index_completeness.values(), default=1.0)
+        return max(self._written, round(stats.doc_count * (1.0 - completeness)))
+
+    def _index_type_differs(self) -> bool:
+        current = self._live().schema.vector(EMBEDDING)
+        return current is not None and current.index_param.type != vector_param(self._cfg).type
+
+    @property
+    def needs_optimize(self) -> bool:
+        with self._rw.reading():
+            return not self._read_only and (
+                self._pending() >= self._cfg.optimize_after or self._index_type_differs()
+            )
+
+    def stats(self) -> dict[str, Any]:
+        needs_optimize = self.needs_optimize
+        with self._rw.reading():
+            coll = self._live()
+            vector = coll.schema.vector(EMBEDDING)
+            return {
+                "path": str(self._path),
+                "documents": int(coll.stats.doc_count),
+                "pending": self._pending(),
+                "needs_optimize": needs_optimize,
+                "fingerprint": self._identity.fingerprint,
+                "dimension": self._identity.dimension,
+                "read_only": self._read_only,
+                "index_type": str(vector.index_param.type.name).lower() if vector else "",
+                "configured_type": self._cfg.type,
+            }
+
+    # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
+    @contextlib.contextmanager
+    def _exclusive(self, op: str) -> Iterator[zvec.Collection]:
+        with self._write_lock, self._rw.writing(), _zvec_errors(op, self._path):
+            yield self._writable()
+
+    def replace_source(
+        self, source_path: str, source_md5: str, root: str, chunks: Sequence[IndexChunk]
+    ) -> None:
+        check_text(source_path, "the path")
+        docs = []
+        for i, chunk in enumerate(chunks):
+            if chunk.chunk_index != i or chunk.source_path != source_path:
+                raise ValueError(f"chunk {i} of {source_path} is {chunk.source_path}#{chunk.chunk_index}")
+            docs.append(to_doc(source_path, source_md5, root, chunk, self._identity.dimension))
+        with self._exclusive("write") as coll:
+            old = coll.query(
+                topk=MAX_TOPK, filter=F.equals(SOURCE_PATH, source_path), output_fields=[CHUNK_INDEX]
+            )
+            stale = [d.id for d in old if int(d.fields.get(CHUNK_INDEX, 0)) >= len(docs)]
+            if stale:
+                _check_statuses(coll.delete(stale), "delete", self._path)
+            for start in range(0, len(docs), MAX_BATCH):
+                _check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
+            self._written += len(docs) + len(stale)
+
+    def _delete_where(self, expr: str) -> int:
+        flt = F.for_delete(expr)
+        with self._exclusive("delete") as coll:
+            before = coll.stats.doc_count
+            coll.delete_by_filter(flt)
+            removed = int(before - coll.stats.doc_count)
+            self._written += removed
+            return removed
+
+    def delete_source(self, source_path: str) -> int:
+        return self._delete_where(F.equals(SOURCE_PATH, source_path))
+
+    def delete_subtree(self, dir_path: str) -> int:
+        return self._delete_where(F.under(SOURCE_PATH, dir_path))
+
+    def flush(self) -> None:
+        with self._exclusive("flush") as coll:
+            coll.flush()
+
+    def optimize(self) -> None:
+        """Writes wait; queries go on (zvec 0.8 handled optimize beside queries, not beside a writer)."""
+        with self._write_lock:
+            if self._index_type_differs():
+                log.info("switching the vector index of %s to %s", self._path, self._cfg.type)
+                with self._exclusive("index change") as coll:
+                    coll.create_index(EMBEDDING, vector_param(self._cfg))
+            with _zvec_errors("optimize", self._path):
+                self._writable().optimize()
+            self._written = 0
+
+    def close(self) -> None:
+        with self._write_lock, self._rw.writing():
+            if self._coll is not None:
+                with _zvec_errors("close", self._path):
+                    self._coll.close()
+                self._coll = None
+
+    # -- reads --------------------------------------------------------------------------------------------------
+    def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
+        md5s: dict[str, set[str]] = {}
+        indices: dict[str, set[int]] = {}
+        for path, md5, idx in self._scan(prefix):
+            md5s.setdefault(path, set()).add(md5)
+            indices.setdefault(path, set()).add(idx)
+        out = {}
+        for path, seen in indices.items():
+            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
+            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
+        return out
+
+    def _scan(self, prefix: str | None) -> list[tuple[str, str, int]]:
+        """(source_path, source_md5, chunk_index) of every document at or below `prefix`."""
+        fields = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+
+        def row(d: zvec.Doc) -> tuple[str, str, int]:
+            f = d.fields
+            return f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0))
+
+        if prefix is not None:
+            flt = F.under(SOURCE_PATH, prefix)
+            with self._rw.reading(), _zvec_errors("scan", self._path):
+                docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=fields)
+            if len(docs) < MAX_TOPK:
+                return [row(d) for d in docs]
+        # More than one query can return: stream everything. An open iterator makes optimize fail, so this
+        # waits for (and holds off) optimize and writes.
+        with (
+            self._write_lock,
+            self._rw.reading(),
+            _zvec_errors("scan", self._path),
+            self._live().iter_docs(output_fields=fields, include_vector=False) as it,
+        ):
+            rows = [row(d) for d in it]
+        return rows if prefix is None else [r for r in rows if F.is_under(r[0], prefix)]
+
+    def chunks(self, source_path: str) -> list[Hit]:
+        flt = F.equals(SOURCE_PATH, source_path)
+        with self._rw.reading(), _zvec_errors("lookup", self._path):
+            docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=HIT_FIELDS)
+        return sorted((to_hit(d, 0.0) for d in docs), key=lambda h: h.chunk_index)
+
+    def query(
+        self,
+        *,
+        vector: np.ndarray | None,
+        text: str | None,
+        k: int,
+        path_prefixes: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+    ) -> list[Hit]:
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}")
+        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
+        flt = F.all_of(
+            F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
+            F.any_of(EXT, exts) if exts else None,
+        )
+        subqueries = []
+        if vector is not None:
+            subqueries.append(
+                zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
+            )
+        qs = fts.query_string(text) if text else None
+        if qs:
+            subqueries.append(zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=qs)))
+        if not subqueries:
+            return []
+        fused = len(subqueries) == 2
+        with self._rw.reading(), _zvec_errors("query", self._path):
+            docs = self._live().query(
+                subqueries if fused else subqueries[0],
+                topk=min(max(4 * k, 20), MAX_K) if fused else k,
+                filter=flt or None,
+                output_fields=HIT_FIELDS,
+                reranker=zvec.RrfReRanker(RRF_RANK_CONSTANT) if fused else None,
+            )
+        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
+        if vector is not None and not fused:  # zvec returns the cosine distance
+            return [replace(h, score=1.0 - h.score) for h in hits]
+        return hits
+
+
+def destroy(path: Path) -> bool:
+    """Delete the collection directory at `path`, unless another process holds it. Returns whether it existed."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    lock = path / "LOCK"
+    fd = os.open(lock, os.O_RDWR) if lock.is_file() else None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise IndexBusy(
+                    f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT
+                ) from None
+        shutil.rmtree(path)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    log.warning("deleted the index at %s", path)
+    return True

@@ -1,0 +1,163 @@
+"""The zvec collection's schema, and the conversion between IndexChunk/Hit and zvec documents.
+
+Fields: `source_path`, `source_dir`, `root`, `ext` (inverted indexes, for filters), `source_md5`, `content_hash`,
+`chunk_index`, `content` (the exact chunk text), `fts_text` (header + content, `fts.normalize`d, full-text index with the jieba
+tokenizer), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, and the dense vector
+`embedding` (cosine; flat or HNSW per IndexConfig). Document id: uuid5(NAMESPACE_DNS, f"{source_path}#{chunk_index}"),
+the scheme of the ragjson tool.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from typing import Any
+
+import numpy as np
+import zvec
+
+from ..config import IndexConfig
+from ..errors import IndexError_
+from ..model import EmbeddingIdentity
+from . import Hit, IndexChunk
+from .fts import normalize
+
+SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
+SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"
+CONTENT, FTS_TEXT, HEADING_PATH = "content", "fts_text", "heading_path"
+PAGE, START_LINE, END_LINE = "page", "start_line", "end_line"
+EMBEDDING = "embedding"
+HIT_FIELDS = [SOURCE_PATH, ROOT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE]
+HEADING_SEP = " > "
+FTS_TOKENIZER = "jieba"
+FTS_FILTERS = ["lowercase", "stemmer"]
+
+
+def doc_id(source_path: str, chunk_index: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{source_path}#{chunk_index}"))
+
+
+def extension(path: str) -> str:
+    """The lower-case suffix without its dot (`"md"` for `a/B.MD`), "" when there is none."""
+    return os.path.splitext(os.path.basename(path))[1].lstrip(".").lower()
+
+
+def vector_param(cfg: IndexConfig) -> Any:
+    if cfg.type == "hnsw":
+        return zvec.HnswIndexParam(
+            metric_type=zvec.MetricType.COSINE, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction
+        )
+    return zvec.FlatIndexParam(metric_type=zvec.MetricType.COSINE)
+
+
+def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.CollectionSchema:
+    inverted, string, int32 = zvec.InvertIndexParam(), zvec.DataType.STRING, zvec.DataType.INT32
+    fields = [
+        zvec.FieldSchema(name, string, index_param=inverted) for name in (SOURCE_PATH, SOURCE_DIR, ROOT, EXT)
+    ]
+    fields += [zvec.FieldSchema(name, string) for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, HEADING_PATH)]
+    fields += [
+        zvec.FieldSchema(
+            FTS_TEXT,
+            string,
+            index_param=zvec.FtsIndexParam(tokenizer_name=FTS_TOKENIZER, filters=FTS_FILTERS),
+        )
+    ]
+    fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE)]
+    fields.append(zvec.FieldSchema(PAGE, int32, nullable=True))
+    vector = zvec.VectorSchema(
+        EMBEDDING, zvec.DataType.VECTOR_FP32, dimension=identity.dimension, index_param=vector_param(cfg)
+    )
+    return zvec.CollectionSchema(name="ragd", fields=fields, vectors=[vector])
+
+
+def schema_problem(schema: zvec.CollectionSchema, identity: EmbeddingIdentity) -> str | None:
+    """Why an existing collection cannot serve `identity` (None when it can)."""
+    names = {f.name for f in schema.fields}
+    missing = {
+        SOURCE_PATH,
+        SOURCE_DIR,
+        ROOT,
+        EXT,
+        SOURCE_MD5,
+        CONTENT_HASH,
+        CONTENT,
+        FTS_TEXT,
+        HEADING_PATH,
+        CHUNK_INDEX,
+        START_LINE,
+        END_LINE,
+        PAGE,
+    } - names
+    if missing:
+        return f"it lacks the fields {sorted(missing)}"
+    vector = schema.vector(EMBEDDING)
+    if vector is None:
+        return f"it has no vector field {EMBEDDING!r}"
+    if vector.dimension != identity.dimension:
+        return f"its vectors have dimension {vector.dimension}, not {identity.dimension}"
+    return None
+
+
+def check_text(value: str, what: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IndexError_(
+            f"cannot index {what} {value!r}: it is not valid UTF-8",
+            "rename the file (zvec stores only UTF-8 text)",
+        ) from None
+    return value
+
+
+def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:
+    arr = np.asarray(vec, dtype=np.float32).reshape(-1)
+    if arr.shape[0] != dimension:
+        raise IndexError_(
+            f"vector of {where} has dimension {arr.shape[0]}, the index expects {dimension}",
+            "re-embed the file with the configured model",
+        )
+    norm = float(np.linalg.norm(arr))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise IndexError_(f"vector of {where} is zero or not finite", "re-embed the file")
+    return arr
+
+
+def to_doc(source_path: str, source_md5: str, root: str, chunk: IndexChunk, dimension: int) -> zvec.Doc:
+    where = f"{source_path}#{chunk.chunk_index}"
+    fields: dict[str, Any] = {
+        SOURCE_PATH: source_path,
+        SOURCE_DIR: os.path.dirname(source_path),
+        ROOT: root,
+        EXT: extension(source_path),
+        SOURCE_MD5: source_md5,
+        CONTENT_HASH: chunk.content_hash,
+        CHUNK_INDEX: chunk.chunk_index,
+        CONTENT: check_text(chunk.content, f"the text of {where}"),
+        FTS_TEXT: normalize(f"{chunk.header}\n\n{chunk.content}" if chunk.header else chunk.content),
+        HEADING_PATH: check_text(HEADING_SEP.join(chunk.heading_path), f"the headings of {where}"),
+        PAGE: chunk.page,
+        START_LINE: chunk.start_line,
+        END_LINE: chunk.end_line,
+    }
+    if chunk.page is None:
+        del fields[PAGE]
+    vector = check_vector(chunk.vector, dimension, where)
+    return zvec.Doc(id=doc_id(source_path, chunk.chunk_index), fields=fields, vectors={EMBEDDING: vector})
+
+
+def to_hit(doc: zvec.Doc, score: float) -> Hit:
+    f = doc.fields or {}
+    heading = f.get(HEADING_PATH) or ""
+    return Hit(
+        source_path=f.get(SOURCE_PATH, ""),
+        chunk_index=int(f.get(CHUNK_INDEX, 0)),
+        score=score,
+        content=f.get(CONTENT, ""),
+        heading_path=tuple(heading.split(HEADING_SEP)) if heading else (),
+        page=f.get(PAGE),
+        start_line=int(f.get(START_LINE, 0)),
+        end_line=int(f.get(END_LINE, 0)),
+        root=f.get(ROOT, ""),
+    )

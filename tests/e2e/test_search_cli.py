@@ -1,0 +1,113 @@
+"""`ragd search` and index sync through the real command; SIGKILL during index sync converges."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from ragd import mushroom
+from ragd.config import data_dir, load_config
+from ragd.index import open_index
+from ragd.indexsync import IndexSync
+from ragd.scan import Ignore, walk_dirs
+from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
+from tests.support.fake_openai import FakeOpenAI
+
+
+def _corpus(root: Path) -> None:
+    (root / "ops").mkdir(parents=True)
+    (root / "ops" / "reset.md").write_text(
+        "# ERR_CONN_RESET\n\nThe peer closed the socket; retry the request.\n"
+    )
+    (root / "phone.md").write_text("# 小米 15 Pro\n\n电池容量是 6100mAh，支持 90W 快充。\n")
+    (root / "ml.txt").write_text("Backpropagation computes gradients layer by layer.\n")
+
+
+def test_search_after_run_once(tmp_path: Path, api_config_file: Path) -> None:
+    root = tmp_path / "kb"
+    _corpus(root)
+    out = ragd("run", "--once", str(root))
+    assert "index: 3 chunks; 2 change notes applied" in out.stdout
+    got = ragd_json("search", "ERR_CONN_RESET", "--mode", "keyword", "-k", "2")
+    assert got["results"][0]["path"] == str(root / "ops" / "reset.md")
+    assert got["results"][0]["rel_path"] == "ops/reset.md"
+    zh = ragd_json("search", "电池容量", "--mode", "keyword")
+    assert zh["results"][0]["path"] == str(root / "phone.md")
+    only = ragd_json("search", "socket gradients 电池", "--path", str(root / "ops"), "-k", "10")
+    assert {r["path"] for r in only["results"]} == {str(root / "ops" / "reset.md")}
+    human = ragd("search", "ERR_CONN_RESET", "--mode", "keyword").stdout
+    assert "1. " + str(root / "ops" / "reset.md") in human and "lines 1-3" in human
+
+
+def test_search_says_what_to_do_when_the_index_is_held(tmp_path: Path, api_config_file: Path) -> None:
+    root = tmp_path / "kb"
+    _corpus(root)
+    assert "no index" in ragd("search", "anything", check=2).stderr
+    ragd("run", "--once", str(root))
+    cfg = load_config()
+    holder = open_index(data_dir(cfg), cfg.identity, cfg.index)  # as a running agent would
+    try:
+        err = ragd("search", "socket", check=1).stderr
+        assert "held by another process" in err
+        run = ragd_json("run", "--once", str(root))  # sidecars are still written; the holder applies them
+        assert run["index"]["held_by_agent"] is True
+    finally:
+        holder.close()
+    assert ragd_json("search", "socket", "--mode", "keyword")["results"]
+
+
+def _kill_during_sync(root: Path, env: dict[str, str], dirs: int) -> bool:
+    """Start a run and SIGKILL it once the index sync has applied some, not all, change notes."""
+    ignore = Ignore(load_config(Path(env["RAGD_CONFIG"])).ignore)
+    notes = lambda: len(list(mushroom.walk_pending(walk_dirs(root, ignore))))  # noqa: E731
+    proc = subprocess.Popen([*RAGD, "-q", "run", "--once", str(root)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    seen_all = landed = False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        n = notes()
+        seen_all = seen_all or n >= dirs
+        if seen_all and 0 < n < dirs:  # the consumer is deleting applied notes
+            proc.send_signal(signal.SIGKILL)
+            landed = True
+            break
+        time.sleep(0.002)
+    proc.wait()
+    return landed and 0 < notes() < dirs
+
+
+def test_sigkill_during_index_sync_then_restart_converges(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    dirs = 30
+    with FakeOpenAI(dim=8) as server:
+        cfg_file = write_api_config(tmp_path / "c.toml", server)
+        env = {**os.environ, "RAGD_CONFIG": str(cfg_file), "RAGD_DATA_DIR": str(tmp_path / "data")}
+        for attempt in range(6):
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(tmp_path / "data", ignore_errors=True)
+            for d in range(dirs):
+                (root / f"d{d:02d}").mkdir(parents=True)
+                for i in range(10 + attempt * 10):
+                    (root / f"d{d:02d}" / f"f{i}.md").write_text(f"# {d}/{i}\n\n" + f"words {d} {i} " * 50)
+            if _kill_during_sync(root, env, dirs):
+                break
+        else:
+            raise AssertionError("could not land a kill during the index sync")
+        out = json.loads(ragd("run", "--once", "--json", str(root), env=env).stdout)
+    assert out["embedded"] == 0 and out["index"]["mushrooms_failed"] == []
+    cfg = load_config(cfg_file)
+    idx = open_index(tmp_path / "data", cfg.identity, cfg.index)
+    try:
+        sync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        expected = sync.expected(walk_dirs(root, Ignore(cfg.ignore)))
+        indexed = idx.sources(str(root))
+        assert len(expected) == sum(1 for _ in root.rglob("f*.md")) and set(indexed) == set(expected)
+        assert all(indexed[p].chunk_count == e.chunk_count for p, e in expected.items())
+        assert not list(mushroom.walk_pending(walk_dirs(root, Ignore(cfg.ignore))))
+    finally:
+        idx.close()

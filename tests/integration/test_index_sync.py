@@ -1,0 +1,175 @@
+"""Sidecars -> mushrooms -> zvec index, kept exactly equal; known-answer search on the bilingual corpus."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragd import mushroom
+from ragd.config import Config, data_dir
+from ragd.index import IndexBackend, open_index
+from ragd.indexsync import IndexSync
+from ragd.scan import Ignore, walk_dirs
+from ragd.search import SearchService
+from tests.conftest import DATA
+from tests.integration.helpers import api_config, copy_fixture, run
+from tests.support.fake_openai import FakeOpenAI
+
+BILINGUAL = DATA / "bilingual"
+
+
+def _open(cfg: Config) -> IndexBackend:
+    return open_index(data_dir(cfg), cfg.identity, cfg.index)
+
+
+def assert_index_equals_sidecars(cfg: Config, root: Path) -> None:
+    """Every EMBEDDED source is indexed with its md5 and chunk count, and nothing else is."""
+    idx = _open(cfg)
+    try:
+        sync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        expected = sync.expected(walk_dirs(root, Ignore(cfg.ignore)))
+        indexed = idx.sources(str(root))
+        assert set(indexed) == set(expected)
+        for path, want in expected.items():
+            assert (indexed[path].source_md5, indexed[path].chunk_count) == (
+                want.source_md5,
+                want.chunk_count,
+            )
+        assert sync.orphans(root) == []
+        on_disk = {str(p) for p in root.rglob("*") if p.is_file() and ".rag" not in p.parts}
+        assert set(indexed) <= on_disk
+    finally:
+        idx.close()
+
+
+def test_index_follows_every_kind_of_change(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    (root / "a" / "deep").mkdir(parents=True)
+    (root / "ab").mkdir()
+    for d in ("a", "a/deep", "ab", "."):
+        for i in range(3):
+            (root / d / f"n{i}.md").write_text(f"# {d} {i}\n\nBody of note {i} in {d}. 第{i}篇。")
+    cfg = api_config(fake_openai_server, [root])
+    steps = [
+        lambda: None,
+        lambda: (root / "a" / "n0.md").write_text("# edited\n\nNew body entirely."),  # edit
+        lambda: (root / "a" / "n1.md").rename(root / "a" / "renamed.md"),  # rename
+        lambda: (root / "ab" / "n2.md").unlink(),  # delete
+        lambda: shutil.move(root / "a" / "deep", tmp_path / "deep.away"),  # directory delete
+        lambda: shutil.move(tmp_path / "deep.away", root / "a" / "deep"),  # directory recover
+        lambda: shutil.move(root / "ab", root / "a" / "ab-moved"),  # directory move
+        lambda: (root / "junk.md").write_bytes(b"\x00\xff" * 100),  # a failing file is not indexed
+    ]
+    for step in steps:
+        step()
+        s = run(cfg)
+        assert s.index.get("mushrooms_failed") == []
+        assert not list(mushroom.walk_pending(walk_dirs(root, Ignore(cfg.ignore))))  # all consumed
+        assert_index_equals_sidecars(cfg, root)
+
+
+def test_odd_names_and_prefix_directories(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    names = [
+        "q \"double\" 'single'.md",
+        "back\\slash.md",
+        "50%.md",
+        "under_score.md",
+        "中文.md",
+        "emoji 🍄.md",
+    ]
+    for d in ("a", "ab", "a_b", "axb", "50%", "50x"):
+        (root / d).mkdir(parents=True)
+        for n in names:
+            (root / d / n).write_text(f"# {d}/{n}\n\nshared words about lighthouses in {d}")
+    cfg = api_config(fake_openai_server, [root])
+    assert run(cfg).ok
+    assert_index_equals_sidecars(cfg, root)
+    idx = _open(cfg)
+    try:
+        service = SearchService(idx, lambda q: fake_openai_server.vector(q), [root])
+        for d, others in (("a", ("ab", "a_b", "axb")), ("a_b", ("axb", "ab")), ("50%", ("50x",))):
+            got = service.search("lighthouses", k=50, mode="keyword", path_prefixes=[str(root / d)])
+            assert got and {Path(r.path).parent.name for r in got} == {d}, (d, others)
+            assert {Path(r.path).name for r in got} == set(names)
+        idx.delete_subtree(str(root / "a"))
+        left = {Path(p).parent.name for p in idx.sources(str(root))}
+        assert left == {"ab", "a_b", "axb", "50%", "50x"}
+    finally:
+        idx.close()
+
+
+def test_ragjson_tool_mushrooms_are_consumed(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    tree = copy_fixture(tmp_path)
+    cfg = api_config(fake_openai_server, [tree])
+    s = run(cfg)
+    assert s.index["mushrooms_applied"] == 3 and fake_openai_server.requests == []
+    assert list(tree.rglob("*.mushroom")) == []
+    idx = _open(cfg)
+    try:
+        assert set(idx.sources()) == {str(tree / "docs" / "ml.txt"), str(tree / "docs" / "phone.md"),
+                                      str(tree / "docs" / "sub" / "page.html")}  # fmt: skip
+    finally:
+        idx.close()
+
+
+def test_missing_index_is_rebuilt_from_sidecars(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    for i in range(5):
+        (root / f"{i}.md").write_text(f"note {i}")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    shutil.rmtree(data_dir(cfg) / "index")
+    s = run(cfg)
+    assert s.index["repaired"] == 5 and s.texts_embedded == 0
+    assert_index_equals_sidecars(cfg, root)
+
+
+@pytest.fixture(scope="module")
+def bilingual_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path]:
+    """The bilingual corpus indexed once with the real bundled model."""
+    base = tmp_path_factory.mktemp("bilingual")
+    root = base / "corpus"
+    shutil.copytree(BILINGUAL / "corpus", root)
+    cfg = Config.model_validate({"roots": [str(root)], "data_dir": str(base / "data")})
+    s = run(cfg)
+    assert s.ok and s.embedded == len([p for p in root.rglob("*") if p.is_file() and ".rag" not in p.parts])
+    return cfg, root
+
+
+def _ranks(cfg: Config, root: Path, mode: str) -> dict[str, int | None]:
+    from ragd.embed import make_embedder
+
+    queries = json.loads((BILINGUAL / "queries.json").read_text())
+    embedder = make_embedder(cfg.embedding)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index, read_only=True)
+    try:
+        service = SearchService(idx, lambda q: embedder.embed([q])[0], [root])
+        out: dict[str, int | None] = {}
+        for q in queries:
+            files = [r.rel_path for r in service.search(q["query"], k=5, mode=mode, one_per_file=True)]
+            out[q["query"]] = files.index(q["answer"]) + 1 if q["answer"] in files else None
+        return out
+    finally:
+        idx.close()
+
+
+def test_known_answers_hybrid_beats_each_mode_alone(bilingual_index: tuple[Config, Path]) -> None:
+    cfg, root = bilingual_index
+    hybrid = _ranks(cfg, root, "hybrid")
+    vector = _ranks(cfg, root, "vector")
+    keyword = _ranks(cfg, root, "keyword")
+    missing = [q for q, r in hybrid.items() if r is None]
+    assert missing == [], f"hybrid missed {missing}"
+
+    def found(r: dict[str, int | None]) -> int:
+        return sum(v is not None for v in r.values())
+
+    assert found(hybrid) >= found(vector) and found(hybrid) >= found(keyword)
+    mrr = {name: sum(1 / v for v in r.values() if v) for name, r in
+           (("hybrid", hybrid), ("vector", vector), ("keyword", keyword))}  # fmt: skip
+    assert mrr["hybrid"] >= max(mrr["vector"], mrr["keyword"]) * 0.95, mrr
