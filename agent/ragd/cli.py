@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .config import Config, load_config
+from .config import Config, data_dir, load_config
 from .errors import RagdError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs)")
     run.add_argument("--force", action="store_true", help="re-process every file even when unchanged")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument(
+        "--rebuild-index", action="store_true", help="drop the index and rebuild it from the sidecars"
+    )
+    run.add_argument("--no-index", action="store_true", help="write sidecars and change notes only")
     se = sub.add_parser("search", help="search the index (when no agent holds it)")
     se.add_argument("query")
     se.add_argument("-k", "--top-k", dest="k", type=int, default=5, help="results (default 5)")
@@ -38,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
     se.add_argument("--json", action="store_true")
+    orph = sub.add_parser("orphans", help="indexed sources whose file or sidecar is gone")
+    orph.add_argument("path", nargs="?", type=Path, help="only under this directory")
+    orph.add_argument("--clean", action="store_true", help="remove them from the index")
+    orph.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="per-file state from the sidecars (works without the agent)")
     st.add_argument("path", nargs="?", type=Path, default=Path("."))
     st.add_argument("-r", "--recursive", action="store_true")
@@ -76,6 +84,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .console import run_search
 
         return run_search(args, config)
+    if args.command == "orphans":
+        from .console import run_orphans
+
+        return run_orphans(args, config)
     return _cmd_config_check(args, config)
 
 
@@ -92,8 +104,16 @@ def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     from .console import Progress, print_summary
     from .runonce import run_once
 
+    if args.rebuild_index:
+        from .index import destroy_index
+
+        destroy_index(data_dir(config), config.identity)
     summary = run_once(
-        config, jobs=args.jobs, force=args.force, progress=None if args.json or args.quiet else Progress()
+        config,
+        jobs=args.jobs,
+        force=args.force,
+        progress=None if args.json or args.quiet else Progress(),
+        index=not args.no_index,
     )
     if args.json:
         print(json.dumps(summary.to_json(), ensure_ascii=False))

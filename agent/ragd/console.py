@@ -146,3 +146,33 @@ def run_search(args: Any, config: Config) -> int:
     if not results:
         print("no results")
     return 0
+
+
+def run_orphans(args: Any, config: Config) -> int:
+    """`ragd orphans [PATH] [--clean]`: sources in the index whose file or live sidecar is gone."""
+    from .index import open_index
+    from .indexsync import IndexSync
+    from .scan import Ignore
+
+    if not collection_dir(data_dir(config), config.identity).exists():
+        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
+                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+    idx = open_index(data_dir(config), config.identity, config.index, read_only=not args.clean)
+    try:
+        sync = IndexSync(idx, config.identity, list(config.roots), Ignore(config.ignore))
+        prefix = args.path.expanduser().resolve() if args.path else None
+        found = sync.orphans(prefix)
+        for path in found if args.clean else ():
+            idx.delete_source(path)
+        if args.clean and found:
+            idx.flush()
+    finally:
+        idx.close()
+    if args.json:
+        print(json.dumps({"orphans": found, "removed": len(found) if args.clean else 0}, ensure_ascii=False))
+    else:
+        for path in found:
+            print(path)
+        verb = "removed" if args.clean else "found (remove them with --clean)"
+        print(f"{len(found)} orphans {verb}" if found else "no orphans")
+    return 0

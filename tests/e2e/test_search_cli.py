@@ -111,3 +111,21 @@ def test_sigkill_during_index_sync_then_restart_converges(tmp_path: Path) -> Non
         assert not list(mushroom.walk_pending(walk_dirs(root, Ignore(cfg.ignore))))
     finally:
         idx.close()
+
+
+def test_orphans_and_rebuild(tmp_path: Path, api_config_file: Path) -> None:
+    root = tmp_path / "kb"
+    _corpus(root)
+    ragd("run", "--once", str(root))
+    assert ragd_json("orphans")["orphans"] == []
+    (root / "ml.txt").unlink()  # gone behind ragd's back: the index still has it
+    shutil.rmtree(root / "ops")
+    got = ragd_json("orphans")
+    assert sorted(got["orphans"]) == [str(root / "ml.txt"), str(root / "ops" / "reset.md")]
+    assert ragd_json("orphans", str(root / "ops"))["orphans"] == [str(root / "ops" / "reset.md")]
+    assert "2 orphans found" in ragd("orphans").stdout
+    assert ragd_json("orphans", str(root / "ops"), "--clean")["removed"] == 1
+    assert ragd_json("orphans")["orphans"] == [str(root / "ml.txt")]
+    rebuilt = ragd_json("run", "--once", "--rebuild-index", str(root))
+    assert rebuilt["index"]["repaired"] == 1 and rebuilt["index"]["chunks"] == 1  # only phone.md is left
+    assert ragd_json("orphans")["orphans"] == []
