@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
 MAX_TOPK = 100_000  # zvec 0.8 rejects a larger topk
 RRF_RANK_CONSTANT = 60
+KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
+KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
 CORRUPT_HINT = "the index is derived data: delete it and let the agent rebuild it from the .ragjson sidecars"
 
@@ -309,29 +311,52 @@ class ZvecIndex:
             F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
             F.any_of(EXT, exts) if exts else None,
         )
-        subqueries = []
-        if vector is not None:
-            subqueries.append(
-                zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
-            )
+        dense = (
+            zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
+            if vector is not None
+            else None
+        )
         qs = fts.query_string(text) if text else None
-        if qs:
-            subqueries.append(zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=qs)))
-        if not subqueries:
-            return []
-        fused = len(subqueries) == 2
+        keyword = zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=qs)) if qs else None
+        if dense is None or keyword is None:
+            one = dense or keyword
+            if one is None:
+                return []
+            hits = self._run(one, k, flt)
+            return [replace(h, score=1.0 - h.score) for h in hits] if one is dense else hits
+        depth = min(max(4 * k, 20), MAX_K)
+        return fuse(self._run(dense, depth, flt), keyword_evidence(self._run(keyword, depth, flt)), k)
+
+    def _run(self, query: zvec.Query, k: int, flt: str | None) -> list[Hit]:
         with self._rw.reading(), _zvec_errors("query", self._path):
-            docs = self._live().query(
-                subqueries if fused else subqueries[0],
-                topk=min(max(4 * k, 20), MAX_K) if fused else k,
-                filter=flt or None,
-                output_fields=HIT_FIELDS,
-                reranker=zvec.RrfReRanker(RRF_RANK_CONSTANT) if fused else None,
-            )
-        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
-        if vector is not None and not fused:  # zvec returns the cosine distance
-            return [replace(h, score=1.0 - h.score) for h in hits]
-        return hits
+            docs = self._live().query(query, topk=k, filter=flt or None, output_fields=HIT_FIELDS)
+        return [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
+
+
+def keyword_evidence(hits: list[Hit]) -> list[Hit]:
+    """The keyword hits that are evidence, not noise: BM25 at least KEYWORD_FLOOR and KEYWORD_RELATIVE of the best.
+
+    Rank fusion sees only ranks, so without this a query whose words happen to be common (a Chinese question
+    about an English document shares only particles and single characters with the Chinese documents) would push
+    every weak keyword match above the document the vector side ranked first.
+    """
+    if not hits or hits[0].score < KEYWORD_FLOOR:
+        return []
+    cut = max(KEYWORD_FLOOR, KEYWORD_RELATIVE * hits[0].score)
+    return [h for h in hits if h.score >= cut]
+
+
+def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
+    """Reciprocal rank fusion (constant RRF_RANK_CONSTANT) of two ranked lists of chunks."""
+    scores: dict[tuple[str, int], float] = {}
+    first: dict[tuple[str, int], Hit] = {}
+    for ranked in (dense, keyword):
+        for rank, hit in enumerate(ranked, 1):
+            key = (hit.source_path, hit.chunk_index)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_RANK_CONSTANT + rank)
+            first.setdefault(key, hit)
+    best = sorted(scores, key=lambda key: scores[key], reverse=True)[:k]
+    return [replace(first[key], score=scores[key]) for key in best]
 
 
 def destroy(path: Path) -> bool:
