@@ -3,8 +3,8 @@
     python -m bench.bench_index --sizes 10000,100000 [--queries 200] [--types flat,hnsw]
     python -m bench.bench_index --reconcile 10000
 
-For each size N (512-d synthetic vectors drawn around 1,000 cluster centres, chunk texts from a bilingual word
-list): index sync throughput (chunks/s through `replace_source`, 10 chunks per source), optimize time, query
+For each size N (512-d synthetic vectors drawn around 1,000 cluster centres; chunk texts of 60 words drawn with
+Zipf frequencies from a 20,000-word vocabulary that includes Chinese and English words): index sync throughput (chunks/s through `replace_source`, 10 chunks per source), optimize time, query
 latency p50/p95 for hybrid, vector and keyword with the index optimized, recall@10 of HNSW against flat (exact),
 and the process's RSS after building. `--reconcile N` times the start-up check of N indexed sources against their
 sidecars (an index written by `ragd run --once` on a generated tree).
@@ -42,8 +42,10 @@ def synth(n: int, seed: int = 5) -> tuple[np.ndarray, list[str]]:
     centres = rng.standard_normal((1000, DIM)).astype(np.float32)
     vecs = centres[rng.integers(0, 1000, n)] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    r = random.Random(seed)
-    texts = [" ".join(r.choices(WORDS, k=40)) + f" item{i}" for i in range(n)]
+    vocab = np.array(WORDS + [f"w{i}" for i in range(20000)])
+    zipf = 1.0 / np.arange(1, len(vocab) + 1)  # word frequencies as in natural text
+    picks = rng.choice(len(vocab), size=(n, 60), p=zipf / zipf.sum())
+    texts = [" ".join(vocab[row]) + f" item{i}" for i, row in enumerate(picks)]
     return vecs, texts
 
 
@@ -83,7 +85,8 @@ def bench_size(n: int, kinds: list[str], nq: int, tmp: Path) -> None:
     picks = rng.integers(0, n, nq)
     qv = vecs[picks] + 0.3 * rng.standard_normal((nq, DIM)).astype(np.float32)
     qv /= np.linalg.norm(qv, axis=1, keepdims=True)
-    queries = [(qv[i], " ".join(r.choices(WORDS, k=2))) for i in range(nq)]
+    # keyword queries: two words of a chunk the query is about (what a person remembers of a document)
+    queries = [(qv[i], " ".join(r.sample(texts[int(picks[i])].split()[:60], 2))) for i in range(nq)]
     results: dict[str, list[list[str]]] = {}
     for kind in kinds:
         idx, ingest, opt = build(tmp / f"{kind}-{n}", kind, vecs, texts)
