@@ -179,7 +179,7 @@ class LimitsConfig(_Section):
 
 
 class RunConfig(_Section):
-    jobs: int = Field(default=4, ge=1, le=64)
+    jobs: int = Field(default=2, ge=1, le=64)
 
 
 class Config(_Section):

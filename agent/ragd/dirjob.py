@@ -51,23 +51,12 @@ class _Plan:
     events: list[Event] = field(default_factory=list)
 
 
-def _load_entries(directory: Path) -> tuple[dict[str, FileEntry | None], set[str]]:
-    live: dict[str, FileEntry | None] = {}
-    deleted: set[str] = set()
-    for en in sidecar.list_entries(directory):
-        if en.deleted:
-            deleted.add(en.name)
-            continue
-        try:
-            live[en.name] = sidecar.read_entry(en.path)
-        except StorageError as err:
-            log.warning("%s; treating it as new", err.message)
-    return live, deleted
-
-
 def _plan(ctx: JobContext, directory: Path) -> _Plan:
     listing = list_dir(directory, ctx.ignore)
-    entries, deleted = _load_entries(directory)
+    found = sidecar.load_entries(directory)
+    for name, why in found.unreadable.items():
+        log.warning("%s; treating %s as new", why, name)
+    entries, deleted = found.live, found.deleted
     plan = _Plan(listing, entries, deleted)
     for name, entry in entries.items():
         is_dir_entry = entry is None

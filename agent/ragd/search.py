@@ -65,9 +65,8 @@ class SearchService:
         cache_size: int = 256,
     ) -> None:
         self._index = index
-        self._roots = sorted(
-            {_norm(r) for r in roots}, key=len, reverse=True
-        )  # longest first: innermost root
+        # longest first, so that a file in nested roots belongs to the innermost one
+        self._roots = sorted({_norm(r) for r in roots}, key=len, reverse=True)
 
         def embed(text: str) -> np.ndarray:
             vec = np.array(embed_query(text), dtype=np.float32).reshape(-1)
@@ -89,6 +88,7 @@ class SearchService:
     ) -> list[SearchResult]:
         """The best `k` chunks for `query`. Raises RagdError(code="usage") on invalid input."""
         text = self._check(query, k, mode)
+        exts = self._extensions(extensions)
         scope = self._scope(path_prefixes, roots)
         if scope is None:
             return []
@@ -99,7 +99,7 @@ class SearchService:
             text=text if mode != "vector" else None,
             k=fetch,
             path_prefixes=scope,
-            extensions=tuple(extensions),
+            extensions=exts,
         )
         if one_per_file:
             hits = _best_per_file(hits)
@@ -119,6 +119,14 @@ class SearchService:
         if mode not in MODES:
             raise _usage(f"unknown search mode {mode!r}", f"use one of: {', '.join(MODES)}")
         return query.strip()
+
+    @staticmethod
+    def _extensions(extensions: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
+            raise _usage(
+                f"invalid extensions {extensions!r}", 'give a list of file extensions, e.g. ["md", "pdf"]'
+            )
+        return tuple(extensions)
 
     def _scope(self, path_prefixes: Sequence[str], roots: Sequence[str]) -> list[str] | None:
         """The path prefixes a query is limited to ([] = everything), or None when nothing can match."""

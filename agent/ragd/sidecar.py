@@ -226,6 +226,29 @@ def list_entries(directory: Path) -> Iterator[EntryName]:
         return
 
 
+@dataclass
+class Entries:
+    """Everything in one `.rag/` folder: live entries by name (None: a directory entry), deleted names, and the
+    names whose entry could not be read (with why)."""
+
+    live: dict[str, FileEntry | None] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def load_entries(directory: Path) -> Entries:
+    found = Entries()
+    for en in list_entries(directory):
+        if en.deleted:
+            found.deleted.add(en.name)
+            continue
+        try:
+            found.live[en.name] = read_entry(en.path)
+        except StorageError as err:
+            found.unreadable[en.name] = err.message
+    return found
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from . import sidecar
 from .config import Config
-from .errors import StorageError
 from .scan import Change, Ignore, classify, list_dir, walk_dirs
 from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
 
@@ -59,17 +58,8 @@ def _file_state(
 
 def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:
     listing = list_dir(directory, ignore)
-    live: dict[str, FileEntry | None] = {}
-    deleted: set[str] = set()
-    unreadable: dict[str, str] = {}
-    for en in sidecar.list_entries(directory):
-        if en.deleted:
-            deleted.add(en.name)
-            continue
-        try:
-            live[en.name] = sidecar.read_entry(en.path)
-        except StorageError as err:
-            unreadable[en.name] = err.message
+    found = sidecar.load_entries(directory)
+    live, deleted, unreadable = found.live, found.deleted, found.unreadable
     now = time.time()
     for name in listing.dirs:
         tracked = name in live and live[name] is None

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from ragd.index import Hit
-from ragd.index.zvec_backend import KEYWORD_FLOOR, fuse, keyword_evidence
+from ragd.index.fusion import KEYWORD_FLOOR, fuse, keyword_evidence
 
 
 def _hit(name: str, score: float, chunk: int = 0) -> Hit:

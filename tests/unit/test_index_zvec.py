@@ -490,10 +490,10 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
     stop = threading.Event()
     errors: list[BaseException] = []
 
-    def run(fn: object) -> None:
+    def run(fn: Callable[[], object]) -> None:
         try:
             while not stop.is_set():
-                fn()  # type: ignore[operator]
+                fn()
         except BaseException as err:  # reported by the assertion below
             errors.append(err)
 
@@ -504,15 +504,20 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
         ix.replace_source(path, "m", str(root), make_chunks(path, ["write " * 20] * 3))
         writes[0] += 1
 
-    jobs = [lambda: ix.query(vector=embed("network"), text="network", k=3)] * 2 + [write]
+    def query() -> None:
+        ix.query(vector=embed("network"), text="network", k=3)
+
+    jobs = [query, query, write]
     threads = [threading.Thread(target=run, args=(j,), daemon=True) for j in jobs]
     for t in threads:
         t.start()
     try:
         for _ in range(3):
-            poll_until(
-                lambda seen=writes[0]: writes[0] > seen or bool(errors)
-            )  # a write between optimizations
+
+            def wrote(seen: int = writes[0]) -> bool:  # a write between optimizations
+                return writes[0] > seen or bool(errors)
+
+            poll_until(wrote)
             ix.optimize()
     finally:
         stop.set()
@@ -520,3 +525,46 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
             t.join(timeout=20)
     assert not any(t.is_alive() for t in threads) and errors == []
     ix.close()
+
+
+# -- the readers-writer lock ------------------------------------------------------------------------------------
+def test_read_write_lock_excludes_and_starves_no_one() -> None:
+    from ragd.index.rwlock import ReadWriteLock
+
+    lock, stop = ReadWriteLock(), threading.Event()
+    state = {"readers": 0, "writers": 0, "reads": 0, "writes": 0, "bad": 0}
+    guard = threading.Lock()
+
+    def enter(kind: str, other: str, limit: int) -> None:
+        with guard:
+            state[kind] += 1
+            state["bad"] += state[other] > 0 or state[kind] > limit
+
+    def leave(kind: str, count: str) -> None:
+        with guard:
+            state[kind] -= 1
+            state[count] += 1
+
+    def reader() -> None:
+        while not stop.is_set():
+            with lock.reading():
+                enter("readers", "writers", 99)
+                time.sleep(0.001)  # hold the lock a little, so readers overlap
+                leave("readers", "reads")
+
+    def writer() -> None:
+        while not stop.is_set():
+            with lock.writing():
+                enter("writers", "readers", 1)
+                leave("writers", "writes")
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (reader, reader, reader, writer, writer)]
+    for t in threads:
+        t.start()
+    try:
+        poll_until(lambda: state["writes"] >= 50 and state["reads"] >= 50)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+    assert state["bad"] == 0 and not any(t.is_alive() for t in threads)

@@ -2,10 +2,15 @@
 
 Measured on zvec 0.8.0 (see docs/zvec-notes.md): inside `=`/`IN` string literals a backslash is kept verbatim
 except before a quote, so a value that ends in a backslash (or holds one before a quote) cannot be written there.
-Inside `LIKE` patterns, a backslash escapes any character (`\\\\`, `\\'`, `\\%`, `\\_`), and a pattern without
+Inside `LIKE` patterns a backslash escapes any character (`\\\\`, `\\'`, `\\%`, `\\_`), and a pattern without
 wildcards matches exactly and case-sensitively. So every value here goes through `LIKE` with every special
 character escaped: equality is `f LIKE 'v'`; "this directory or below" is `f LIKE 'd' OR f LIKE 'd/%'`
 (a bare `LIKE 'd%'` would also match the sibling `dz`).
+
+One exception: when zvec scans instead of using the inverted index (it chooses per query, e.g. for an `OR`),
+an escaped backslash followed later by a wildcard does not match. So `under` never puts a backslash into a
+pattern: for a path holding one it returns a wider expression (see `under_is_exact`) and the caller re-checks
+each match with `is_under`.
 
 An empty filter makes `delete_by_filter` delete everything, so `for_delete` refuses one.
 """
@@ -51,9 +56,20 @@ def _dir_path(path: str) -> str:
     return path.rstrip("/")  # "/" becomes "" and matches everything below the file-system root
 
 
+def under_is_exact(path: str) -> bool:
+    """Whether `under(field, path)` matches exactly (else it matches a superset: re-check with `is_under`)."""
+    return "\\" not in path
+
+
 def under(field: str, path: str) -> str:
-    """`field` is the path `path` itself or a path below it: `a` matches `a` and `a/x`, never `ab` or `a_b`."""
+    """`field` is the path `path` itself or a path below it: `a` matches `a` and `a/x`, never `ab` or `a_b`.
+
+    Exact unless `path` holds a backslash; then every path starting with the part before it (see module doc).
+    """
     base = _dir_path(path)
+    if not under_is_exact(base):
+        head = base.split("\\", 1)[0]
+        return f"{_field(field)} LIKE '{like_literal(head)}%'"
     below = f"{_field(field)} LIKE '{like_literal(base)}/%'"
     return below if not base else f"({equals(field, base)} OR {below})"
 

@@ -1,8 +1,7 @@
-"""A readers-writer lock: many readers together, or one writer alone.
+"""A phase-fair readers-writer lock: many readers together, or one writer alone, and neither side starves.
 
-zvec 0.8 deadlocked within seconds when one thread wrote while others queried the same collection once it had
-been optimized (docs/zvec-notes.md), so the index runs queries under `reading()` and writes under `writing()`.
-A waiting writer closes the turnstile, so a stream of readers cannot starve it; readers queue behind it.
+A writer that arrives holds off new readers; when it is done, every reader that waited goes before the next writer.
+The index runs queries under `reading()` and writes under `writing()` (zvec allows one writer or many readers).
 """
 
 from __future__ import annotations
@@ -14,32 +13,43 @@ from contextlib import contextmanager
 
 class ReadWriteLock:
     def __init__(self) -> None:
-        self._turnstile = threading.Lock()  # held by a writer from its arrival until it has the room
-        self._room_empty = threading.Lock()  # held by the group of readers, or by one writer
-        self._count_lock = threading.Lock()
-        self._readers = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0  # active
+        self._readers_waiting = 0
+        self._writer = False  # active
+        self._writers_waiting = 0
+        self._readers_turn = False  # set when a writer leaves while readers wait: they go first
 
     @contextmanager
     def reading(self) -> Iterator[None]:
-        with self._turnstile:
-            pass
-        with self._count_lock:
+        with self._cond:
+            self._readers_waiting += 1
+            while self._writer or (self._writers_waiting and not self._readers_turn):
+                self._cond.wait()
+            self._readers_waiting -= 1
             self._readers += 1
-            if self._readers == 1:
-                self._room_empty.acquire()
+            if self._readers_waiting == 0:
+                self._readers_turn = False
         try:
             yield
         finally:
-            with self._count_lock:
+            with self._cond:
                 self._readers -= 1
                 if self._readers == 0:
-                    self._room_empty.release()
+                    self._cond.notify_all()
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        with self._turnstile:
-            self._room_empty.acquire()
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writer or self._readers or self._readers_turn:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writer = True
         try:
             yield
         finally:
-            self._room_empty.release()
+            with self._cond:
+                self._writer = False
+                self._readers_turn = self._readers_waiting > 0
+                self._cond.notify_all()

@@ -1,10 +1,11 @@
 """IndexBackend on an embedded zvec 0.8 collection (facts relied on here are measured in docs/zvec-notes.md).
 
 Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
-a second open raises IndexBusy). Within the process (measured on zvec 0.8.0): a write beside queries deadlocked
-once the collection had been optimized, and `optimize()` beside a writer and queries deadlocked; `optimize()`
-beside queries alone did not. So writes take the write lock *and* the readers-writer lock exclusively, queries
-share the readers-writer lock, and `optimize()` takes only the write lock: queries go on while it runs.
+a second open raises IndexBusy). Within the process, zvec 0.8.0 with its default query thread pool deadlocked
+when a write or an optimize ran beside two or more queries; with one query thread (`_ensure_init`) it did not.
+On top of that, writes take the write lock *and* the readers-writer lock exclusively (one writer or many readers,
+as zvec documents), queries share the readers-writer lock, and `optimize()` takes only the write lock, so
+searches go on during a long optimize.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import zvec
@@ -28,6 +29,7 @@ from ..errors import IndexBusy, IndexError_
 from ..model import EmbeddingIdentity
 from . import MAX_K, Hit, IndexChunk, SourceSummary, fts
 from . import filters as F
+from .fusion import KEYWORD_FLOOR, KEYWORD_RELATIVE, RRF_RANK_CONSTANT, fuse, keyword_evidence  # noqa: F401 (re-export)
 from .rwlock import ReadWriteLock
 from .zvec_schema import (
     CHUNK_INDEX,
@@ -50,11 +52,28 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
 MAX_TOPK = 100_000  # zvec 0.8 rejects a larger topk
-RRF_RANK_CONSTANT = 60
-KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
-KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
 CORRUPT_HINT = "the index is derived data: delete it and let the agent rebuild it from the .ragjson sidecars"
+
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _ensure_init() -> None:
+    """Configure zvec once per process, before the first collection is opened.
+
+    One query thread: with zvec 0.8.0's default (one per core), a write or an optimize beside two or more
+    queries deadlocked within seconds; with `query_threads=1` it never did in our stress runs (zvec-notes.md).
+    """
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            try:
+                zvec.init(query_threads=1, log_level=zvec.LogLevel.WARN)
+            except RuntimeError as err:  # initialised elsewhere already: keep going, but say so
+                log.warning("zvec was already initialised (%s): concurrent queries may deadlock", err)
+            _initialized = True
 
 
 def _open_error(path: Path, err: Exception) -> IndexError_:
@@ -77,6 +96,21 @@ def _check_statuses(statuses: Any, op: str, path: Path) -> None:
     for st in statuses if isinstance(statuses, list) else [statuses]:
         if not st.ok():
             raise IndexError_(f"index {op} failed at {path}: {st.message()}", "see the agent log")
+
+
+_ROW_FIELDS = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+
+
+class _Row(NamedTuple):
+    id: str
+    path: str
+    md5: str
+    chunk_index: int
+
+    @classmethod
+    def of(cls, doc: zvec.Doc) -> _Row:
+        f = doc.fields
+        return cls(doc.id, f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0)))
 
 
 class ZvecIndex:
@@ -103,6 +137,7 @@ class ZvecIndex:
         cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
     ) -> ZvecIndex:
         path = Path(path)
+        _ensure_init()
         if path.exists():
             coll = cls._open_existing(path, read_only)
         elif read_only:
@@ -126,14 +161,14 @@ class ZvecIndex:
 
     @classmethod
     def _create(cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collection:
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             return zvec.create_and_open(str(path), build_schema(identity, cfg))
-        except ValueError:
+        except ValueError as err:
             if path.exists():  # another process created it meanwhile
                 return cls._open_existing(path, read_only=False)
-            raise
-        except RuntimeError as err:
+            raise IndexError_(f"cannot create the index at {path}: {err}", CORRUPT_HINT) from err
+        except (RuntimeError, OSError) as err:
             raise _open_error(path, err) from err
 
     # -- properties ---------------------------------------------------------------------------------------------
@@ -227,7 +262,14 @@ class ZvecIndex:
         return self._delete_where(F.equals(SOURCE_PATH, source_path))
 
     def delete_subtree(self, dir_path: str) -> int:
-        return self._delete_where(F.under(SOURCE_PATH, dir_path))
+        if F.under_is_exact(dir_path):
+            return self._delete_where(F.under(SOURCE_PATH, dir_path))
+        with self._exclusive("delete") as coll:  # the filter over-matches: delete the re-checked ids
+            ids = [r.id for r in self._rows(coll, dir_path) or self._all_rows(coll, dir_path)]
+            for start in range(0, len(ids), MAX_BATCH):
+                _check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
+            self._written += len(ids)
+            return len(ids)
 
     def flush(self) -> None:
         with self._exclusive("flush") as coll:
@@ -253,41 +295,36 @@ class ZvecIndex:
 
     # -- reads --------------------------------------------------------------------------------------------------
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
+        rows = None
+        if prefix is not None:
+            with self._rw.reading(), _zvec_errors("scan", self._path):
+                rows = self._rows(self._live(), prefix)
+        if rows is None:  # more than one query can return: stream them all (an open iterator fails optimize)
+            with self._write_lock, self._rw.reading(), _zvec_errors("scan", self._path):
+                rows = self._all_rows(self._live(), prefix)
         md5s: dict[str, set[str]] = {}
         indices: dict[str, set[int]] = {}
-        for path, md5, idx in self._scan(prefix):
-            md5s.setdefault(path, set()).add(md5)
-            indices.setdefault(path, set()).add(idx)
+        for r in rows:
+            md5s.setdefault(r.path, set()).add(r.md5)
+            indices.setdefault(r.path, set()).add(r.chunk_index)
         out = {}
         for path, seen in indices.items():
             whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
             out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
         return out
 
-    def _scan(self, prefix: str | None) -> list[tuple[str, str, int]]:
-        """(source_path, source_md5, chunk_index) of every document at or below `prefix`."""
-        fields = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+    @staticmethod
+    def _rows(coll: zvec.Collection, prefix: str) -> list[_Row] | None:
+        """The documents at or below `prefix`, or None when there are more than one query returns."""
+        docs = coll.query(topk=MAX_TOPK, filter=F.under(SOURCE_PATH, prefix), output_fields=_ROW_FIELDS)
+        if len(docs) >= MAX_TOPK:
+            return None
+        return [r for r in map(_Row.of, docs) if F.is_under(r.path, prefix)]
 
-        def row(d: zvec.Doc) -> tuple[str, str, int]:
-            f = d.fields
-            return f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0))
-
-        if prefix is not None:
-            flt = F.under(SOURCE_PATH, prefix)
-            with self._rw.reading(), _zvec_errors("scan", self._path):
-                docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=fields)
-            if len(docs) < MAX_TOPK:
-                return [row(d) for d in docs]
-        # More than one query can return: stream everything. An open iterator makes optimize fail, so this
-        # waits for (and holds off) optimize and writes.
-        with (
-            self._write_lock,
-            self._rw.reading(),
-            _zvec_errors("scan", self._path),
-            self._live().iter_docs(output_fields=fields, include_vector=False) as it,
-        ):
-            rows = [row(d) for d in it]
-        return rows if prefix is None else [r for r in rows if F.is_under(r[0], prefix)]
+    @staticmethod
+    def _all_rows(coll: zvec.Collection, prefix: str | None) -> list[_Row]:
+        with coll.iter_docs(output_fields=_ROW_FIELDS, include_vector=False) as it:
+            return [r for r in map(_Row.of, it) if prefix is None or F.is_under(r.path, prefix)]
 
     def chunks(self, source_path: str) -> list[Hit]:
         flt = F.equals(SOURCE_PATH, source_path)
@@ -322,41 +359,25 @@ class ZvecIndex:
             one = dense or keyword
             if one is None:
                 return []
-            hits = self._run(one, k, flt)
+            hits = self._run(one, k, flt, path_prefixes)
             return [replace(h, score=1.0 - h.score) for h in hits] if one is dense else hits
         depth = min(max(4 * k, 20), MAX_K)
-        return fuse(self._run(dense, depth, flt), keyword_evidence(self._run(keyword, depth, flt)), k)
+        return fuse(
+            self._run(dense, depth, flt, path_prefixes),
+            keyword_evidence(self._run(keyword, depth, flt, path_prefixes)),
+            k,
+        )
 
-    def _run(self, query: zvec.Query, k: int, flt: str | None) -> list[Hit]:
+    def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
+        exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit
         with self._rw.reading(), _zvec_errors("query", self._path):
-            docs = self._live().query(query, topk=k, filter=flt or None, output_fields=HIT_FIELDS)
-        return [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
-
-
-def keyword_evidence(hits: list[Hit]) -> list[Hit]:
-    """The keyword hits that are evidence, not noise: BM25 at least KEYWORD_FLOOR and KEYWORD_RELATIVE of the best.
-
-    Rank fusion sees only ranks, so without this a query whose words happen to be common (a Chinese question
-    about an English document shares only particles and single characters with the Chinese documents) would push
-    every weak keyword match above the document the vector side ranked first.
-    """
-    if not hits or hits[0].score < KEYWORD_FLOOR:
-        return []
-    cut = max(KEYWORD_FLOOR, KEYWORD_RELATIVE * hits[0].score)
-    return [h for h in hits if h.score >= cut]
-
-
-def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
-    """Reciprocal rank fusion (constant RRF_RANK_CONSTANT) of two ranked lists of chunks."""
-    scores: dict[tuple[str, int], float] = {}
-    first: dict[tuple[str, int], Hit] = {}
-    for ranked in (dense, keyword):
-        for rank, hit in enumerate(ranked, 1):
-            key = (hit.source_path, hit.chunk_index)
-            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_RANK_CONSTANT + rank)
-            first.setdefault(key, hit)
-    best = sorted(scores, key=lambda key: scores[key], reverse=True)[:k]
-    return [replace(first[key], score=scores[key]) for key in best]
+            docs = self._live().query(
+                query, topk=k if exact else MAX_K, filter=flt or None, output_fields=HIT_FIELDS
+            )
+        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None]
+        if not exact:
+            hits = [h for h in hits if any(F.is_under(h.source_path, p) for p in prefixes)]
+        return hits[:k]
 
 
 def destroy(path: Path) -> bool:
