@@ -30,6 +30,7 @@ def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file:
     root = _tree(tmp_path / "kb")
     out = ragd("run", "--once", str(root))
     assert "6 files embedded, 0 unchanged, 0 skipped, 0 failed in 2 directories" in out.stdout
+    assert f"{root}: 3 embedded, 0 skipped, 0 failed, 3 events" in out.stderr  # plain progress, not a TTY
     assert "vectors reused" in out.stdout
     summary = ragd_json("run", "--once", str(root))
     assert summary["embedded"] == 0 and summary["unchanged"] == 6 and summary["failed"] == []
@@ -133,3 +134,27 @@ def _announced(root: Path) -> set[str]:
         for ev in mushroom.read(p).events:
             out.add(str(p.parent.parent / ev.file))
     return out
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, api_config_file: Path) -> None:
+    import pty
+
+    root = _tree(tmp_path / "kb")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*RAGD, "run", "--once", str(root)], stdout=subprocess.PIPE, stderr=slave,
+                            env=os.environ.copy())  # fmt: skip
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(master)
+    assert proc.returncode == 0 and b"6 files embedded" in out
+    text = screen.decode("utf-8", "replace")
+    assert "\r[" in text and "] 2/2 dirs  6 embedded" in text  # one redrawn bar line
