@@ -249,14 +249,6 @@ def load_entries(directory: Path) -> Entries:
     return found
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomic(directory: Path, target_name: str, payload: bytes) -> Path:
     """Write `.rag/<target_name>` atomically: `.rag/tmp/<name>.tmp`, fsync, rename over the target."""
     rd = rag_dir(directory)
@@ -298,10 +290,6 @@ def mark_deleted(directory: Path, name: str) -> None:
 def recover(directory: Path, name: str) -> None:
     """Rename `<name>.ragjson.deleted` back to `<name>.ragjson`."""
     os.replace(entry_path(directory, name, deleted=True), entry_path(directory, name))
-
-
-def remove_entry(directory: Path, name: str) -> None:
-    entry_path(directory, name).unlink(missing_ok=True)
 
 
 class DirLock:
