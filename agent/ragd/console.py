@@ -116,15 +116,19 @@ def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
     out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")
 
 
+def _require_index(config: Config) -> None:
+    if not collection_dir(data_dir(config), config.identity).exists():
+        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
+                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+
+
 def run_search(args: Any, config: Config) -> int:
     """`ragd search`: open the index read-only, embed the query, print results."""
     from .embed import make_embedder
     from .index import open_index
     from .search import SearchService
 
-    if not collection_dir(data_dir(config), config.identity).exists():
-        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
-                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+    _require_index(config)
     idx = open_index(data_dir(config), config.identity, config.index, read_only=True)
     try:
         embedder = make_embedder(config.embedding)  # loads nothing until a query needs a vector
@@ -154,9 +158,7 @@ def run_orphans(args: Any, config: Config) -> int:
     from .indexsync import IndexSync
     from .scan import Ignore
 
-    if not collection_dir(data_dir(config), config.identity).exists():
-        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
-                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+    _require_index(config)
     idx = open_index(data_dir(config), config.identity, config.index, read_only=not args.clean)
     try:
         sync = IndexSync(idx, config.identity, list(config.roots), Ignore(config.ignore))

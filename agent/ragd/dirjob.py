@@ -18,7 +18,6 @@ from functools import partial
 from pathlib import Path
 
 from . import mushroom, sidecar
-from .errors import StorageError
 from .filejob import FileOutcome, FileTask, JobContext
 from .mushroom import Event
 from .scan import Change, Expected, Listing, classify, indexable, list_dir
@@ -88,10 +87,7 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
 
 
 def _read_deleted(directory: Path, name: str) -> FileEntry | None:
-    try:
-        return sidecar.read_entry(sidecar.entry_path(directory, name, deleted=True))
-    except StorageError:
-        return None
+    return sidecar.try_read(sidecar.entry_path(directory, name, deleted=True))
 
 
 def run_directory(ctx: JobContext, directory: Path) -> DirResult:
@@ -151,14 +147,7 @@ def _apply_structure(directory: Path, plan: _Plan) -> None:
     for name in plan.listing.files:
         if name not in plan.entries and name in plan.deleted:
             sidecar.recover(directory, name)
-            plan.entries[name] = _read_existing(directory, name)
-
-
-def _read_existing(directory: Path, name: str) -> FileEntry | None:
-    try:
-        return sidecar.read_entry(sidecar.entry_path(directory, name))
-    except StorageError:
-        return None
+            plan.entries[name] = sidecar.try_read(sidecar.entry_path(directory, name))
 
 
 class _ReusePool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import mushroom, sidecar
-from .errors import RagdError, StorageError
+from .errors import RagdError
 from .index import IndexBackend, IndexChunk
 from .model import EmbeddingIdentity
 from .scan import Expected, Ignore, indexable, walk_dirs
@@ -75,10 +75,7 @@ class IndexSync:
     def sync_source(self, directory: Path, name: str) -> None:
         """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED)."""
         path = directory / name
-        try:
-            entry = sidecar.read_entry(sidecar.entry_path(directory, name))
-        except StorageError:
-            entry = None  # gone or unreadable: nothing to serve
+        entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
         if not indexable(entry, self.identity) or not path.exists():
             self.index.delete_source(str(path))
             return
@@ -133,10 +130,7 @@ class IndexSync:
             for en in sidecar.list_entries(d):
                 if en.deleted or not (d / en.name).is_file():
                     continue
-                try:
-                    entry = sidecar.read_entry(en.path)
-                except StorageError:
-                    continue
+                entry = sidecar.try_read(en.path)
                 if indexable(entry, self.identity):
                     assert entry is not None
                     out[str(d / en.name)] = Expected(entry.source.md5_hash, len(entry.chunks))
@@ -173,10 +167,7 @@ class IndexSync:
         found = []
         for path in sorted(self.index.sources(str(prefix) if prefix else None)):
             p = Path(path)
-            try:
-                entry = sidecar.read_entry(sidecar.entry_path(p.parent, p.name))
-            except StorageError:
-                entry = None
+            entry = sidecar.try_read(sidecar.entry_path(p.parent, p.name))
             if not p.is_file() or not indexable(entry, self.identity):
                 found.append(path)
         return found

@@ -204,6 +204,14 @@ def read_entry(path: Path) -> FileEntry | None:
         ) from None
 
 
+def try_read(path: Path) -> FileEntry | None:
+    """The file entry at `path`, or None when it is missing, unreadable, or a directory entry."""
+    try:
+        return read_entry(path)
+    except StorageError:
+        return None
+
+
 @dataclass(frozen=True)
 class EntryName:
     """One name found in a `.rag/` folder."""
