@@ -11,7 +11,7 @@ from . import __version__
 from .config import Config, data_dir, load_config
 from .errors import RagdError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RUNNING = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,7 +21,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="index the roots (--once: one pass, then exit)")
+    run = sub.add_parser(
+        "run", help="run the agent: watch the roots and keep them indexed (--once: one pass)"
+    )
     run.add_argument("roots", nargs="*", type=Path, help="folders to index (default: roots from the config)")
     run.add_argument("--root", dest="extra_roots", action="append", type=Path, default=[], help="add a root")
     run.add_argument(
@@ -93,14 +95,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
 
 def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     roots = [*args.roots, *args.extra_roots]
+    if not args.once:  # the agent watches these on top of the config's roots (and keeps them across reloads)
+        return _cmd_agent(args, config, roots)
     if roots:
         config = config.with_roots(roots)
-    if not args.once:
-        raise RagdError(
-            "the resident agent is not available in this version",
-            "use `ragd run --once ROOT...`",
-            code="usage",
-        )
     from .console import Progress, print_summary
     from .runonce import run_once
 
@@ -120,6 +118,23 @@ def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     else:
         print_summary(summary)
     return EXIT_OK if summary.ok else EXIT_FAILED
+
+
+def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> int:
+    from .instance import AlreadyRunning
+    from .lifecycle import run_agent
+
+    for flag in ("json", "force", "rebuild_index", "no_index"):
+        if getattr(args, flag):
+            raise RagdError(f"--{flag.replace('_', '-')} needs --once", "the resident agent runs without it",
+                            code="usage")  # fmt: skip
+    try:
+        return run_agent(config, args.config, roots)
+    except AlreadyRunning as err:
+        print(f"ragd: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return EXIT_RUNNING
 
 
 def _cmd_status(args: argparse.Namespace, config: Config) -> int:

@@ -182,6 +182,29 @@ class RunConfig(_Section):
     jobs: int = Field(default=2, ge=1, le=64)
 
 
+class WatchConfig(_Section):
+    quiet: float = Field(default=0.3, gt=0, le=60)  # seconds without events before a directory's job runs
+    ceiling: float = Field(default=3.0, gt=0, le=600)  # at most this long after its first event, even if busy
+    poll: tuple[Path, ...] = ()  # roots watched by polling instead of inotify (network file systems)
+    poll_interval: float = Field(default=5.0, ge=0.1, le=3600)
+    reconcile_interval: float = Field(
+        default=3600.0, ge=0
+    )  # full stat rescan of every root; 0: only at start
+
+    @field_validator("poll", mode="before")
+    @classmethod
+    def _expand(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            return tuple(Path(os.path.expanduser(str(p))).resolve() for p in v)
+        return v
+
+    @model_validator(mode="after")
+    def _ceiling(self) -> WatchConfig:
+        if self.ceiling < self.quiet:
+            raise ValueError(f"ceiling ({self.ceiling}) must not be shorter than quiet ({self.quiet})")
+        return self
+
+
 class Config(_Section):
     roots: tuple[Path, ...] = ()
     data_dir: Path | None = None
@@ -191,6 +214,7 @@ class Config(_Section):
     ignore: IgnoreConfig = IgnoreConfig()
     limits: LimitsConfig = LimitsConfig()
     run: RunConfig = RunConfig()
+    watch: WatchConfig = WatchConfig()
     source: str = Field(default="defaults", exclude=True)
 
     @field_validator("roots", mode="before")
@@ -340,7 +364,7 @@ def data_dir(config: Config | None = None, environ: Mapping[str, str] | None = N
 
 
 def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("RAGD_RUNTIME_DIR"):
-        return Path(env["RAGD_RUNTIME_DIR"]).expanduser()
-    return Path(platformdirs.user_runtime_dir(APP))
+    """Where the control socket lives; resolved by the protocol module so that ragctl finds the same place."""
+    from ragctl.protocol import runtime_dir as resolve
+
+    return resolve(os.environ if environ is None else environ)

@@ -38,6 +38,7 @@ class DirResult:
     events: tuple[Event, ...] = ()
     mushroom: Path | None = None
     indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
+    new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
 
 
 @dataclass
@@ -94,15 +95,18 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
     """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised."""
     with sidecar.DirLock(directory):
         plan = _plan(ctx, directory)
+        fresh = tuple(
+            directory / d for d in plan.listing.dirs if not (d in plan.entries and plan.entries[d] is None)
+        )
         note = mushroom.write(directory, plan.events) if plan.events else None
         _apply_structure(directory, plan)
-        outcomes = [FileOutcome(n, "UNCHANGED") for n in plan.unchanged]
+        outcomes = [_unchanged(n, plan.entries.get(n)) for n in plan.unchanged]
         outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
-    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected)
+    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh)
 
 
 def _expected(
@@ -113,11 +117,19 @@ def _expected(
         path = str(directory / f.name)
         if f.state in (EMBEDDED, "TOUCHED") and f.md5:
             out[path] = Expected(f.md5, f.chunks)
-        elif f.state == "UNCHANGED" and not f.reason:
+        elif f.state == "UNCHANGED":
             entry = plan.entries.get(f.name)
             if entry is not None and indexable(entry, ctx.identity):
                 out[path] = Expected(entry.source.md5_hash, len(entry.chunks))
     return out
+
+
+def _unchanged(name: str, entry: FileEntry | None) -> FileOutcome:
+    if entry is None or entry.status == EMBEDDED:
+        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=len(entry.chunks) if entry else 0)
+    error = entry.error or {}
+    return FileOutcome(name, "UNCHANGED", recorded=entry.status, reason=str(error.get("message", "")),
+                       retry_at=error.get("retry_at"))  # fmt: skip
 
 
 def _finish_mushroom(

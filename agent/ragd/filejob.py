@@ -22,6 +22,7 @@ import numpy as np
 
 from . import sidecar
 from .config import Config
+from .embed.base import SHUTDOWN
 from .errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from .model import Chunk, EmbeddingIdentity
 from .parse import SUPPORTED_EXTENSIONS, parse
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
+ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
 
@@ -60,6 +62,19 @@ class FileOutcome:
     reused: int = 0  # chunk vectors taken from stored entries
     reason: str = ""
     md5: str = ""  # of the source, when the file ends EMBEDDED
+    recorded: str = ""  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
+    retry_at: str | None = (
+        None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
+    )
+
+    @property
+    def final_state(self) -> str:
+        """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
+        if self.state == "UNCHANGED":
+            return self.recorded or EMBEDDED
+        if self.state == ABANDONED:
+            return "PENDING"
+        return EMBEDDED if self.state == "TOUCHED" else self.state
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -149,6 +164,8 @@ class FileTask:
             try:
                 vectors = self.future.result()
             except EmbedError as err:
+                if err.code == SHUTDOWN:  # the agent is stopping: the CHUNKED entry says "not done yet"
+                    return FileOutcome(self.name, ABANDONED, reason=err.message)
                 return self.failed(err)
             for i, vec in zip(self.todo, vectors, strict=True):
                 c = self.stored[i]
@@ -200,4 +217,4 @@ class FileTask:
         src = self.source or source_info(self.name, self.st, "")
         chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
         self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
-        return FileOutcome(self.name, FAILED, reason=err.message)
+        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at)

@@ -130,3 +130,12 @@ def pending(directory: Path) -> list[Path]:
 def walk_pending(dirs: Iterable[Path]) -> Iterator[Path]:
     for d in dirs:
         yield from pending(d)
+
+
+def writer_pid(name: str) -> int | None:
+    """The pid in one of our mushroom names (`…Z-<pid>-<seq>.mushroom`); None for other producers' names."""
+    rest = sort_key(name)[1]
+    parts = rest.split("-")
+    if len(parts) == 3 and parts[0] == "" and parts[1].isdigit() and parts[2].isdigit():
+        return int(parts[1])
+    return None

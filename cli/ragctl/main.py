@@ -1,20 +1,134 @@
-"""ragctl entry point (the control-socket verbs arrive with the resident agent)."""
+"""The `ragctl` command line: argument parsing (the verbs of docs/protocol.md); `commands` runs them.
+
+Kept light on purpose: `ragctl status` should take well under 100 ms, so this module imports only argparse at the
+top, and the verbs' code (with the socket client) once the arguments are parsed.
+"""
 
 from __future__ import annotations
 
+import argparse
+import io
 import sys
+from pathlib import Path
 
 from . import __version__
 
+DEFAULT_TIMEOUT = 30.0  # seconds to connect and to wait for each answer (0: no limit)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"seconds must be 0 or more, not {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ragctl", description="Show and steer the ragd agent over its control socket."
+    )
+    p.add_argument("-V", "--version", action="version", version=f"ragctl {__version__}")
+    p.add_argument(
+        "--socket",
+        type=Path,
+        metavar="PATH",
+        help="control socket (default: $RAGD_SOCKET or the runtime dir)",
+    )
+    p.add_argument("--timeout", dest="io_timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
+                   help=f"seconds to wait for the agent to answer (0: no limit; default {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    # options every verb accepts after its name too (SUPPRESS: absent here, the top-level value stands)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print the agent's answer as JSON")
+    common.add_argument(
+        "--socket", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_status_search(sub, common)
+    _add_jobs(sub, common)
+    _add_admin(sub, common)
+    return p
+
+
+def _add_status_search(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    st = sub.add_parser("status", parents=[common], help="the agent's state, roots, embedder and index")
+    st.add_argument("--watch", action="store_true", help="redraw as the agent reports (Ctrl-C to stop)")
+    st.add_argument(
+        "--interval", type=_seconds, default=1.0, metavar="S", help="seconds between updates (--watch)"
+    )
+    se = sub.add_parser("search", parents=[common], help="search the index")
+    se.add_argument("query")
+    se.add_argument("-k", "--top-k", dest="k", type=_positive_int, default=5, help="results (default 5)")
+    se.add_argument("--path", action="append", default=[], help="only under this folder (repeatable)")
+    se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
+    se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
+    se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
+
+
+def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    sy = sub.add_parser("sync", parents=[common], help="re-check a folder (default: every root) now")
+    sy.add_argument("path", nargs="?", help="folder or file under a root")
+    sy.add_argument("--force", action="store_true", help="re-process files even when unchanged")
+    sy.add_argument("--wait", action="store_true", help="return when the agent is idle again")
+    sy.add_argument(
+        "--timeout", dest="wait_timeout", type=_seconds, metavar="S", help="give up waiting after S s"
+    )
+    wa = sub.add_parser("wait", parents=[common], help="return when the agent is idle")
+    wa.add_argument(
+        "--timeout", dest="wait_timeout", type=_seconds, metavar="S", help="give up after S s (exit 1)"
+    )
+    ex = sub.add_parser("export", parents=[common], help="write the .ragjson entries into a tar.gz")
+    ex.add_argument("archive", help="the tar.gz to write")
+    ex.add_argument("path", nargs="?", help="folder to export (default: every root)")
+    ex.add_argument("-r", "--recursive", action="store_true", help="with its subfolders")
+    orph = sub.add_parser("orphans", parents=[common], help="indexed sources whose file or sidecar is gone")
+    orph.add_argument("path", nargs="?", help="only under this folder")
+    orph.add_argument("--clean", action="store_true", help="remove them from the index")
+    ix = sub.add_parser("index", parents=[common], help="rebuild the index from the sidecars")
+    ix.add_argument("--rebuild", action="store_true", required=True, help="drop the index and rebuild it")
+
+
+def _add_admin(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    ro = sub.add_parser("roots", help="list, add or remove watched folders")
+    ro_sub = ro.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ro_sub.add_parser("list", parents=[common], help="the watched folders")
+    ro_sub.add_parser("add", parents=[common], help="watch a folder").add_argument("root", metavar="PATH")
+    ro_sub.add_parser("remove", parents=[common], help="stop watching a folder").add_argument(
+        "root", metavar="PATH"
+    )
+    sub.add_parser("pause", parents=[common], help="start no directory job until resume (changes are kept)")
+    sub.add_parser("resume", parents=[common], help="run directory jobs again")
+    sub.add_parser("reload", parents=[common], help="re-read the config file (as SIGHUP does)")
+    cfg = sub.add_parser("config", help="the agent's configuration")
+    cfg_sub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cfg_sub.add_parser("check", parents=[common], help="validate the config file on disk (secrets redacted)")
+
+
+def _tolerant_stdio() -> None:
+    """Print what cannot be encoded (e.g. an undecodable file name) as backslash escapes instead of failing."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args in (["--version"], ["-V"]):
-        print(f"ragctl {__version__}")
-        return 0
-    print(
-        "ragctl: the resident agent's control verbs are not available yet; use `ragd run --once` and "
-        "`ragd status`",
-        file=sys.stderr,
-    )
-    return 2
+    _tolerant_stdio()
+    try:
+        ns = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version (0) or a usage error (2), already printed
+        return stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 2
+    from .commands import execute
+
+    return execute(ns, sys.stdout, sys.stderr)

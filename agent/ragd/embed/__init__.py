@@ -54,8 +54,12 @@ class LazyEmbedQueue:
                 self._queue = EmbedQueue(make_embedder(self.cfg, self._environ), self.cfg.batch_size, workers)
             return self._queue
 
-    def submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
-        return self._get().submit(texts)
+    def submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
+        return self._get().submit(texts, priority=priority)
+
+    @property
+    def loaded(self) -> bool:
+        return self._queue is not None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.submit(texts).result()

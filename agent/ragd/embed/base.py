@@ -28,10 +28,15 @@ class Embedder(Protocol):
 _SECRETISH = re.compile(r"\b(sk-[A-Za-z0-9_\-]{3})[A-Za-z0-9_\-]{6,}")
 
 
+SHUTDOWN = "shutdown"  # the code of the error a caller gets when the embedder is closed under it
+
+
 def shut_down_error() -> EmbedError:
     """What a caller gets when the embedder stops under it (close() during a wait or a request)."""
     return EmbedError(
-        "embedder shut down", "the agent is stopping; unfinished files are embedded at its next start"
+        "embedder shut down",
+        "the agent is stopping; unfinished files are embedded at its next start",
+        code=SHUTDOWN,
     )
 
 

@@ -98,10 +98,11 @@ class EmbedQueue:
         """Vectors for `texts`, shape (len(texts), dimension), float32. Raises EmbedError."""
         return self.submit(texts).result()
 
-    def submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+    def submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
         """Queue `texts`; the future resolves to their vectors or fails with EmbedError.
 
-        Submitting several callers' texts before waiting lets them share requests.
+        Submitting several callers' texts before waiting lets them share requests. `priority` puts them at the
+        head of the queue (a search query must not wait behind an indexing backlog).
         """
         piece = _Piece(list(texts), np.empty((len(texts), self.embedder.dimension), dtype=np.float32))
         if not piece.texts:
@@ -110,7 +111,10 @@ class EmbedQueue:
         with self._cond:
             if self._closed:
                 raise shut_down_error()
-            self._pending.append(piece)
+            if priority:
+                self._pending.appendleft(piece)
+            else:
+                self._pending.append(piece)
             self._active.add(piece)
             self._queued += len(piece.texts)
             self._cond.notify()

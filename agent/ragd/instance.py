@@ -1,0 +1,293 @@
+"""One agent per data dir; the control socket's place on disk; who is on the other end of a connection.
+
+- `InstanceLock`: flock(2) on `<data_dir>/agent.lock`, the holder's pid written inside. The kernel drops the lock
+  when its holder dies, so a lock file left by a killed agent is simply locked again. The file is never unlinked
+  (unlinking a flock file lets two processes lock two different inodes of the same name).
+- `bind_control_socket`: a private directory (0700), a stale socket from a killed agent removed, a live one
+  refused, the socket created 0600 from the start.
+- `peer_credentials` / `peer_allowed`: SO_PEERCRED. Peers with the agent's own uid are allowed, and root: root can
+  read the agent's memory and files and switch to its uid anyway, so refusing it protects nothing and only breaks
+  administration (`sudo ragctl ...` against a system agent).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import socket
+import stat
+import struct
+import time
+from pathlib import Path
+
+from ragd.errors import RagdError, StorageError
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = "agent.lock"
+SUN_PATH_MAX = 107  # bytes in a socket path: sun_path[108] less the terminating NUL
+LISTEN_BACKLOG = 64
+PROBE_TIMEOUT = 1.0  # seconds to wait for an existing socket to accept
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_SOCKET_HINT = "set RAGD_SOCKET to a socket path of your own, e.g. $XDG_RUNTIME_DIR/ragd-2.sock"
+
+
+class AlreadyRunning(RagdError):
+    """Another agent holds this data dir (or this socket)."""
+
+    code = "running"
+
+    def __init__(self, pid: int | None, hint: str = "", *, message: str = "") -> None:
+        super().__init__(message or f"already running ({_who(pid)})", hint)
+        self.pid = pid
+
+
+class SocketInUse(AlreadyRunning):
+    """A live agent answers on the control socket although we hold our data dir: it serves another data dir."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        super().__init__(
+            pid,
+            f"that agent serves another data dir; {_SOCKET_HINT}",
+            message=f"another agent ({_who(pid)}) already listens on {path}",
+        )
+        self.path = path
+
+
+class ControlSocketError(RagdError):
+    """The control socket cannot be set up safely where it was asked for."""
+
+    code = "socket"
+
+
+# -- the instance lock ------------------------------------------------------------------------------------------
+class InstanceLock:
+    """flock on <data_dir>/agent.lock (pid written inside).
+
+    `acquire()` raises AlreadyRunning(pid) when a live process holds it. A lock file left by a killed agent is
+    simply re-locked (flock dies with the process). The descriptor is close-on-exec, so programs the agent starts
+    do not inherit the lock; a *forked* child that outlives the agent does keep it.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        fd = self._open(os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            hint = f"it holds {self.path}; stop it first, or give this agent another data dir"
+            raise AlreadyRunning(pid, hint) from None
+        except OSError as err:
+            os.close(fd)
+            raise StorageError(
+                f"cannot lock {self.path}: {err.strerror}", "the data dir must be on a local file system"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        log.debug("instance lock %s taken (pid %d)", self.path, os.getpid())
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        os.ftruncate(self._fd, 0)  # no pid in the file once nobody holds it
+        os.close(self._fd)  # closing drops the flock
+        self._fd = None
+
+    def pid_of_holder(self) -> int | None:
+        """The pid of the process holding the lock (ours included), or None when it is free."""
+        if self._fd is not None:
+            return os.getpid()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(
+                fd, fcntl.LOCK_SH | fcntl.LOCK_NB
+            )  # a brief shared lock: held only if nobody else has it
+        except BlockingIOError:
+            return _read_pid(fd)
+        else:
+            return None
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> InstanceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _open(self, flags: int) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, flags | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise StorageError(
+                f"cannot open the lock file {self.path}: {err.strerror}", "check the data dir's permissions"
+            ) from None
+
+
+def _read_pid(fd: int, wait: float = 0.5) -> int | None:
+    """The pid in the lock file; a holder that has just locked may not have written it yet, so wait a little."""
+    deadline = time.monotonic() + wait
+    while True:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit():
+            return int(text)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _who(pid: int | None) -> str:
+    return f"pid {pid}" if pid else "pid unknown"
+
+
+# -- the control socket -----------------------------------------------------------------------------------------
+def bind_control_socket(path: Path) -> socket.socket:
+    """A listening unix stream socket at `path`: mode 0600 in a 0700 directory; a stale socket file replaced.
+
+    Take the InstanceLock first: a socket that still answers then belongs to an agent of another data dir
+    (SocketInUse). Sets the process umask for a moment: call it before starting threads that create files.
+    """
+    path = Path(os.path.abspath(path))
+    _check_length(path)
+    _prepare_dir(path.parent, path.name)
+    _remove_stale(path)
+    return _bind(path)
+
+
+def _check_length(path: Path) -> None:
+    size = len(os.fsencode(path))
+    if size > SUN_PATH_MAX:
+        raise ControlSocketError(
+            f"the control socket path {path} is {size} bytes long; a unix socket path may have at most {SUN_PATH_MAX}",
+            f"set RAGD_SOCKET (or RAGD_RUNTIME_DIR) to a shorter path, e.g. /run/user/{os.getuid()}/ragd.sock",
+        )
+
+
+def _prepare_dir(d: Path, sock_name: str) -> None:
+    """Create `d` 0700; accept an existing one only when it is ours (tightening it if it is ours alone)."""
+    try:
+        d.mkdir(mode=0o700, parents=True)
+        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
+        return
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise ControlSocketError(
+            f"cannot create the socket directory {d}: {err.strerror}", _SOCKET_HINT
+        ) from None
+    link, st = os.lstat(d), os.stat(d)
+    me = os.geteuid()
+    if not stat.S_ISDIR(st.st_mode):
+        raise ControlSocketError(f"{d} should hold the control socket but is not a directory", _SOCKET_HINT)
+    for owner in (link.st_uid, st.st_uid):
+        if owner not in (me, 0):
+            raise ControlSocketError(
+                f"the socket directory {d} belongs to uid {owner}, not to you (uid {me})",
+                f"another user could intercept the socket: remove {d}, or {_SOCKET_HINT}",
+            )
+    if st.st_uid != me and st.st_mode & 0o022:
+        raise ControlSocketError(f"the socket directory {d} is writable by other users", _SOCKET_HINT)
+    if st.st_uid == me and st.st_mode & 0o077:
+        _tighten(d, stat.S_IMODE(st.st_mode), sock_name)
+
+
+def _tighten(d: Path, mode: int, sock_name: str) -> None:
+    """Make our loose directory 0700 if it is there only for the socket; never chmod a directory with other files."""
+    if not set(os.listdir(d)) - {sock_name}:
+        os.chmod(d, 0o700)
+        log.info("socket directory %s: mode %o tightened to 700", d, mode)
+    elif mode & 0o022:
+        raise ControlSocketError(
+            f"the socket directory {d} is writable by others (mode {mode:o}) and holds other files",
+            f"make it private (chmod 700 {d}), or {_SOCKET_HINT}",
+        )
+    else:
+        log.warning("socket directory %s has mode %o, not 700 (the socket itself is 0600)", d, mode)
+
+
+def _remove_stale(path: Path) -> None:
+    """Unlink a socket file nobody answers on; refuse a live one or a file that is not a socket."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ControlSocketError(f"{path} exists and is not a socket", f"remove it, or {_SOCKET_HINT}")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(PROBE_TIMEOUT)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            log.info("removing the stale control socket %s (nobody answers)", path)
+            path.unlink(missing_ok=True)
+            return
+        except FileNotFoundError:
+            return
+        except (BlockingIOError, TimeoutError):  # a full backlog: alive, but too busy to accept
+            raise SocketInUse(path, None) from None
+        except OSError as err:
+            raise ControlSocketError(
+                f"cannot check the existing socket {path}: {err.strerror}", _SOCKET_HINT
+            ) from None
+        raise SocketInUse(path, peer_credentials(probe)[0])
+
+
+def _bind(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket file is 0600 from its creation
+    try:
+        sock.bind(str(path))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:  # another agent bound it between our probe and now
+            raise SocketInUse(path, None) from None
+        raise ControlSocketError(
+            f"cannot bind the control socket {path}: {err.strerror}", _SOCKET_HINT
+        ) from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(LISTEN_BACKLOG)
+    return sock
+
+
+# -- peers ------------------------------------------------------------------------------------------------------
+def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a unix socket, as of its connect() (SO_PEERCRED)."""
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
+    pid, uid, gid = _CRED.unpack(raw)
+    return pid, uid, gid
+
+
+def uid_allowed(peer_uid: int, own_uid: int | None = None) -> bool:
+    """Our own uid (default: the effective uid) and root may talk to the agent; nobody else."""
+    own = os.geteuid() if own_uid is None else own_uid
+    return peer_uid in (own, 0)
+
+
+def peer_allowed(conn: socket.socket, own_uid: int | None = None) -> bool:
+    """Whether the peer may use the control socket; False (logged) when its credentials cannot be read."""
+    try:
+        pid, uid, _gid = peer_credentials(conn)
+    except OSError as err:
+        log.warning("control socket: cannot read the peer's credentials (%s); refusing it", err)
+        return False
+    if uid_allowed(uid, own_uid):
+        return True
+    log.warning("control socket: refused pid %d of uid %d", pid, uid)
+    return False

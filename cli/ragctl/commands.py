@@ -1,0 +1,332 @@
+"""Running a parsed `ragctl` command: one request to the agent, its answer printed, failures as exit codes.
+
+`request_for` maps the parsed arguments to the protocol request (verb + args, docs/protocol.md); a handler per
+verb sends it and prints the result through `render` (or as JSON with --json); `execute` is the one place where
+errors become a message on stderr and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import render
+from .protocol import USAGE_CODES, Client, ProtocolError, RemoteError, Unreachable, socket_path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as `yes | head` ends
+START_HINT = "start it with `ragd run` (or `systemctl --user start ragd`)"
+
+Obj = Mapping[str, Any]
+
+
+class CliError(Exception):
+    """A failure found on the ragctl side (message + hint + exit code)."""
+
+    def __init__(self, message: str, hint: str = "", exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.exit_code = message, hint, exit_code
+
+
+class Ctx:
+    """What every verb needs (a plain class: `dataclasses` costs ragctl's start-up ~8 ms)."""
+
+    def __init__(self, socket: Path, timeout: float | None, json: bool, out: TextIO, err: TextIO) -> None:
+        self.socket = socket
+        self.timeout = timeout  # seconds to connect and for each answer; None: no limit
+        self.json, self.out, self.err = json, out, err
+
+    def connect(self, answer_timeout: float | None) -> Client:
+        """A connection to the agent (connecting within `timeout`), then answers awaited `answer_timeout` s."""
+        try:
+            client = Client(self.socket, self.timeout)
+        except Unreachable as err:
+            raise _not_running(err) from None
+        client.settimeout(answer_timeout)
+        return client
+
+    def emit(self, result: Any, text: str) -> None:
+        self.out.write(json.dumps(result, ensure_ascii=False) + "\n" if self.json else text)
+
+
+def _not_running(err: Unreachable) -> CliError:
+    if err.reason.startswith(("no socket", "connection refused")):
+        message = f"the ragd agent is not running (no agent is listening on {err.path})"
+    else:
+        message = f"cannot reach the ragd agent on {err.path}: {err.reason}"
+    return CliError(message, START_HINT, EXIT_UNREACHABLE)
+
+
+# -- arguments -> request ---------------------------------------------------------------------------------------
+def absolute(path: str) -> str:
+    """A path argument as the agent wants it: absolute, resolved against ragctl's working directory."""
+    return str(Path(path).expanduser().resolve())
+
+
+def _opt_abs(path: str | None) -> str | None:
+    return absolute(path) if path else None
+
+
+REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "status": lambda ns: {"watch": True, "interval": ns.interval} if ns.watch else {"watch": False},
+    "search": lambda ns: {
+        "query": ns.query,
+        "k": ns.k,
+        "mode": ns.mode,
+        "path": [absolute(p) for p in ns.path],
+        "ext": list(ns.ext),
+        "one_per_file": ns.one_per_file,
+    },
+    "sync": lambda ns: {
+        "path": _opt_abs(ns.path),
+        "force": ns.force,
+        "wait": ns.wait,
+        "timeout": ns.wait_timeout,
+    },
+    "wait": lambda ns: {"timeout": ns.wait_timeout},
+    "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive},
+    "orphans": lambda ns: {"path": _opt_abs(ns.path), "clean": ns.clean},
+    "index": lambda ns: {"rebuild": ns.rebuild},
+    "roots": lambda ns: {"action": ns.action, **({"path": absolute(ns.root)} if ns.action != "list" else {})},
+    "config": lambda ns: {"action": ns.action},
+}
+
+
+def request_for(ns: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """(verb, args) of the request a parsed command sends (pause, resume and reload take no args)."""
+    build = REQUESTS.get(ns.command)
+    return ns.command, build(ns) if build else {}
+
+
+# -- live display -----------------------------------------------------------------------------------------------
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def bar_width(stream: TextIO) -> int | None:
+    """Width of a progress bar on a terminal; None when `stream` is not one (plain text then)."""
+    if not _isatty(stream):
+        return None
+    return max(10, min(40, shutil.get_terminal_size().columns - 50))
+
+
+class Live:
+    """One progress line redrawn in place with \\r on a terminal; silent when the stream is not a terminal."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled and _isatty(stream)
+        self.bar = bar_width(stream) if self.enabled else None
+        self._drawn = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            cols = shutil.get_terminal_size().columns
+            self.stream.write("\r" + text[: max(10, cols - 1)] + "\x1b[K")
+            self.stream.flush()
+            self._drawn = True
+
+    def clear(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+
+def _streamed(
+    ctx: Ctx, ns: argparse.Namespace, timeout: float | None, line: Callable[[Obj, int | None], str]
+) -> Any:
+    """Send a long request; show its stream lines as a live line on stderr; return the final result."""
+    verb, args = request_for(ns)
+    live = Live(ctx.err, enabled=not ctx.json)
+    with ctx.connect(timeout) as client:
+        try:
+            return client.call(verb, args, on_stream=lambda data: live.show(line(data, live.bar)))
+        finally:
+            live.clear()
+
+
+def _operation_timeout(ctx: Ctx, wait_timeout: float | None) -> float | None:
+    """How long to wait for a line of a `wait`: the agent's own limit plus the usual answer time."""
+    if wait_timeout is None or ctx.timeout is None:
+        return None
+    return wait_timeout + ctx.timeout
+
+
+# -- handlers ---------------------------------------------------------------------------------------------------
+def _status(ctx: Ctx, ns: argparse.Namespace) -> int:
+    if ns.watch:
+        return _status_watch(ctx, ns)
+    verb, args = request_for(ns)
+    with ctx.connect(ctx.timeout) as client:
+        result = client.call(verb, args)
+    ctx.emit(result, render.status(result, bar_width(ctx.out)))
+    return EXIT_OK
+
+
+def _status_watch(ctx: Ctx, ns: argparse.Namespace) -> int:
+    """Redraw the status at every stream line until Ctrl-C (exit 0) or the agent closes the connection."""
+    verb, args = request_for(ns)
+    tty = not ctx.json and _isatty(ctx.out)
+    timeout = None if ctx.timeout is None else ctx.timeout + 2 * ns.interval
+    with ctx.connect(timeout) as client:
+        for msg in client.stream(verb, args):
+            final = "stream" not in msg
+            data = _result_of(msg) if final else msg["stream"]
+            if ctx.json:
+                ctx.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            elif tty:
+                ctx.out.write("\x1b[H\x1b[2J" + render.status(data, bar_width(ctx.out)))
+            else:
+                ctx.out.write(render.status(data) + "\n")
+            ctx.out.flush()
+            if final:  # an agent that does not stream answers once
+                break
+    return EXIT_OK
+
+
+def _result_of(msg: Obj) -> Any:
+    if msg.get("ok"):
+        return msg.get("result")
+    err = msg.get("error") or {}
+    raise RemoteError(str(err.get("code", "internal")), str(err.get("message", "")), str(err.get("hint", "")))
+
+
+def _wait(ctx: Ctx, ns: argparse.Namespace) -> int:
+    result = _streamed(
+        ctx, ns, _operation_timeout(ctx, ns.wait_timeout), lambda d, _: render.wait_progress(d)
+    )
+    ctx.emit(result, render.waited(result))
+    return EXIT_OK
+
+
+def _sync(ctx: Ctx, ns: argparse.Namespace) -> int:
+    timeout = _operation_timeout(ctx, ns.wait_timeout) if ns.wait else ctx.timeout
+    result = _streamed(ctx, ns, timeout, lambda d, _: render.wait_progress(d))
+    ctx.emit(result, render.synced(result, ns.wait))
+    return EXIT_OK
+
+
+def _index(ctx: Ctx, ns: argparse.Namespace) -> int:
+    result = _streamed(ctx, ns, None, render.rebuild_progress)  # a rebuild takes as long as it takes
+    ctx.emit(result, render.rebuilt(result))
+    return EXIT_OK
+
+
+def _export(ctx: Ctx, ns: argparse.Namespace) -> int:
+    archive = Path(ns.archive).expanduser().absolute()
+    if archive.is_dir() or not archive.parent.is_dir():
+        where = f"{archive} is a directory" if archive.is_dir() else f"{archive.parent} is not a directory"
+        raise CliError(
+            f"cannot write {archive}: {where}", "name an archive file in an existing folder", EXIT_USAGE
+        )
+    verb, args = request_for(ns)
+    with ctx.connect(ctx.timeout) as client:
+        result = client.call(verb, args)
+    from . import export  # tarfile only for this verb
+
+    try:
+        files = export.entries(result)
+    except (KeyError, TypeError, ValueError) as err:
+        raise CliError(
+            f"unexpected answer to export: {err}", "ragctl and the agent may be of different versions"
+        ) from None
+    try:
+        done = export.write_archive(archive, files, warn=lambda m: ctx.err.write(f"ragctl: warning: {m}\n"))
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        raise CliError(
+            f"export to {archive} failed: {err.strerror or err}{where}", "nothing was written"
+        ) from None
+    data = {**result, "archive": str(archive), "entries": done.entries, "skipped": list(done.skipped)}
+    ctx.emit(data, render.exported(ns.archive, done.entries, done.skipped))
+    return EXIT_OK
+
+
+RENDER: dict[str, Callable[[Obj, argparse.Namespace], str]] = {
+    "search": lambda r, ns: render.search(r),
+    "orphans": lambda r, ns: render.orphans(r, ns.clean),
+    "roots": lambda r, ns: render.roots(r),
+    "reload": lambda r, ns: render.reloaded(r),
+    "pause": lambda r, ns: render.paused(r),
+    "resume": lambda r, ns: render.paused(r),
+    "config": lambda r, ns: render.config_check(r),
+}
+
+
+def _simple(ctx: Ctx, ns: argparse.Namespace) -> int:
+    verb, args = request_for(ns)
+    with ctx.connect(ctx.timeout) as client:
+        result = client.call(verb, args)
+    ctx.emit(result, RENDER[ns.command](result, ns))
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
+    "status": _status,
+    "wait": _wait,
+    "sync": _sync,
+    "index": _index,
+    "export": _export,
+}
+
+
+# -- the edge: errors -> messages and exit codes ----------------------------------------------------------------
+def execute(ns: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run a parsed command; print errors as 'ragctl: …' + 'hint: …' on `err`; return the exit code."""
+    ctx = Ctx(ns.socket or socket_path(), ns.io_timeout or None, ns.json, out, err)
+    try:
+        code = HANDLERS.get(ns.command, _simple)(ctx, ns)
+        out.flush()
+        return code
+    except KeyboardInterrupt:
+        if ns.command == "status" and ns.watch:
+            return EXIT_OK
+        return _fail(err, "interrupted", "", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _silence(out)
+        return EXIT_BROKEN_PIPE
+    except CliError as e:
+        return _fail(err, e.message, e.hint, e.exit_code)
+    except RemoteError as e:
+        return _fail(err, e.message or e.code, e.hint, EXIT_USAGE if e.code in USAGE_CODES else EXIT_FAILED)
+    except Unreachable as e:
+        return _fail(err, *_lost(e, ctx.timeout), EXIT_UNREACHABLE)
+    except ProtocolError as e:
+        hint = e.hint or "ragctl and the agent may be of different versions"
+        return _fail(err, f"bad answer from the agent: {e.message}", hint, EXIT_FAILED)
+
+
+def _lost(err: Unreachable, timeout: float | None) -> tuple[str, str]:
+    """Message and hint when a connected agent stops answering."""
+    if "in time" in err.reason:
+        return (f"the ragd agent on {err.path} did not answer within {timeout:g} s" if timeout else err.reason,
+                "it may be busy: try again, or allow more time with `ragctl --timeout S …`")  # fmt: skip
+    return (f"the ragd agent on {err.path} went away: {err.reason}",
+            "it may be stopping or restarting; see `systemctl --user status ragd` or its log")  # fmt: skip
+
+
+def _fail(err: TextIO, message: str, hint: str, code: int) -> int:
+    try:
+        err.write(f"ragctl: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+        err.flush()
+    except OSError:
+        pass  # stderr is gone too: the exit code still tells
+    return code
+
+
+def _silence(out: TextIO) -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush does not complain."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+    except (OSError, ValueError):
+        pass  # not a real file (e.g. under a test's capture): nothing will flush it

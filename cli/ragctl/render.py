@@ -1,0 +1,272 @@
+"""Human output of `ragctl`: pure functions from the agent's result objects (docs/protocol.md) to text.
+
+Every function takes the result (or stream) dict as the agent sent it and returns the text to print, ending in a
+newline unless it is a one-line progress display. Fields may be missing (an older or newer agent): they render as
+"?" or are left out, never as an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+MAX_FAILURES = 5  # failed files listed per root before "… and N more"
+MAX_REASON = 160  # characters of a failure reason on one line
+STATE_ORDER = ("EMBEDDED", "SKIPPED", "FAILED")  # then any other state in the agent's order
+
+
+# -- small pieces -----------------------------------------------------------------------------------------------
+def show_path(path: object) -> str:
+    """A path as typed; quoted when it holds control characters (a newline would break the layout)."""
+    text = str(path)
+    return repr(text) if any(ord(c) < 32 or c == "\x7f" for c in text) else text
+
+
+def one_line(text: object, limit: int = MAX_REASON) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def duration(seconds: object) -> str:
+    """12.5 -> '12s', 3723 -> '1h 2m', 90061 -> '1d 1h'."""
+    if not isinstance(seconds, (int, float)):
+        return "?"
+    rest = max(0, int(seconds))
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, rest = divmod(rest, size)
+        if n or parts or unit == "s":
+            parts.append(f"{n}{unit}")
+    return " ".join(parts[:2])
+
+
+def bar(done: int, total: int, width: int) -> str:
+    frac = min(1.0, max(0.0, done / total)) if total > 0 else 0.0
+    filled = int(frac * width)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _num(value: object) -> str:
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
+# -- status -----------------------------------------------------------------------------------------------------
+def progress_line(progress: Obj | None, bar_width: int | None = None) -> str:
+    """'indexing 120/3400 dirs, 2 failed' while a reconcile pass runs ('' otherwise); with a bar on a terminal."""
+    if not progress or not progress.get("phase"):
+        return ""
+    phase = progress["phase"]
+    what = {"initial": "indexing", "rescan": "rescanning"}.get(phase, str(phase))
+    done, total = _int(progress.get("dirs_done")), _int(progress.get("dirs_total"))
+    text = f"{what} {done}/{total} dirs, {_int(progress.get('failed'))} failed"
+    return f"{bar(done, total, bar_width)} {text}" if bar_width else text
+
+
+def status(result: Obj, bar_width: int | None = None) -> str:
+    """The whole `ragctl status` page."""
+    lines = _agent_lines(result.get("agent") or {})
+    prog = progress_line(result.get("progress"), bar_width)
+    if prog:
+        lines.append(prog)
+    roots = result.get("roots") or []
+    for root in roots:
+        lines += _root_lines(root)
+    if not roots:
+        lines.append("roots: none (add one with `ragctl roots add PATH`)")
+    lines += _embedder_lines(result.get("embedder") or {})
+    lines += _index_lines(result.get("index") or {})
+    return "\n".join(lines) + "\n"
+
+
+def _agent_lines(agent: Obj) -> list[str]:
+    head = f"agent: ragd {agent.get('version', '?')}, pid {_num(agent.get('pid'))}, up {duration(agent.get('uptime_s'))}"
+    state = str(agent.get("state") or "?")
+    notes = ["ready" if agent.get("ready") else "not ready yet"]
+    if agent.get("paused") and state != "paused":
+        notes.append("paused")
+    line = f"state: {state} ({', '.join(notes)})"
+    if agent.get("paused") or state == "paused":
+        line += "; no directory job starts until `ragctl resume`"
+    return [head, line]
+
+
+def file_counts(files: Obj) -> str:
+    """'1180 embedded, 18 skipped, 2 failed' (known states first, then the others as the agent listed them)."""
+    keys = [k for k in STATE_ORDER if k in files] + [k for k in files if k not in STATE_ORDER]
+    return ", ".join(f"{files[k]} {str(k).lower()}" for k in keys) or "none yet"
+
+
+def _root_lines(root: Obj) -> list[str]:
+    files = root.get("files") or {}
+    lines = [
+        f"root {show_path(root.get('path', '?'))}  (watcher: {root.get('watcher', '?')})",
+        f"  files: {file_counts(files)}",
+        f"  dirs: {_int(root.get('pending_dirs'))} pending, {_int(root.get('running_dirs'))} running",
+    ]
+    failures: Sequence[Obj] = root.get("failures") or []
+    if failures:
+        lines.append("  failures:")
+    for fail in failures[:MAX_FAILURES]:
+        retry = f" (retry at {fail['retry_at']})" if fail.get("retry_at") else ""
+        lines.append(f"    {show_path(fail.get('path', '?'))}: {one_line(fail.get('reason', ''))}{retry}")
+    more = max(len(failures), _int(files.get("FAILED"))) - min(len(failures), MAX_FAILURES)
+    if failures and more > 0:
+        lines.append(f"    … and {more} more")
+    return lines
+
+
+def _embedder_lines(emb: Obj) -> list[str]:
+    if not emb:
+        return []
+    model = f"{emb.get('provider', '?')} {emb.get('model', '?')} ({_num(emb.get('dimension'))}-d, "
+    model += "loaded)" if emb.get("loaded") else "not loaded yet)"
+    lines = [
+        f"embedder: {model}",
+        f"  queue: {_num(emb.get('queued'))} texts, {_num(emb.get('in_flight'))} in flight; "
+        f"{_num(emb.get('requests'))} requests, {_num(emb.get('texts'))} texts, "
+        f"{_num(emb.get('retries'))} retries, {_num(emb.get('errors'))} errors",
+    ]
+    if emb.get("last_error"):
+        lines.append(f"  last error: {one_line(emb['last_error'])}")
+    return lines
+
+
+def _index_lines(index: Obj) -> list[str]:
+    if not index:
+        return []
+    line = (f"index: {_num(index.get('chunks'))} chunks from {_num(index.get('sources'))} sources; "
+            f"{_num(index.get('pending_mushrooms'))} pending mushrooms")  # fmt: skip
+    if index.get("optimizing"):
+        line += "; optimizing"
+    lines = [line]
+    failed = index.get("failed_mushrooms") or []
+    if failed:
+        lines.append(f"  failed mushrooms: {len(failed)} (kept and retried)")
+        lines += [f"    {_item(f)}" for f in failed[:MAX_FAILURES]]
+        if len(failed) > MAX_FAILURES:
+            lines.append(f"    … and {len(failed) - MAX_FAILURES} more")
+    return lines
+
+
+def _item(item: object) -> str:
+    if isinstance(item, Mapping):
+        reason = item.get("reason") or item.get("error")
+        return show_path(item.get("path", "?")) + (f": {one_line(reason)}" if reason else "")
+    return show_path(item)
+
+
+# -- search -----------------------------------------------------------------------------------------------------
+def search(result: Obj) -> str:
+    """'1. /abs/path  [lines 3-9; Heading > Sub]  score 0.0312' and the indented snippet, per result."""
+    hits: Sequence[Obj] = result.get("results") or []
+    if not hits:
+        return "no results\n"
+    out = []
+    for n, hit in enumerate(hits, 1):
+        score = hit.get("score")
+        score_text = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
+        out.append(f"{n}. {show_path(hit.get('path', '?'))}  {_where(hit)}score {score_text}\n")
+        snippet = hit.get("snippet") or hit.get("content") or ""
+        out.append(f"   {one_line(snippet, 400)}\n\n")
+    return "".join(out)
+
+
+def _where(hit: Obj) -> str:
+    if hit.get("page"):
+        loc = f"page {hit['page']}"
+    elif hit.get("start_line") is not None:
+        loc = f"lines {hit['start_line']}-{hit.get('end_line', '?')}"
+    else:
+        loc = ""
+    heading = hit.get("heading_path") or ""
+    if isinstance(heading, (list, tuple)):
+        heading = " > ".join(str(h) for h in heading)
+    inside = "; ".join(part for part in (loc, one_line(heading)) if part)
+    return f"[{inside}]  " if inside else ""
+
+
+# -- the other verbs --------------------------------------------------------------------------------------------
+def wait_progress(data: Obj) -> str:
+    """One progress line of `wait` / `sync --wait` (no newline: it is redrawn in place)."""
+    text = (f"waiting: {_num(data.get('pending_dirs'))} dirs pending, {_num(data.get('running_dirs'))} running, "
+            f"{_num(data.get('queued_texts'))} texts queued")  # fmt: skip
+    if _int(data.get("pending_mushrooms")):
+        text += f", {data['pending_mushrooms']} mushrooms pending"
+    return text
+
+
+def rebuild_progress(data: Obj, bar_width: int | None = None) -> str:
+    done, total = _int(data.get("sources_done")), _int(data.get("sources_total"))
+    text = f"rebuilding the index: {done}/{total} sources"
+    return f"{bar(done, total, bar_width)} {text}" if bar_width else text
+
+
+def waited(result: Obj) -> str:
+    secs = result.get("waited_s")
+    return f"idle (waited {secs:.1f} s)\n" if isinstance(secs, (int, float)) else "idle\n"
+
+
+def synced(result: Obj, waited_for_idle: bool) -> str:
+    text = f"scheduled {_num(result.get('scheduled'))} directory jobs"
+    return text + ("; the agent is idle\n" if waited_for_idle else "\n")
+
+
+def orphans(result: Obj, clean: bool) -> str:
+    found: Sequence[str] = result.get("orphans") or []
+    lines = [show_path(p) for p in found]
+    if not found:
+        lines.append("no orphans")
+    elif clean:
+        lines.append(f"{_num(result.get('removed'))} orphans removed from the index")
+    else:
+        lines.append(f"{len(found)} orphans found (remove them with --clean)")
+    return "\n".join(lines) + "\n"
+
+
+def roots(result: Obj) -> str:
+    items: Sequence[Obj] = result.get("roots") or []
+    if not items:
+        return "no roots (add one with `ragctl roots add PATH`)\n"
+    lines = [
+        f"{show_path(r.get('path', '?'))}  (watcher: {r.get('watcher', '?')}; from {r.get('source', '?')})"
+        + (f": {one_line(r['error'])}" if r.get("error") else "")
+        for r in items
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def reloaded(result: Obj) -> str:
+    """`reload`: the roots added and removed (if the agent says), then the roots now watched."""
+    changes = [f"{what} {show_path(p)}" for what in ("added", "removed") for p in result.get(what) or []]
+    head = "reloaded the config" + (": " + ", ".join(changes) if changes else "; roots unchanged")
+    return f"{head}\n{roots(result)}"
+
+
+def paused(result: Obj) -> str:
+    if result.get("paused"):
+        return "paused: changes are still collected, no directory job starts until `ragctl resume`\n"
+    return "resumed: directory jobs run again\n"
+
+
+def rebuilt(result: Obj) -> str:
+    secs = result.get("elapsed_s")
+    took = f" in {secs:.1f} s" if isinstance(secs, (int, float)) else ""
+    return f"index rebuilt: {_num(result.get('chunks'))} chunks from {_num(result.get('sources'))} sources{took}\n"
+
+
+def config_check(result: Obj) -> str:
+    verdict = "valid" if result.get("valid", True) else "INVALID"
+    body = json.dumps(result.get("config", {}), ensure_ascii=False, indent=2)
+    return f"# {result.get('source', '?')}: {verdict} (secrets redacted)\n{body}\n"
+
+
+def exported(archive: str, written: int, skipped: Sequence[str]) -> str:
+    tail = f" ({len(skipped)} vanished meanwhile and were skipped)" if skipped else ""
+    return f"wrote {archive}: {written} entries{tail}\n"

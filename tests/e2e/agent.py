@@ -1,0 +1,98 @@
+"""Running the real agent (`ragd run`) and the real `ragctl` in subprocesses, with the test's isolated environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragctl.protocol import Client, Unreachable, socket_path
+
+RAGCTL = [sys.executable, "-m", "ragctl"]
+RAGD_RUN = [sys.executable, "-m", "ragd", "run"]
+
+
+def poll(cond: Callable[[], Any], timeout: float = 30.0, every: float = 0.05, what: str = "condition") -> Any:
+    """Call `cond` every `every` s until it returns something truthy; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)
+
+
+def ragctl(*args: str, check: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [*RAGCTL, *args], capture_output=True, text=True, timeout=timeout, env=os.environ.copy()
+    )
+    if check is not None:
+        assert proc.returncode == check, (args, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def ragctl_json(*args: str, check: int | None = 0) -> Any:
+    return json.loads(ragctl(*args, "--json", check=check).stdout)
+
+
+class AgentProcess:
+    """`ragd run` in the background; its stderr goes to a log file shown when a test fails."""
+
+    def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen([*RAGD_RUN, *args], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env or os.environ.copy())  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def call(self, verb: str, args: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+        with Client(socket_path(), timeout=timeout) as c:
+            return c.call(verb, args)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        def answered() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ragd exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                return bool(self.call("status")["agent"]["ready"])
+            except (Unreachable, OSError):
+                return False
+
+        poll(answered, timeout, what="the agent to answer on its socket")
+
+    def wait_idle(self, timeout: float = 120) -> None:
+        self.call("wait", {"timeout": timeout}, timeout=timeout + 10)
+
+    def sources(self) -> list[str]:
+        return sorted(self.call("index", {"sources": True})["sources"])
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        self._log.close()

