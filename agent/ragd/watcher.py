@@ -158,7 +158,7 @@ class _Translator:
             rel = d.relative_to(self.root)
         except ValueError:
             return False
-        return True
+        return not any(self.ignore.dir(part) for part in rel.parts)
 
     def _file_changed(self, p: Path | None) -> list[WatchEvent]:
         if p is None or self.ignore.file(p.name) or not self._tracked_dir(p.parent):

@@ -287,7 +287,10 @@ LIMIT_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    Path("/proc/sys/user/max_inotify_watches").write_text("3")  # this user namespace only
+    try:
+        Path("/proc/sys/user/max_inotify_watches").write_text("3")  # this user namespace only
+    except OSError:
+        sys.exit(77)
     from ragd.config import IgnoreConfig
     from ragd.scan import Ignore
     from ragd.watcher import Watcher, inotify_watch_available
@@ -330,6 +333,8 @@ def test_watch_limit_switches_root_to_polling(tmp_path: Path) -> None:
         text=True,
         timeout=30,
     )
+    if proc.returncode == 77:
+        pytest.skip("the inotify watch limit cannot be lowered in a user namespace here")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["first"] == "inotify"
