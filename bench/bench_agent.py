@@ -137,7 +137,9 @@ def bench_big(tmp: Path, files: int, parts: set[str]) -> None:
         agent = Agent(base, root, api_config(server))
         try:
             t = agent.wait()
-            print(f"big: initial indexing of {files} files in {files // 5} dirs: {t:.1f} s (API server, no delay)")
+            print(
+                f"big: initial indexing of {files} files in {files // 5} dirs: {t:.1f} s (API server, no delay)"
+            )
             if "status" in parts:
                 walls = []
                 for _ in range(20):
@@ -151,7 +153,9 @@ def bench_big(tmp: Path, files: int, parts: set[str]) -> None:
                 cpu0, t0 = agent.cpu_s(), time.perf_counter()
                 time.sleep(60)
                 cpu = (agent.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
-                print(f"idle: {files} files watched: RSS {agent.rss_mib():.0f} MiB, CPU {cpu:.2f} % over 60 s")
+                print(
+                    f"idle: {files} files watched: RSS {agent.rss_mib():.0f} MiB, CPU {cpu:.2f} % over 60 s"
+                )
             if "burst" in parts:
                 burst = root / "burst"
                 burst.mkdir()

@@ -264,6 +264,8 @@ class Agent:
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:
+        if self.state == "starting":
+            return False
         stats = self.embed.stats
         with self._lock:
             walking = self._rescans > 0 or self.tracker.progress.phase is not None

