@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/ragd run --once $(ROOT)
+	$(BIN)/ragd run $(ROOT)
 
 lint: setup
 	$(BIN)/ruff check agent cli tests bench

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from .errors import RagdError
 from .index import IndexBackend
-from .indexsync import IndexSync
+from .indexsync import BATCH, IndexSync, SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -92,54 +92,69 @@ class Indexer:
 
     # -- the thread -------------------------------------------------------------------------------------------
     def _loop(self) -> None:
+        carry: Any = None
         while True:
-            try:
-                item = self._queue.get(timeout=self._retry_wait())
-            except queue.Empty:
-                self._release_retries()
-                continue
+            if carry is not None:
+                item, carry = carry, None
+            else:
+                try:
+                    item = self._queue.get(timeout=self._retry_wait())
+                except queue.Empty:
+                    self._release_retries()
+                    continue
             if item is _STOP:
                 return
             with self._lock:
                 self._working = True
             try:
-                self._handle(item)
+                if isinstance(item, _Call):
+                    self._call(item)
+                else:
+                    batch, carry = self._drain([item])
+                    self._apply(batch)
             finally:
                 with self._lock:
                     self._working = False
-            if self._queue.empty():
+            if carry is None and self._queue.empty():
                 self._after_batch()
 
-    def _handle(self, item: Any) -> None:
-        if isinstance(item, _Call):
-            if item.future.set_running_or_notify_cancel():
-                try:
-                    item.future.set_result(item.fn(self.sync))
-                except BaseException as err:  # handed to the caller, who translates it
-                    item.future.set_exception(err)
-            return
-        self._apply(item)
+    def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
+        """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
+        while len(batch) < BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, None
+            if not isinstance(item, Path):
+                return batch, item
+            batch.append(item)
+        return batch, None
 
-    def _apply(self, path: Path) -> None:
+    def _call(self, item: _Call) -> None:
+        if item.future.set_running_or_notify_cancel():
+            try:
+                item.future.set_result(item.fn(self.sync))
+            except BaseException as err:  # handed to the caller, who translates it
+                item.future.set_exception(err)
+
+    def _apply(self, paths: list[Path]) -> None:
         try:
-            self.applied += self.sync.apply_mushroom(path)
-            with self._lock:
-                self._failed.pop(path, None)
-        except (RagdError, OSError) as err:
-            with self._lock:
-                attempts = self._failed.get(path, ("", 0.0, 0))[2] + 1
+            report = self.sync.apply_batch(paths)
+        except Exception as err:  # the writer loop's boundary (e.g. the flush failed): keep the notes, retry
+            log.exception("internal error applying %d change notes", len(paths))
+            report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
+        self.applied += report.events
+        failed = dict(report.failed)
+        with self._lock:
+            for p in paths:
+                self._queued.discard(p)
+                if p not in failed:
+                    self._failed.pop(p, None)
+                    continue
+                attempts = self._failed.get(p, ("", 0.0, 0))[2] + 1
                 wait = min(RETRY_MIN_S * 2 ** (attempts - 1), RETRY_MAX_S)
-                self._failed[path] = (str(err), time.monotonic() + wait, attempts)
-            log.error(
-                "change note %s not applied (attempt %d, retry in %.0f s): %s", path, attempts, wait, err
-            )
-        except Exception as err:  # the writer loop's boundary: keep the note, report it, go on
-            log.exception("internal error applying %s", path)
-            with self._lock:
-                self._failed[path] = (f"internal error: {err}", time.monotonic() + RETRY_MAX_S, 1)
-        finally:
-            with self._lock:
-                self._queued.discard(path)
+                self._failed[p] = (failed[p], time.monotonic() + wait, attempts)
+                log.error("change note %s not applied (attempt %d, retry in %.0f s)", p, attempts, wait)
 
     def _after_batch(self) -> None:
         try:

@@ -23,6 +23,8 @@ from .sidecar import FileEntry
 
 log = logging.getLogger(__name__)
 
+BATCH = 256  # mushrooms applied per index flush
+
 
 @dataclass
 class SyncReport:
@@ -98,29 +100,57 @@ class IndexSync:
         else:  # dir_recover, or a dir_delete for a directory that has come back
             self.sync_subtree(target)
 
-    def apply_mushroom(self, path: Path) -> int:
-        """Apply one mushroom under its directory's lock, then delete it. Raises RagdError on failure."""
+    def consume(self, path: Path) -> int | None:
+        """Apply one mushroom's events under its directory's lock, without flushing. None: it is gone.
+
+        The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
         with sidecar.DirLock(directory):
             if not path.exists():
-                return 0  # consumed by someone else meanwhile
+                return None  # consumed by someone else meanwhile
             note = mushroom.read(path)
             for ev in note.events:
                 self.apply_event(directory, ev)
-            self.index.flush()
-            path.unlink(missing_ok=True)
         return len(note.events)
 
-    def apply_pending(self, dirs: Iterable[Path]) -> SyncReport:
+    def apply_mushroom(self, path: Path) -> int:
+        """Apply one mushroom, flush, then delete it. Raises RagdError on failure."""
+        n = self.consume(path)
+        if n is None:
+            return 0
+        self.index.flush()
+        path.unlink(missing_ok=True)
+        return n
+
+    def apply_batch(self, paths: Sequence[Path]) -> SyncReport:
+        """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones."""
         report = SyncReport()
-        paths = sorted(mushroom.walk_pending(dirs), key=lambda p: mushroom.sort_key(p.name))
+        applied = []
         for p in paths:
             try:
-                report.events += self.apply_mushroom(p)
-                report.mushrooms += 1
+                n = self.consume(p)
             except (RagdError, OSError) as err:
                 log.error("mushroom %s not applied: %s", p, err)
                 report.failed.append((p, str(err)))
+                continue
+            if n is not None:
+                report.events += n
+                report.mushrooms += 1
+                applied.append(p)
+        if applied:
+            self.index.flush()
+        for p in applied:
+            p.unlink(missing_ok=True)
+        return report
+
+    def apply_pending(self, dirs: Iterable[Path]) -> SyncReport:
+        paths = sorted(mushroom.walk_pending(dirs), key=lambda p: mushroom.sort_key(p.name))
+        report = SyncReport()
+        for start in range(0, len(paths), BATCH):
+            part = self.apply_batch(paths[start : start + BATCH])
+            report.mushrooms += part.mushrooms
+            report.events += part.events
+            report.failed += part.failed
         return report
 
     # -- reconcile and orphans -----------------------------------------------------------------------------

@@ -230,3 +230,35 @@ def test_other_producers_change_notes_are_applied(agent: AgentProcess, root: Pat
     ragctl_json("resume")
     agent.wait_idle()
     assert agent.sources() == _files(root)
+
+
+def test_interrupted_work_is_redone_after_a_forced_exit(
+    tmp_path: Path, config: Path, root: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """SIGINT starts a graceful stop; a second SIGINT exits at once (130). Files caught mid-embedding are left
+    pending, not FAILED, and the next start finishes them."""
+    agent = AgentProcess(tmp_path / "a1.log", str(root))
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        fake_openai_server.delay = 1.5  # every embedding request now takes 1.5 s
+        for i in range(20):
+            _doc(root / "slow" / f"s{i}.md", f"sierra{i}")
+        poll(lambda: agent.call("status")["embedder"]["in_flight"] > 0, what="a request in flight")
+        agent.signal(signal.SIGINT)
+        poll(lambda: "stopping" in agent.log(), what="the graceful stop to begin")
+        agent.signal(signal.SIGINT)
+        assert agent.proc.wait(30) == 130
+    finally:
+        agent.kill()
+    fake_openai_server.delay = 0.0
+    states = {sidecar.try_read(p).status for p in (root / "slow" / ".rag").glob("*.ragjson")}  # type: ignore[union-attr]
+    assert "FAILED" not in states
+    again = AgentProcess(tmp_path / "a2.log", str(root))
+    try:
+        again.wait_ready()
+        again.wait_idle()
+        assert again.sources() == _files(root)
+        assert again.call("status")["roots"][0]["files"]["EMBEDDED"] == len(_files(root))
+    finally:
+        again.kill()
