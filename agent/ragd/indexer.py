@@ -9,6 +9,7 @@ queries go on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -144,6 +145,8 @@ class Indexer:
             log.exception("internal error applying %d change notes", len(paths))
             report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
         self.applied += report.events
+        with contextlib.suppress(RagdError):
+            self.chunks = self.index.count()
         failed = dict(report.failed)
         with self._lock:
             for p in paths:

@@ -126,7 +126,7 @@ class Lifecycle:
 
     def status_text(self) -> str:
         agent = self.agent
-        known, failed = agent.tracker.totals(agent.roots)
+        known, failed = agent.tracker.totals()
         prog = agent.tracker.progress
         if prog.phase:
             text = progress_text(prog.dirs_done, prog.dirs_total, failed, prog.phase)

@@ -7,7 +7,6 @@ disk, so that `ragctl status` stays fast with tens of thousands of files.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,8 @@ class Tracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._dirs: dict[Path, dict[str, FileStatus]] = {}
+        self._known = 0  # files in _dirs, and how many of them FAILED: kept as they change (status polls often)
+        self._failed = 0
         self.progress = Progress()
         self.dir_errors: dict[Path, str] = {}
 
@@ -52,7 +53,9 @@ class Tracker:
         for f in result.files:
             files[f.name] = FileStatus(f.final_state, f.reason, f.retry_at)
         with self._lock:
+            self._count(self._dirs.get(result.directory), -1)
             self._dirs[result.directory] = files
+            self._count(files, +1)
             self.dir_errors.pop(result.directory, None)
             if self.progress.phase:
                 self.progress.dirs_done += 1
@@ -69,9 +72,14 @@ class Tracker:
         """Drop `top` and every directory under it (deleted, moved out, or its root removed)."""
         with self._lock:
             for d in [d for d in self._dirs if d == top or top in d.parents]:
-                del self._dirs[d]
+                self._count(self._dirs.pop(d), -1)
             for d in [d for d in self.dir_errors if d == top or top in d.parents]:
                 del self.dir_errors[d]
+
+    def _count(self, files: dict[str, FileStatus] | None, sign: int) -> None:
+        if files:
+            self._known += sign * len(files)
+            self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
 
     def start_phase(self, phase: str, dirs_total: int) -> None:
         with self._lock:
@@ -107,19 +115,14 @@ class Tracker:
             ],
         }
 
-    def totals(self, roots: Sequence[Path]) -> tuple[int, int]:
-        """(files known, files FAILED) under the roots."""
-        known = failed = 0
+    def totals(self) -> tuple[int, int]:
+        """(files known, files FAILED) under every root."""
         with self._lock:
-            for files in self._dirs.values():
-                known += len(files)
-                failed += sum(1 for st in files.values() if st.state == FAILED)
-        return known, failed
+            return self._known, self._failed
 
     def progress_json(self) -> dict[str, Any]:
         with self._lock:
-            failed = sum(1 for files in self._dirs.values() for st in files.values() if st.state == FAILED)
-            return self.progress.to_json(failed)
+            return self.progress.to_json(self._failed)
 
     def file_state(self, path: Path) -> FileStatus | None:
         with self._lock:
