@@ -178,6 +178,13 @@ class LimitsConfig(_Section):
         return parse_size(v)
 
 
+def expand_paths(v: Any) -> Any:
+    """A list of paths from the config or the command line: `~` expanded, made absolute and resolved."""
+    if isinstance(v, list | tuple):
+        return tuple(Path(os.path.expanduser(str(p))).resolve() for p in v)
+    return v
+
+
 class RunConfig(_Section):
     jobs: int = Field(default=2, ge=1, le=64)
 
@@ -191,12 +198,7 @@ class WatchConfig(_Section):
         default=3600.0, ge=0
     )  # full stat rescan of every root; 0: only at start
 
-    @field_validator("poll", mode="before")
-    @classmethod
-    def _expand(cls, v: Any) -> Any:
-        if isinstance(v, list | tuple):
-            return tuple(Path(os.path.expanduser(str(p))).resolve() for p in v)
-        return v
+    _expand = field_validator("poll", mode="before")(lambda v: expand_paths(v))
 
     @model_validator(mode="after")
     def _ceiling(self) -> WatchConfig:
@@ -217,21 +219,14 @@ class Config(_Section):
     watch: WatchConfig = WatchConfig()
     source: str = Field(default="defaults", exclude=True)
 
-    @field_validator("roots", mode="before")
-    @classmethod
-    def _expand_roots(cls, v: Any) -> Any:
-        if isinstance(v, list | tuple):
-            return tuple(Path(os.path.expanduser(str(p))).resolve() for p in v)
-        return v
+    _expand_roots = field_validator("roots", mode="before")(lambda v: expand_paths(v))
 
     @property
     def identity(self) -> EmbeddingIdentity:
         return EmbeddingIdentity(self.embedding.model_name, self.embedding.dim, self.splitter.settings())
 
     def with_roots(self, roots: list[Path]) -> Config:
-        return self.model_copy(
-            update={"roots": tuple(Path(os.path.expanduser(str(p))).resolve() for p in roots)}
-        )
+        return self.model_copy(update={"roots": expand_paths(roots)})
 
     def redacted(self) -> dict[str, Any]:
         """The effective configuration as plain data, secrets replaced by '***'."""
