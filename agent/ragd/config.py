@@ -7,6 +7,7 @@ ragjson tool: sections embedding_model, splitter, vector_database) > built-in de
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -207,6 +208,44 @@ class WatchConfig(_Section):
         return self
 
 
+class McpConfig(_Section):
+    """The agent's MCP endpoint (streamable HTTP on loopback); `ragctl mcp` (stdio) works whatever this says."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # a loopback address only: 127.0.0.1 (or another 127.x), ::1, localhost
+    port: int = Field(default=8739, ge=0, le=65535)  # 0: any free port (the bound one is in `ragctl status`)
+    token: SecretStr | None = None  # optional bearer token clients must send (Authorization: Bearer ...)
+    token_env: str | None = None  # or: the environment variable holding that token
+    allowed_origins: tuple[str, ...] = ()  # extra browser Origins (http://127.0.0.1:PORT is always allowed)
+
+    @field_validator("host")
+    @classmethod
+    def _loopback(cls, v: str) -> str:
+        if v == "localhost":
+            return v
+        try:
+            loopback = ipaddress.ip_address(v).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"mcp.host must be a loopback address (127.0.0.1, ::1 or localhost), not {v!r}")
+        return v
+
+    def resolved_token(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The token, or None when none is configured. Raises ConfigError when token_env names an unset variable."""
+        if self.token is not None:
+            return self.token.get_secret_value()
+        if self.token_env is None:
+            return None
+        value = (os.environ if environ is None else environ).get(self.token_env)
+        if not value:
+            raise ConfigError(
+                f"mcp.token_env names ${self.token_env}, which is not set",
+                f"set {self.token_env} in the agent's environment, or drop mcp.token_env",
+            )
+        return value
+
+
 class Config(_Section):
     roots: tuple[Path, ...] = ()
     data_dir: Path | None = None
@@ -217,6 +256,7 @@ class Config(_Section):
     limits: LimitsConfig = LimitsConfig()
     run: RunConfig = RunConfig()
     watch: WatchConfig = WatchConfig()
+    mcp: McpConfig = McpConfig()
     source: str = Field(default="defaults", exclude=True)
 
     _expand_roots = field_validator("roots", mode="before")(lambda v: expand_paths(v))
@@ -233,6 +273,8 @@ class Config(_Section):
         data = self.model_dump(mode="json")
         if self.embedding.api_key is not None:
             data["embedding"]["api_key"] = "***"
+        if self.mcp.token is not None:
+            data["mcp"]["token"] = "***"
         data["embedding"]["model"] = self.embedding.model_name
         data["embedding"]["dimension"] = self.embedding.dim
         data["data_dir"] = str(data_dir(self))

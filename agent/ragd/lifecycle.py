@@ -28,6 +28,8 @@ from .daemon import Agent
 from .errors import ConfigError
 from .handlers import make_handlers
 from .instance import InstanceLock, bind_control_socket, peer_allowed
+from .mcp.server import McpService
+from .mcp.verbs import mcp_verbs
 from .notify import Notifier, progress_text
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class Lifecycle:
         self.config = config
         self.config_path = config_path
         self.agent = Agent(config, cli_roots)
+        self.mcp = McpService(self)
         self.notifier = Notifier()
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
@@ -77,13 +80,16 @@ class Lifecycle:
         lock.acquire()
         try:
             sock = bind_control_socket(self.socket_path)
-            self.server = ControlServer(sock, make_handlers(self), peer_allowed)
+            self.server = ControlServer(
+                sock, {**make_handlers(self), **mcp_verbs(self, self.mcp)}, peer_allowed
+            )
             self.server.start()
             try:
                 self.agent.start()
                 self.notifier.ready(self.status_text())
                 log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
                          self.socket_path, len(self.agent.roots))  # fmt: skip
+                self.mcp.start()  # after READY: importing the MCP stack takes ~0.7 s
                 self.main_loop()
             finally:
                 self.shutdown()
@@ -146,7 +152,7 @@ class Lifecycle:
             self.notifier.reloaded()
             raise
         self.reload_error = None
-        for section in ("embedding", "splitter", "index", "ignore", "limits", "run", "data_dir"):
+        for section in ("embedding", "splitter", "index", "ignore", "limits", "run", "data_dir", "mcp"):
             if getattr(new, section) != getattr(self.config, section):
                 log.warning("the [%s] settings changed; they take effect when the agent restarts", section)
         self.config = self.config.model_copy(update={"roots": new.roots, "watch": new.watch})
@@ -162,6 +168,7 @@ class Lifecycle:
         log.info("stopping")
         agent.state = "stopping"
         self.notifier.stopping("stopping")
+        self.mcp.stop()
         agent.watcher.stop()
         agent.debouncer.close()
         finished = agent.scheduler.wait_running(STOP_GRACE_S)

@@ -20,6 +20,7 @@ def status_result(life: Lifecycle) -> dict[str, Any]:
         "roots": [_root(life, r) for r in list(agent.roots)] + _missing(life),
         "embedder": _embedder(life),
         "index": _index(life),
+        "mcp": life.mcp.status(),
     }
 
 

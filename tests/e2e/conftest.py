@@ -42,6 +42,7 @@ def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
         "max_backoff = 0.2",
     ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+    lines += ["", "[mcp]", "port = 0  # an ephemeral port: tests never clash with each other or a real agent"]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -1,0 +1,184 @@
+"""`McpService`: the agent's MCP server on its own event loop thread, served over HTTP on loopback.
+
+Start-up: the loop thread starts, the MCP server is built (importing the MCP SDK takes ~0.7 s, so it happens here
+and not at import), and, if `[mcp] enabled`, a socket is bound on the loopback port and uvicorn serves the
+streamable HTTP app on it. A port that cannot be bound (busy, not allowed) never stops the agent: the error is
+logged and shown by `status()`; the stdio bridge (`ragctl mcp`, through `call_tool` / `read_resource`) keeps
+working because it only needs the loop and the server, not the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ragctl import protocol as p
+
+from ..errors import ConfigError, RagdError
+
+if TYPE_CHECKING:
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    from ..config import McpConfig
+    from ..lifecycle import Lifecycle
+    from .app import Guard
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 600.0  # a search may wait for the embedding model to load, or for an API's retries
+
+
+class McpService:
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+        self.url: str | None = None
+        self.error: str | None = None
+        self._server: MCPServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._http: uvicorn.Server | None = None
+        self._serving: Future[None] | None = None
+        self._guard: Guard | None = None
+
+    @property
+    def config(self) -> McpConfig:
+        return self._life.config.mcp
+
+    # -- life cycle -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Build the server and start its loop; serve HTTP if enabled. Never raises for a busy port."""
+        from .app import build_server
+
+        self._server = build_server(lambda: self._life, self._life.agent.version())
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run_loop, args=(ready,), name="mcp", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if self.config.enabled:
+            self._start_http()
+
+    def _run_loop(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(_cancel(asyncio.all_tasks(loop)))  # e.g. sse-starlette's shutdown watcher
+            loop.close()
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        log.error("MCP over HTTP is off: %s", message)
+
+    def _start_http(self) -> None:
+        import uvicorn
+
+        from .app import http_app
+
+        cfg = self.config
+        try:
+            token = cfg.resolved_token()
+            sock = _bind(cfg.host, cfg.port)
+        except ConfigError as err:
+            return self._fail(str(err))
+        except OSError as err:
+            return self._fail(f"cannot listen on {cfg.host} port {cfg.port}: {err.strerror or err} "
+                              "(set [mcp] port to a free port, or 0 for any; `ragctl mcp` still works)")  # fmt: skip
+        quiet = logging.getLogger("mcp.server.streamable_http_manager")  # it logs a line for every session
+        quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
+        port = sock.getsockname()[1]
+        assert self._server is not None and self._loop is not None
+        self._guard = http_app(self._server, cfg.host, port, cfg.allowed_origins, token)
+        config = uvicorn.Config(self._guard, log_config=None, log_level="warning", access_log=False,
+                                lifespan="on", timeout_graceful_shutdown=2, ws="none")  # fmt: skip
+        self._http = uvicorn.Server(config)
+        self._serving = asyncio.run_coroutine_threadsafe(self._http.serve(sockets=[sock]), self._loop)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._http.started and not self._serving.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._http.started:
+            sock.close()
+            return self._fail("the HTTP server did not start (see the log above)")
+        host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+        self.url = f"http://{host}:{port}/mcp"
+        log.info("MCP on %s%s", self.url, " (bearer token required)" if token else "")
+
+    def stop(self) -> None:
+        """Stop serving HTTP (open streams get STOP_TIMEOUT_S), then stop the loop."""
+        if self._http is not None and self._serving is not None:
+            self._http.should_exit = True
+            try:
+                self._serving.result(STOP_TIMEOUT_S)
+            except (TimeoutError, asyncio.CancelledError):
+                self._http.force_exit = True
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(STOP_TIMEOUT_S)
+        self._http = self._serving = None
+        self.url = None
+
+    def status(self) -> dict[str, Any]:
+        return {"enabled": self.config.enabled, "url": self.url, "error": self.error,
+                "requests": self._guard.requests if self._guard is not None else 0}  # fmt: skip
+
+    # -- calls for the stdio bridge (verbs.py) -----------------------------------------------------------------
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """tools/call on the agent's MCP server: the CallToolResult as it goes on the wire."""
+        from .calls import call_tool
+
+        return self._run(call_tool(self._need_server(), name, arguments))
+
+    def read_resource(self, uri: str) -> dict[str, Any]:
+        """resources/read on the agent's MCP server: the ReadResourceResult as it goes on the wire."""
+        from .calls import read_resource
+
+        return self._run(read_resource(self._need_server(), uri))
+
+    def _need_server(self) -> MCPServer:
+        if self._server is None or self._loop is None or not self._loop.is_running():
+            raise RagdError("the agent's MCP server is not running", "it starts with the agent; try again in a moment",
+                            code=p.UNAVAILABLE)  # fmt: skip
+        return self._server
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return fut.result(CALL_TIMEOUT_S)
+        except TimeoutError:
+            fut.cancel()
+            raise RagdError(f"the MCP call took more than {CALL_TIMEOUT_S:.0f} s", "see `ragctl status`",
+                            code=p.TIMEOUT) from None  # fmt: skip
+
+
+async def _cancel(tasks: set[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart rebinds despite TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        with contextlib.suppress(OSError):
+            sock.close()
+        raise
+    return sock

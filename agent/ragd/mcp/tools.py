@@ -1,0 +1,107 @@
+"""The MCP tools as plain functions over the running agent: arguments in, plain data out, RagdError on failure.
+
+`app.py` registers them with the MCP SDK (schemas, annotations, error translation); nothing here imports it, so
+the functions are testable and reusable without an MCP session. Every path a client names goes through
+`paths.check_path` (inside a root, also after symlinks) and `paths.check_tracked` (not ignored by ragd).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragctl import protocol as p
+
+from ..errors import RagdError
+from ..status_agent import status_result
+from .documents import read_document_text, select_lines
+from .paths import check_path, check_tracked
+
+if TYPE_CHECKING:
+    from ..daemon import Agent
+    from ..lifecycle import Lifecycle
+
+MAX_NEIGHBORS = 20
+
+
+def ready(life: Lifecycle) -> Agent:
+    """The agent, once its index is open and not being rebuilt; else RagdError(unavailable)."""
+    agent = life.agent
+    if agent.state == "starting" or not hasattr(agent, "search_service"):
+        raise RagdError("the agent is starting (opening the index)", "try again in a moment",
+                        code=p.UNAVAILABLE)  # fmt: skip
+    if agent.state in ("stopping", "stopped"):
+        raise RagdError("the agent is stopping", "start it again: systemctl --user start ragd",
+                        code=p.UNAVAILABLE)  # fmt: skip
+    if agent.rebuilding:
+        raise RagdError("the index is being rebuilt", "try again when `ragctl wait` returns",
+                        code=p.UNAVAILABLE)  # fmt: skip
+    return agent
+
+
+def search(
+    life: Lifecycle, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid"
+) -> dict[str, Any]:
+    """The same search as the control verb `search` (and `ragctl search --json`): {"results": [...]}."""
+    agent = ready(life)
+    prefixes = [path_prefix] if path_prefix else []
+    results = agent.search_service.search(query, k=top_k, mode=mode, path_prefixes=prefixes)
+    return {"results": [r.to_dict() for r in results]}
+
+
+def query(life: Lifecycle, q: str, topn: int = 5) -> list[dict[str, Any]]:
+    """The ragjson tool's `query`: a hybrid search shaped as [{content, source, score}]."""
+    agent = ready(life)
+    results = agent.search_service.search(q, k=topn, mode="hybrid")
+    return [{"content": r.content, "source": r.path, "score": r.score} for r in results]
+
+
+def read_document(
+    life: Lifecycle, path: str, start_line: int | None = None, end_line: int | None = None
+) -> dict[str, Any]:
+    """A document's text (or a line range of it), as ragd indexes it; see documents.py for where it comes from."""
+    agent = ready(life)
+    safe = check_path(path, agent.roots)
+    check_tracked(safe, agent.ignore)
+    text, source = read_document_text(safe.path, agent.config.limits.max_file_size)
+    return {"path": str(safe.path), "root": str(safe.root), "source": source,
+            **select_lines(text, start_line, end_line)}  # fmt: skip
+
+
+def read_chunk(life: Lifecycle, path: str, chunk_index: int, neighbors: int = 0) -> dict[str, Any]:
+    """Chunk `chunk_index` of a document from the index, with `neighbors` chunks on each side."""
+    agent = ready(life)
+    safe = check_path(path, agent.roots)
+    check_tracked(safe, agent.ignore)
+    if not 0 <= neighbors <= MAX_NEIGHBORS:
+        raise RagdError(f"neighbors must be from 0 to {MAX_NEIGHBORS}, not {neighbors}", code=p.BAD_REQUEST)
+    hits = agent.indexer.index.chunks(str(safe.path))
+    if not hits:
+        raise RagdError(f"{safe.path} has no chunks in the index",
+                        "it may not be indexed yet (see `ragctl status`), or it is not a document ragd indexes",
+                        code=p.NOT_FOUND)  # fmt: skip
+    if not 0 <= chunk_index < len(hits):
+        raise RagdError(f"{safe.path} has chunks 0 to {len(hits) - 1}, not {chunk_index}",
+                        "take chunk_index from a search result", code=p.NOT_FOUND)  # fmt: skip
+    lo, hi = max(0, chunk_index - neighbors), min(len(hits), chunk_index + neighbors + 1)
+    return {
+        "path": str(safe.path),
+        "root": str(safe.root),
+        "chunk_index": chunk_index,
+        "chunk_count": len(hits),
+        "chunks": [
+            chunk_dict(h.chunk_index, h.content, h.heading_path, h.page, h.start_line, h.end_line)
+            for h in hits[lo:hi]
+        ],
+    }
+
+
+def chunk_dict(
+    index: int, content: str, heading_path: Any, page: int | None, start_line: int, end_line: int
+) -> dict[str, Any]:
+    return {"chunk_index": index, "content": content, "heading_path": list(heading_path or ()),
+            "page": page, "start_line": start_line, "end_line": end_line}  # fmt: skip
+
+
+def status(life: Lifecycle) -> dict[str, Any]:
+    """The agent's status, exactly as the control verb `status` (and `ragctl status --json`) reports it."""
+    return status_result(life)

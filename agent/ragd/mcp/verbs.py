@@ -1,0 +1,44 @@
+"""Control verbs for the stdio bridge `ragctl mcp` (docs/mcp.md): MCP calls forwarded over the control socket.
+
+    mcp_call {"name": str, "arguments": {...}}  -> the tools/call result (CallToolResult as on the wire)
+    mcp_read {"uri": str}                        -> the resources/read result (ReadResourceResult as on the wire)
+
+Both are answered by the agent's one `MCPServer` (the one serving HTTP), so stdio and HTTP answers are identical.
+A failing tool is a normal result with `isError: true`; a failing resource read is an error reply
+(`not_found` -> JSON-RPC -32602, `failed` -> -32603); `unavailable` while the MCP server is not running.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ragctl import protocol as p
+
+from ..control import Handler, Stream
+from ..errors import RagdError
+
+if TYPE_CHECKING:
+    from ..lifecycle import Lifecycle
+    from .server import McpService
+
+
+def _bad(message: str) -> RagdError:
+    return RagdError(message, "see docs/mcp.md", code=p.BAD_REQUEST)
+
+
+def mcp_verbs(life: Lifecycle, service: McpService) -> dict[str, Handler]:
+    def mcp_call(args: dict[str, Any], stream: Stream) -> Any:
+        name, arguments = args.get("name"), args.get("arguments") or {}
+        if not isinstance(name, str) or not name:
+            raise _bad("mcp_call needs a tool 'name'")
+        if not isinstance(arguments, dict):
+            raise _bad(f"mcp_call 'arguments' must be an object, not {type(arguments).__name__}")
+        return service.call_tool(name, arguments)
+
+    def mcp_read(args: dict[str, Any], stream: Stream) -> Any:
+        uri = args.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise _bad("mcp_read needs a resource 'uri'")
+        return service.read_resource(uri)
+
+    return {"mcp_call": mcp_call, "mcp_read": mcp_read}
