@@ -64,6 +64,10 @@ class Agent:
         self._lock = threading.RLock()
         self._forced: set[Path] = set()
         self._ctx = JobContext(config, self.embed.submit, self.ignore, skip_policy(config))
+
+    def _job_context(self, force: bool) -> JobContext:
+        roots = tuple(Path(os.path.realpath(r)) for r in self.roots)
+        return replace(self._ctx, force=force, roots=roots)
         self.indexer: Indexer
         self.search_service: SearchService
 
@@ -197,7 +201,7 @@ class Agent:
         with self._lock:
             forced = directory in self._forced
             self._forced.discard(directory)
-        return run_directory(replace(self._ctx, force=True) if forced else self._ctx, directory)
+        return run_directory(self._job_context(forced), directory)
 
     def force_next(self, tops: Iterable[Path]) -> None:
         """The next job of every directory under `tops` re-processes its files even when unchanged."""

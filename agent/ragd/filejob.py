@@ -47,6 +47,7 @@ class JobContext:
     policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
     reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
     force: bool = False
+    roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
 
     @property
     def identity(self) -> EmbeddingIdentity:
@@ -181,6 +182,11 @@ class FileTask:
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""
         assert self.st is not None
+        if self.ctx.roots and self.path.is_symlink():
+            target = Path(os.path.realpath(self.path))
+            if not any(target == r or r in target.parents for r in self.ctx.roots):
+                raise FileSkipped(f"symbolic link to {target}, outside the roots",
+                                  "move the file into a root, or add its folder as a root")  # fmt: skip
         if self.path.suffix.lower() not in SUPPORTED_EXTENSIONS:
             raise FileSkipped(f"unsupported file type {self.path.suffix or '(no extension)'!r}")
         limit = self.ctx.config.limits.max_file_size

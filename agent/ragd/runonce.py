@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -119,7 +120,8 @@ def run_once(
     dirs = [d for root in roots for d in walk_dirs(root, ignore)]
     summary.dirs = len(dirs)
     queue = LazyEmbedQueue(config.embedding)
-    ctx = JobContext(config, queue.submit, ignore, skip_policy(config), force=force)
+    real_roots = tuple(Path(os.path.realpath(r)) for r in roots)
+    ctx = JobContext(config, queue.submit, ignore, skip_policy(config), force=force, roots=real_roots)
     try:
         _run_all(ctx, dirs, jobs or config.run.jobs, summary, progress)
     finally:

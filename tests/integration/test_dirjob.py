@@ -265,3 +265,19 @@ def test_mushroom_pending_events_cover_a_failed_job(tmp_path: Path, fake_openai_
     run(api_config(fake_openai_server, [root]))
     names = [p.name for p in mushroom.pending(root)]
     assert len(names) == 1 and names[0].endswith(".mushroom") and f"-{os.getpid()}-" in names[0]
+
+
+def test_symlinks_out_of_the_roots_are_not_indexed(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    root, outside = tmp_path / "kb", tmp_path / "private"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.md").write_text("# secret\n\nnot for the index\n")
+    (root / "inside.md").write_text("# inside\n\nfine\n")
+    os.symlink(outside / "secret.md", root / "leak.md")
+    os.symlink(root / "inside.md", root / "alias.md")  # a link within the root is followed
+    summary = helpers.run(api_config(fake_openai_server, [root]))
+    assert summary.ok
+    leak = entry(root, "leak.md")
+    assert leak.status == SKIPPED and "outside the roots" in str(leak.error)
+    assert entry(root, "alias.md").status == EMBEDDED
+    assert "not for the index" not in str(sidecar.entry_path(root, "leak.md").read_text())
