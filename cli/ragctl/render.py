@@ -82,6 +82,7 @@ def status(result: Obj, bar_width: int | None = None) -> str:
         lines.append("roots: none (add one with `ragctl roots add PATH`)")
     lines += _embedder_lines(result.get("embedder") or {})
     lines += _index_lines(result.get("index") or {})
+    lines += _mcp_lines(result.get("mcp") or {})
     return "\n".join(lines) + "\n"
 
 
@@ -136,6 +137,16 @@ def _embedder_lines(emb: Obj) -> list[str]:
     if emb.get("last_error"):
         lines.append(f"  last error: {one_line(emb['last_error'])}")
     return lines
+
+
+def _mcp_lines(mcp: Obj) -> list[str]:
+    if not mcp:
+        return []
+    if mcp.get("error"):
+        return [f"mcp: HTTP not serving: {mcp['error']} (`ragctl mcp` still works)"]
+    if not mcp.get("enabled") or not mcp.get("url"):
+        return ["mcp: HTTP off (`ragctl mcp` for stdio clients)"]
+    return [f"mcp: {mcp['url']}  (stdio: `ragctl mcp`)"]
 
 
 def _index_lines(index: Obj) -> list[str]:

@@ -466,3 +466,12 @@ def test_render_small_results() -> None:
     assert render.paused({"paused": True}).startswith("paused: ") and render.paused({}).startswith("resumed")
     assert render.config_check(RESULTS["config"]).startswith("# /c/ragd.toml: valid (secrets redacted)\n{")
     assert render.synced({"scheduled": 4}, True) == "scheduled 4 directory jobs; the agent is idle\n"
+
+
+def test_render_status_mcp_line() -> None:
+    base = {"agent": {"version": "0.1.0", "pid": 1, "state": "idle", "ready": True}, "roots": []}
+    url = {"enabled": True, "url": "http://127.0.0.1:8739/mcp", "error": None}
+    assert "mcp: http://127.0.0.1:8739/mcp  (stdio: `ragctl mcp`)" in render.status({**base, "mcp": url})
+    busy = {"enabled": True, "url": None, "error": "port 8739 is in use"}
+    assert "mcp: HTTP not serving: port 8739 is in use" in render.status({**base, "mcp": busy})
+    assert "mcp:" not in render.status(base)
