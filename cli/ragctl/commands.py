@@ -268,12 +268,19 @@ def _simple(ctx: Ctx, ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mcp(ctx: Ctx, ns: argparse.Namespace) -> int:
+    from .mcp_bridge import run_stdio  # threads and logging only for this verb
+
+    return run_stdio(ctx.socket, ctx.timeout, ns.verbose)
+
+
 HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "status": _status,
     "wait": _wait,
     "sync": _sync,
     "index": _index,
     "export": _export,
+    "mcp": _mcp,
 }
 
 

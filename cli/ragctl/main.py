@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_status_search(sub, common)
     _add_jobs(sub, common)
     _add_admin(sub, common)
+    _add_mcp(sub)
     return p
 
 
@@ -114,6 +115,15 @@ def _add_admin(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     cfg = sub.add_parser("config", help="the agent's configuration")
     cfg_sub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
     cfg_sub.add_parser("check", parents=[common], help="validate the config file on disk (secrets redacted)")
+
+
+def _add_mcp(sub: argparse._SubParsersAction) -> None:
+    mc = sub.add_parser(
+        "mcp", help="serve MCP on stdin/stdout for AI tools that start a command (see docs/mcp.md)"
+    )
+    mc.add_argument("--socket", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    mc.add_argument("-v", "--verbose", action="store_true", help="log each request on stderr")
+    mc.set_defaults(json=False)  # stdout carries JSON-RPC only
 
 
 def _tolerant_stdio() -> None:
