@@ -42,7 +42,8 @@ class Tracker:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._dirs: dict[Path, dict[str, FileStatus]] = {}
-        self._known = 0  # files in _dirs, and how many of them FAILED: kept as they change (status polls often)
+        # files in _dirs, and how many of them FAILED: kept up to date as results arrive (status polls often)
+        self._known = 0
         self._failed = 0
         self.progress = Progress()
         self.dir_errors: dict[Path, str] = {}
