@@ -19,16 +19,25 @@ run: setup
 	$(BIN)/ragd run $(ROOT)
 
 lint: setup
-	$(BIN)/ruff check agent cli tests bench
-	$(BIN)/ruff format --check agent cli tests bench
+	$(BIN)/ruff check agent cli tests bench packaging
+	$(BIN)/ruff format --check agent cli tests bench packaging
 	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest
 
 format: setup
-	$(BIN)/ruff format agent cli tests bench
-	$(BIN)/ruff check --fix agent cli tests bench
+	$(BIN)/ruff format agent cli tests bench packaging
+	$(BIN)/ruff check --fix agent cli tests bench packaging
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+
+# Frozen program + single-file installer (packaging/build.sh; needs the build extra), and its build-and-smoke.
+.PHONY: dist dist-test
+dist: setup
+	test -x $(BIN)/pyinstaller || $(BIN)/python -m pip install --quiet -e '.[build]'
+	VENV=$(VENV) packaging/build.sh
+
+dist-test: dist
+	VENV=$(VENV) packaging/dist_test.sh --no-build
