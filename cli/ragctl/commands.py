@@ -287,7 +287,7 @@ HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
 # -- the edge: errors -> messages and exit codes ----------------------------------------------------------------
 def execute(ns: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run a parsed command; print errors as 'ragctl: …' + 'hint: …' on `err`; return the exit code."""
-    ctx = Ctx(ns.socket or socket_path(), ns.io_timeout or None, ns.json, out, err)
+    ctx = Ctx(ns.socket or socket_path(client=True), ns.io_timeout or None, ns.json, out, err)
     try:
         code = HANDLERS.get(ns.command, _simple)(ctx, ns)
         out.flush()

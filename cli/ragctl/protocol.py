@@ -66,12 +66,20 @@ class RemoteError(Exception):
         return self.message
 
 
-def socket_path(environ: Mapping[str, str] | None = None) -> Path:
-    """$RAGD_SOCKET, else <runtime dir>/ragd/control.sock (the runtime dir as the agent resolves it)."""
+SYSTEM_SOCKET = Path("/run/ragd") / SOCKET_NAME  # the system service's (RuntimeDirectory=ragd)
+
+
+def socket_path(environ: Mapping[str, str] | None = None, *, client: bool = False) -> Path:
+    """$RAGD_SOCKET, else <runtime dir>/control.sock (the runtime dir as the agent resolves it).
+
+    For a client, when that socket does not exist but the system service's does, the system service's."""
     env = os.environ if environ is None else environ
     if env.get("RAGD_SOCKET"):
         return Path(env["RAGD_SOCKET"]).expanduser()
-    return runtime_dir(env) / SOCKET_NAME
+    own = runtime_dir(env) / SOCKET_NAME
+    if client and not os.path.exists(own) and os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return own
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
@@ -168,7 +176,7 @@ class Client:
     """One connection to the agent. Requests are answered in order."""
 
     def __init__(self, path: Path | None = None, timeout: float | None = 30.0) -> None:
-        self.path = path or socket_path()
+        self.path = path or socket_path(client=True)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:

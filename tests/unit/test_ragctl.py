@@ -475,3 +475,17 @@ def test_render_status_mcp_line() -> None:
     busy = {"enabled": True, "url": None, "error": "port 8739 is in use"}
     assert "mcp: HTTP not serving: port 8739 is in use" in render.status({**base, "mcp": busy})
     assert "mcp:" not in render.status(base)
+
+
+def test_socket_path_falls_back_to_the_system_service_only_for_clients(tmp_path: Path) -> None:
+    from ragctl import protocol
+
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    own = tmp_path / "ragd" / "control.sock"
+    assert protocol.socket_path(env) == own
+    expected = protocol.SYSTEM_SOCKET if protocol.SYSTEM_SOCKET.exists() else own
+    assert protocol.socket_path(env, client=True) == expected
+    own.parent.mkdir()
+    own.touch()
+    assert protocol.socket_path(env, client=True) == own
+    assert protocol.socket_path({**env, "RAGD_SOCKET": "/x/s"}, client=True) == Path("/x/s")
