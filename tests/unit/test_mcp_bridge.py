@@ -25,6 +25,7 @@ import ragctl
 from ragctl import protocol
 from ragctl.main import build_parser
 from ragctl.mcp_bridge import SCHEMA_FILE, AgentLink, Bridge, Schema, load_schema
+from tests.support.fake_agent import FakeAgentServer
 
 Handler = Callable[[dict[str, Any]], Any]
 TOOL_RESULT = {
@@ -38,42 +39,23 @@ NOT_RUNNING = (
 )
 
 
-class FakeAgent:
-    """Answers each request with `handlers[verb](args)` on a thread per connection; a handler may raise
-    RemoteError (an error reply) or ConnectionAbortedError (the connection is closed without a reply)."""
+class FakeAgent(FakeAgentServer):
+    """Answers each request with `handlers[verb](args)`; a handler may raise RemoteError (an error reply) or
+    ConnectionAbortedError (the connection is closed without a reply)."""
 
     def __init__(self, path: Path, handlers: dict[str, Handler]) -> None:
-        self.path, self.handlers = path, handlers
-        self.requests: list[tuple[str, dict[str, Any]]] = []
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(str(path))
-        self._sock.listen()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.handlers = handlers
+        super().__init__(path)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            reader = protocol.LineReader(conn)
-            while (line := reader.read_line()) is not None:
-                rid, verb, args = protocol.check_request(protocol.decode(line))
-                self.requests.append((verb, args))
-                try:
-                    reply = protocol.reply_ok(rid, self.handlers[verb](args))
-                except protocol.RemoteError as err:
-                    reply = protocol.reply_error(rid, err.code, err.message, err.hint)
-                except ConnectionAbortedError:
-                    return
-                conn.sendall(protocol.encode(reply))
-
-    def close(self) -> None:
-        self._sock.close()
+    def answer(self, conn: socket.socket, rid: Any, verb: str, args: dict[str, Any]) -> bool:
+        try:
+            reply = protocol.reply_ok(rid, self.handlers[verb](args))
+        except protocol.RemoteError as err:
+            reply = protocol.reply_error(rid, err.code, err.message, err.hint)
+        except ConnectionAbortedError:
+            return False
+        conn.sendall(protocol.encode(reply))
+        return True
 
 
 class Out:

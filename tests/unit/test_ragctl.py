@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 
 from ragctl import __version__, export, protocol, render
 from ragctl.main import build_parser, main
+from tests.support.fake_agent import FakeAgentServer
 
 STATUS: dict[str, Any] = {
     "agent": {"version": "0.1.0", "pid": 1234, "started_at": "2026-11-30T20:00:00Z", "uptime_s": 3723.5,
@@ -61,38 +61,16 @@ MESSAGES: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-class FakeAgent:
+class FakeAgent(FakeAgentServer):
     """Answers each request with `replies[verb]`: ("stream", data), ("ok", result), ("error", code, msg, hint),
     ("close",), ("raw", bytes) or ("forever", data) (a stream line every 20 ms until the client goes)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.requests: list[tuple[str, dict[str, Any]]] = []
         self.replies: dict[str, list[tuple[Any, ...]]] = {v: [("ok", r)] for v, r in RESULTS.items()}
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(str(path))
-        self._sock.listen()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(path)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        reader = protocol.LineReader(conn)
-        with conn:
-            while (line := reader.read_line()) is not None:
-                rid, verb, args = protocol.check_request(protocol.decode(line))
-                self.requests.append((verb, args))
-                try:
-                    if not self._answer(conn, rid, self.replies[verb]):
-                        return
-                except OSError:  # the client went away mid-stream
-                    return
+    def answer(self, conn: socket.socket, rid: Any, verb: str, args: dict[str, Any]) -> bool:
+        return self._answer(conn, rid, self.replies[verb])
 
     def _answer(self, conn: socket.socket, rid: Any, items: list[tuple[Any, ...]]) -> bool:
         for kind, *rest in items:
@@ -107,10 +85,6 @@ class FakeAgent:
                     time.sleep(0.02)
             conn.sendall(protocol.encode(MESSAGES[kind](rid, *rest)))
         return True
-
-    def close(self) -> None:
-        self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
 
 
 @pytest.fixture
