@@ -53,7 +53,10 @@ def test_ready_status_watchdog_and_stopping(
         agent.wait_idle()
         poll(lambda: any(m.startswith("STATUS=idle") for _, m in notify.drain()), what="an idle STATUS")
         statuses = [m for _, m in notify.drain() if m.startswith("STATUS=")]
-        assert any("40" in s for s in statuses), statuses
+        assert "STATUS=idle: 40 files" in statuses, statuses
+        assert any(s.startswith("STATUS=indexing: ") and "/" in s and "directories" in s for s in statuses), (
+            statuses
+        )
         start = time.monotonic()
         poll(lambda: time.monotonic() - start > 1.5, what="a second and a half")
         pings = [t for t in notify.seen("WATCHDOG=1") if t >= start]
