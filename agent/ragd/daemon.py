@@ -203,9 +203,8 @@ class Agent:
             self._forced.discard(directory)
         return run_directory(self._job_context(forced), directory)
 
-    def force_next(self, tops: Iterable[Path]) -> None:
-        """The next job of every directory under `tops` re-processes its files even when unchanged."""
-        dirs = [d for t in tops if t.is_dir() for d in walk_dirs(t, self.ignore)]
+    def force_next(self, dirs: Iterable[Path]) -> None:
+        """The next job of each of these directories re-processes its files even when unchanged."""
         with self._lock:
             self._forced.update(dirs)
 

@@ -115,11 +115,11 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
         since = time.monotonic()
         path = _path_arg(args, agent.roots)
         tops = [path] if path is not None else list(agent.roots)
-        if _arg(args, "force", bool, False):
-            agent.force_next(tops)
         dirs = [d for t in tops if t.is_dir() for d in walk_dirs(t, agent.ignore)]
         if path is not None and path.is_file():
             dirs = [path.parent]
+        if _arg(args, "force", bool, False):
+            agent.force_next(dirs)
         agent.scheduler.enqueue(dirs, urgent=True)
         result: dict[str, Any] = {"scheduled": len(dirs)}
         if _arg(args, "wait", bool, False):

@@ -262,3 +262,27 @@ def test_interrupted_work_is_redone_after_a_forced_exit(
         assert again.call("status")["roots"][0]["files"]["EMBEDDED"] == len(_files(root))
     finally:
         again.kill()
+
+
+def test_a_failing_embeddings_api_is_reported_and_recovered(
+    agent: AgentProcess, root: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The API answers 503 (more times than the retries): the file is FAILED with the reason and a retry time, the
+    embedder's last error is shown, the agent goes on; once the API is back, a forced sync embeds it."""
+    agent.wait_idle()
+    fake_openai_server.fail_next(20, status=503, message="upstream overloaded")
+    _doc(root / "flaky.md", "foxtrot")
+    agent.wait_idle()
+    st = ragctl_json("status")
+    failures = st["roots"][0]["failures"]
+    assert [f["path"] for f in failures] == [str(root / "flaky.md")]
+    assert "503" in failures[0]["reason"] and failures[0]["retry_at"]
+    assert st["embedder"]["last_error"] and "sk-e2e-secret" not in str(st)
+    assert "1 failed" in ragctl("status").stdout
+    fake_openai_server.reset()  # the API is back
+    _doc(root / "fine.md", "golfball")  # the agent still works for other files
+    agent.wait_idle()
+    assert _found("golfball") == [str(root / "fine.md")]
+    ragctl_json("sync", str(root / "flaky.md"), "--force", "--wait")
+    assert _found("foxtrot") == [str(root / "flaky.md")]
+    assert ragctl_json("status")["roots"][0]["failures"] == []
