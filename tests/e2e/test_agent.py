@@ -286,3 +286,27 @@ def test_a_failing_embeddings_api_is_reported_and_recovered(
     ragctl_json("sync", str(root / "flaky.md"), "--force", "--wait")
     assert _found("foxtrot") == [str(root / "flaky.md")]
     assert ragctl_json("status")["roots"][0]["failures"] == []
+
+
+def test_odd_names_and_bad_files_while_watching(agent: AgentProcess, root: Path) -> None:
+    """Names with quotes, %, _, a newline, emoji and CJK are indexed like any other; a binary file and an empty
+    one end FAILED / SKIPPED with their reasons in `status`; the agent carries on."""
+    agent.wait_idle()
+    names = ["q\"uote's.md", "50% off_a_b.md", "line\nbreak.md", "emoji 😀.md", "中文 笔记.md", "a\\b.md"]
+    for i, name in enumerate(names):
+        _doc(root / "odd" / name, f"oddname{i}")
+    (root / "odd" / "junk.txt").write_bytes(b"\x00\xff\x10binary" * 200)
+    (root / "odd" / "empty.md").write_bytes(b"")
+    agent.wait_idle()
+    for i, name in enumerate(names):
+        assert _found(f"oddname{i}") == [str(root / "odd" / name)], name
+    st = ragctl_json("status")["roots"][0]
+    assert [f["path"] for f in st["failures"]] == [str(root / "odd" / "junk.txt")]
+    assert "binary" in st["failures"][0]["reason"]
+    assert st["files"]["SKIPPED"] == 1 and st["files"]["FAILED"] == 1
+    assert set(agent.sources()) == set(_files(root)) - {
+        str(root / "odd" / "junk.txt"),
+        str(root / "odd" / "empty.md"),
+    }
+    human = ragctl("status").stdout
+    assert "junk.txt" in human and "binary" in human
