@@ -81,7 +81,10 @@ class Agent:
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
         self.indexer = Indexer(sync)
-        self.search_service = SearchService(index, self._embed_query, self.roots)
+        self.search_service = self._search_over(index)
+
+    def _search_over(self, index: IndexBackend) -> SearchService:
+        return SearchService(index, self._embed_query, self.roots)
 
     def _embed_query(self, text: str) -> np.ndarray:
         vectors: np.ndarray = self.embed.submit([text], priority=True).result()
@@ -112,7 +115,7 @@ class Agent:
             ok = [r for r in added if self._add_root(r)]
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
-            self.search_service = SearchService(self.indexer.index, self._embed_query, self.roots)
+            self.search_service = self._search_over(self.indexer.index)
         if ok:
             self.rescan(ok, phase)
         return ok, removed
@@ -229,11 +232,10 @@ class Agent:
         sync.index.close()
         destroy_index(self.data_dir, self.config.identity)
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
-        self.search_service = SearchService(sync.index, self._embed_query, self.roots)
+        self.search_service = self._search_over(sync.index)
         report = sync.reconcile(None)
         sync.index.flush()
-        self.indexer.chunks = sync.index.count()
-        return {"chunks": self.indexer.chunks, "sources": report.repaired}
+        return {"chunks": sync.index.count(), "sources": report.repaired}
 
     def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
         if result is not None:
@@ -280,6 +282,11 @@ class Agent:
             or stats.in_flight
             or self.indexer.busy()
         )
+
+    def dirs_to_do(self) -> tuple[int, int]:
+        """(directories waiting: debouncing or queued, directories whose job is running)."""
+        pending, running = self.scheduler.counts()
+        return pending + self.debouncer.pending(), running
 
     def settled(self, since: float) -> bool:
         """Idle, with no watch event for SETTLE_S, and at least SETTLE_S after `since` (a request's start)."""

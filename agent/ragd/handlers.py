@@ -196,9 +196,9 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
 
 def _busy(life: Lifecycle) -> dict[str, Any]:
     agent = life.agent
-    pending, running = agent.scheduler.counts()
+    pending, running = agent.dirs_to_do()
     stats = agent.embed.stats
-    return {"pending_dirs": pending + agent.debouncer.pending(), "running_dirs": running,
+    return {"pending_dirs": pending, "running_dirs": running,
             "queued_texts": stats.queued + stats.in_flight,
             "pending_mushrooms": agent.indexer.pending() if agent.state != "starting" else 0,
             "phase": agent.tracker.progress.phase}  # fmt: skip

@@ -116,6 +116,8 @@ class Indexer:
             finally:
                 with self._lock:
                     self._working = False
+            with contextlib.suppress(RagdError):  # for status: kept current while the writer works
+                self.chunks = self.index.count()
             if carry is None and self._queue.empty():
                 self._after_batch()
 
@@ -145,8 +147,6 @@ class Indexer:
             log.exception("internal error applying %d change notes", len(paths))
             report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
         self.applied += report.events
-        with contextlib.suppress(RagdError):
-            self.chunks = self.index.count()
         failed = dict(report.failed)
         with self._lock:
             for p in paths:
@@ -161,7 +161,6 @@ class Indexer:
 
     def _after_batch(self) -> None:
         try:
-            self.chunks = self.index.count()
             if self.index.needs_optimize:
                 self.optimizing = True
                 started = time.monotonic()

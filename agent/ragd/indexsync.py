@@ -113,15 +113,6 @@ class IndexSync:
                 self.apply_event(directory, ev)
         return len(note.events)
 
-    def apply_mushroom(self, path: Path) -> int:
-        """Apply one mushroom, flush, then delete it. Raises RagdError on failure."""
-        n = self.consume(path)
-        if n is None:
-            return 0
-        self.index.flush()
-        path.unlink(missing_ok=True)
-        return n
-
     def apply_batch(self, paths: Sequence[Path]) -> SyncReport:
         """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones."""
         report = SyncReport()

@@ -141,10 +141,8 @@ class Lifecycle:
             text = f"{verb}: {prog.dirs_done}/{prog.dirs_total} directories, {prog.files_done} files"
             text += f", {failed} failed" if failed else ""
         elif state == "indexing":
-            pending, running = agent.scheduler.counts()
-            text = (
-                f"indexing: {pending + running + agent.debouncer.pending()} directories to do, {known} files"
-            )
+            pending, running = agent.dirs_to_do()
+            text = f"indexing: {pending + running} directories to do, {known} files"
             text += f", {failed} failed" if failed else ""
         elif state == "idle":
             text = progress_text(known, known, failed, state)

@@ -144,24 +144,13 @@ class Scheduler:
 
     def close(self, timeout: float) -> bool:
         """Start nothing more; wait up to `timeout` s for running jobs. True when all finished."""
-        deadline = time.monotonic() + timeout
         with self._cond:
             self._closed = True
-            while self._running:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            finished = not self._running
+        finished = self.wait_running(timeout)
         self._pool.shutdown(wait=finished, cancel_futures=True)
         return finished
 
     def wait_running(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
+        """Wait up to `timeout` s until no job runs. True when none does."""
         with self._cond:
-            while self._running:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+            return self._cond.wait_for(lambda: not self._running, timeout)
