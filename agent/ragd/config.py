@@ -198,6 +198,9 @@ class WatchConfig(_Section):
     reconcile_interval: float = Field(
         default=3600.0, ge=0
     )  # full stat rescan of every root; 0: only at start
+    verify_interval: float = Field(
+        default=600.0, ge=0
+    )  # the index checked against the sidecars of every root while idle; 0: only after rescans
 
     _expand = field_validator("poll", mode="before")(lambda v: expand_paths(v))
 

@@ -20,6 +20,8 @@ from .errors import RagdError
 
 log = logging.getLogger(__name__)
 
+IDLE_TIMEOUT_S = 60.0  # a connection that sends no request for this long is closed (a reply being streamed is
+# not idle: the limit applies while the server waits for the client's next request, and to each send)
 KNOWN_CODES = frozenset({p.BAD_REQUEST, p.UNKNOWN_VERB, p.NOT_FOUND, p.FAILED, p.TIMEOUT, p.UNAVAILABLE,
                          p.FORBIDDEN, p.TOO_LARGE, p.VERSION_MISMATCH})  # fmt: skip
 
@@ -61,8 +63,10 @@ class ControlServer:
         sock: socket.socket,
         handlers: Mapping[str, Handler],
         peer_ok: Callable[[socket.socket], bool],
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         self._sock = sock
+        self.idle_timeout = idle_timeout
         self._handlers = dict(handlers)
         self._peer_ok = peer_ok
         self._closing = threading.Event()
@@ -87,6 +91,7 @@ class ControlServer:
     def _serve(self, conn: socket.socket) -> None:
         with self._lock:
             self._conns.add(conn)
+        conn.settimeout(self.idle_timeout)
         try:
             if not self._peer_ok(conn):
                 log.warning("refused a control connection from another user")
@@ -94,6 +99,8 @@ class ControlServer:
                                                     "run ragctl as the agent's user")))  # fmt: skip
                 return
             self._requests(conn)
+        except TimeoutError:
+            log.debug("closed a control connection idle for %.0f s", self.idle_timeout)
         except OSError:
             pass  # the client went away
         finally:

@@ -11,7 +11,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from pathlib import Path
@@ -27,13 +28,15 @@ from .embed import LazyEmbedQueue
 from .errors import RagdError
 from .index import IndexBackend, destroy_index, open_index, open_or_rebuild
 from .indexer import Indexer
-from .indexsync import IndexSync, root_of
+from .indexsync import IndexSync
 from .mushroom import writer_pid
+from .paths import is_under, root_of, under_any
 from .runonce import skip_policy
-from .scan import Expected, Ignore, walk_dirs
-from .scheduler import Scheduler, under
+from .scan import Ignore, walk_dirs
+from .scheduler import Scheduler
 from .search import SearchService
 from .tracker import Tracker
+from .verify import Verifier, VerifyHooks
 from .watcher import Watcher, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -59,17 +62,21 @@ class Agent:
         self.watcher = Watcher(self.ignore, self.on_watch_event)
         self.last_event = 0.0
         self.rebuilding = False
-        self._phase_expected: dict[str, Expected] | None = None
         self._rescans = 0  # rescan threads still walking
         self._lock = threading.RLock()
         self._forced: set[Path] = set()
-        self._ctx = JobContext(config, self.embed.submit, self.ignore, skip_policy(config))
+        self._job_dir = threading.local()  # the directory whose job runs on this thread
+        self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
+        self._ctx = JobContext(config, self._submit, self.ignore, skip_policy(config))
+        self.indexer: Indexer
+        self.search_service: SearchService
+        self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
+            roots=lambda: list(self.roots), index=lambda: self.indexer.index, write=lambda fn: self.indexer.call(fn),
+            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:
         roots = tuple(Path(os.path.realpath(r)) for r in self.roots)
         return replace(self._ctx, force=force, roots=roots)
-        self.indexer: Indexer
-        self.search_service: SearchService
 
     # -- start-up -------------------------------------------------------------------------------------------
     def open_index(self) -> None:
@@ -111,7 +118,7 @@ class Agent:
             added = [r for r in wanted if r not in current]
             removed = [r for r in current if r not in wanted]
             for r in removed:
-                self._drop_root(r)
+                self._drop_root(r, [w for w in wanted if w in current])
             ok = [r for r in added if self._add_root(r)]
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
@@ -132,13 +139,20 @@ class Agent:
         log.info("watching %s (%s)", root, mode)
         return True
 
-    def _drop_root(self, root: Path) -> None:
-        log.info("no longer watching %s; its entries leave the index", root)
+    def _drop_root(self, root: Path, staying: list[Path]) -> None:
+        """Stop watching `root`; what no staying root holds leaves the tracker, the queues and the index."""
         self.watcher.remove_root(root)
-        self.debouncer.discard_under(root)
-        self.scheduler.discard_under(root)
-        self.tracker.forget(root)
-        nested = [r for r in self.roots if r != root and under(r, root)]
+        outer = [r for r in staying if is_under(root, r)]
+        if outer:
+            log.info(
+                "no longer watching %s on its own; its files stay indexed under the root %s", root, outer[0]
+            )
+            return
+        log.info("no longer watching %s; its entries leave the index", root)
+        nested = [r for r in staying if is_under(r, root)]
+        self.debouncer.discard_under(root, keep=nested)
+        self.scheduler.discard_under(root, keep=nested)
+        self.tracker.forget(root, keep=nested)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
 
     # -- events ---------------------------------------------------------------------------------------------
@@ -171,8 +185,7 @@ class Agent:
         with self._lock:
             self._rescans += 1
             if self.tracker.progress.phase is None:
-                self.tracker.start_phase(phase, 0)
-                self._phase_expected = {}
+                self.tracker.start_phase(phase)
         threading.Thread(target=self._walk, args=(roots, urgent), name="rescan", daemon=True).start()
 
     def _walk(self, roots: list[Path], urgent: bool) -> None:
@@ -181,7 +194,7 @@ class Agent:
             self.indexer.call(
                 lambda s: s.apply_pending(dirs)
             )  # notes left by a stopped agent or another tool
-            self.tracker.add_to_phase(len(dirs))
+            self.tracker.add_to_phase(dirs)
             self.scheduler.enqueue(dirs, urgent=urgent)
         except OSError as err:
             log.error("rescan of %s failed: %s", ", ".join(map(str, roots)), err)
@@ -190,21 +203,50 @@ class Agent:
                 self._rescans -= 1
 
     def check_phase(self) -> None:
-        """End a rescan phase once its jobs are done; then have the index checked against the sidecars."""
+        """End a rescan phase once its jobs are done; then have the index verified against every root."""
         with self._lock:
             if self.tracker.progress.phase is None or self._rescans or self.scheduler.busy():
                 return
-            expected, self._phase_expected = self._phase_expected, None
-            failed_dirs = bool(self.tracker.progress.failed_dirs)
             self.tracker.end_phase()
-        self.indexer.call(lambda s: s.reconcile(None if failed_dirs else expected))
+        self.verifier.request("rescan")
+
+    def dir_busy(self, directory: Path) -> bool:
+        """Work on `directory` is under way or due: its index entries may lag its sidecars for now."""
+        return self.scheduler.has(directory) or self.debouncer.is_pending(directory)
 
     # -- directory jobs -------------------------------------------------------------------------------------
     def _job(self, directory: Path) -> DirResult:
         with self._lock:
             forced = directory in self._forced
             self._forced.discard(directory)
-        return run_directory(self._job_context(forced), directory)
+        self._job_dir.path = directory
+        try:
+            return run_directory(self._job_context(forced), directory)
+        finally:
+            self._job_dir.path = None
+
+    def _submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+        """The embed queue's submit, counting the files of each directory that wait for their vectors."""
+        fut = self.embed.submit(texts)
+        directory = getattr(self._job_dir, "path", None)
+        if directory is not None:
+            with self._lock:
+                self._waiting[directory] = self._waiting.get(directory, 0) + 1
+            fut.add_done_callback(lambda _f, d=directory: self._unwait(d))  # type: ignore[misc]
+        return fut
+
+    def _unwait(self, directory: Path) -> None:
+        with self._lock:
+            n = self._waiting.get(directory, 0) - 1
+            if n > 0:
+                self._waiting[directory] = n
+            else:
+                self._waiting.pop(directory, None)
+
+    def waiting_files(self, top: Path | None = None) -> int:
+        """Files (under `top`) whose texts wait for the embedder now."""
+        with self._lock:
+            return sum(n for d, n in self._waiting.items() if top is None or is_under(d, top))
 
     def force_next(self, dirs: Iterable[Path]) -> None:
         """The next job of each of these directories re-processes its files even when unchanged."""
@@ -252,13 +294,12 @@ class Agent:
 
     def _record(self, result: DirResult) -> None:
         self.tracker.record(result)
-        with self._lock:
-            if self._phase_expected is not None:
-                self._phase_expected.update(result.indexable)
         if result.mushroom is not None:
             self.indexer.put_mushroom(result.mushroom)
         for sub in result.new_subdirs:
-            self.scheduler.enqueue(list(walk_dirs(sub, self.ignore)), urgent=True)
+            dirs = list(walk_dirs(sub, self.ignore))
+            self.tracker.add_to_phase(dirs)
+            self.scheduler.enqueue(dirs, urgent=True)
         if result.new_subdirs:
             self.watcher.check_coverage()
         retry = _soonest_retry(result)
@@ -276,6 +317,7 @@ class Agent:
             walking = self._rescans > 0 or self.tracker.progress.phase is not None
         return not (
             walking
+            or self.verifier.running
             or self.debouncer.pending()
             or self.scheduler.busy()
             or stats.queued
@@ -319,7 +361,7 @@ def _drop_subtree(sync: IndexSync, root: Path, keep: list[Path]) -> int:
     else:
         n = 0
         for path in sync.index.sources(str(root)):
-            if not any(under(Path(path), k) for k in keep):
+            if not under_any(Path(path), keep):
                 n += sync.index.delete_source(path)
     sync.index.flush()
     return n

@@ -14,9 +14,11 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .paths import under_any
 
 
 @dataclass
@@ -98,11 +100,17 @@ class Debouncer:
         with self._cond:
             return sum(1 for d in self._pending if d.is_relative_to(prefix))
 
-    def discard_under(self, prefix: Path) -> None:
-        """Forget the pending directories at or below `prefix` (a removed root, a directory that left the tree)."""
+    def discard_under(self, prefix: Path, keep: Iterable[Path] = ()) -> None:
+        """Forget the pending directories at or below `prefix` (a removed root, a directory that left the tree),
+        except those under a directory of `keep` (a nested root that stays)."""
+        keep = list(keep)
         with self._cond:
-            for d in [d for d in self._pending if d.is_relative_to(prefix)]:
+            for d in [d for d in self._pending if d.is_relative_to(prefix) and not under_any(d, keep)]:
                 del self._pending[d]  # its heap entries are skipped when they come up
+
+    def is_pending(self, directory: Path) -> bool:
+        with self._cond:
+            return directory in self._pending
 
     def close(self) -> None:
         """Wake every waiter; later waits return at once."""

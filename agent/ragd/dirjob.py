@@ -65,7 +65,9 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
     for name in listing.dirs:
         if name in entries and entries[name] is None:
             continue
-        if name in deleted and name not in entries:
+        if name not in entries and (name in deleted or sidecar.rag_dir(directory / name).is_dir()):
+            # back from deletion, or moved in (renamed, moved from another folder) with its `.rag/`: its entries
+            # still match the files, so no job of its own would upsert them; the index re-syncs the subtree
             plan.events.append(Event(name, mushroom.DIR_RECOVER))
     now = time.time()
     for name, st in listing.files.items():
@@ -149,8 +151,10 @@ def _apply_structure(directory: Path, plan: _Plan) -> None:
     for ev in plan.events:
         if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
             sidecar.mark_deleted(directory, ev.file)
-        elif ev.status == mushroom.DIR_RECOVER:
+        elif ev.status == mushroom.DIR_RECOVER and ev.file in plan.deleted:
             sidecar.recover(directory, ev.file)
+        elif ev.status == mushroom.DIR_RECOVER:
+            sidecar.write_dir_entry(directory, ev.file)
     for name in plan.listing.dirs:
         if name not in plan.entries and not any(e.file == name for e in plan.events):
             sidecar.write_dir_entry(directory, name)

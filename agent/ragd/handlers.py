@@ -6,6 +6,7 @@ server turns that into the error reply.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -18,14 +19,18 @@ from . import rootstate, sidecar
 from .config import load_config
 from .control import Handler, Stream
 from .errors import RagdError
-from .indexsync import IndexSync, root_of
+from .indexsync import IndexSync
+from .paths import is_under, overlaps, root_of
 from .scan import walk_dirs
 from .status_agent import status_result
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .lifecycle import Lifecycle
 
 WAIT_POLL_S = 0.05
+SETTLE_S_PAUSED = 0.6  # a wait while paused says so once the changes already seen have reached the queue
 STREAM_EVERY_S = 0.5
 
 
@@ -94,6 +99,12 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
         last_sent = 0.0
         while not agent.settled(since):
             now = time.monotonic()
+            if agent.scheduler.paused and now - since >= SETTLE_S_PAUSED:
+                pending, running = agent.dirs_to_do()
+                if pending and not running:
+                    raise RagdError(f"the agent is paused with {pending} director{'y' if pending == 1 else 'ies'} "
+                                    "to do, so it will not become idle", "run `ragctl resume`",
+                                    code=p.UNAVAILABLE)  # fmt: skip
             if deadline is not None and now >= deadline:
                 raise RagdError(f"the agent is still busy after {timeout:g} s", "wait longer, or see `ragctl status`",
                                 code=p.TIMEOUT)  # fmt: skip
@@ -163,9 +174,20 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
         action = _arg(args, "action", str, "list")
         if action not in ("list", "add", "remove"):
             raise _bad(f"unknown roots action {action!r}", "use list, add or remove")
-        if action != "list":
-            _change_root(life, action, _arg(args, "path", str))
-        return {"roots": _roots_list(life)}
+        notes = _change_root(life, action, _arg(args, "path", str)) if action != "list" else []
+        return {"roots": _roots_list(life), "notes": notes}
+
+    def verify(args: dict[str, Any], stream: Stream) -> Any:
+        ready()
+        last_sent = [0.0]
+
+        def progress(dirs: int) -> None:
+            now = time.monotonic()
+            if now - last_sent[0] >= STREAM_EVERY_S:
+                stream.send({"phase": "verifying", "dirs": dirs})
+                last_sent[0] = now
+
+        return agent.verifier.run("request", progress).to_json()
 
     def pause(args: dict[str, Any], stream: Stream) -> Any:
         agent.scheduler.pause()
@@ -189,7 +211,7 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
     verbs: dict[str, Callable[[dict[str, Any], Stream], Any]] = {
         "hello": hello, "status": status, "search": search, "sync": sync, "wait": wait, "export": export,
         "orphans": orphans, "index": index, "roots": roots, "pause": pause, "resume": resume,
-        "config": config, "reload": reload,
+        "config": config, "reload": reload, "verify": verify,
     }  # fmt: skip
     return verbs
 
@@ -224,7 +246,8 @@ def _roots_list(life: Lifecycle) -> list[dict[str, Any]]:
     return out
 
 
-def _change_root(life: Lifecycle, action: str, raw: str | None) -> None:
+def _change_root(life: Lifecycle, action: str, raw: str | None) -> list[str]:
+    """Add or remove a root (kept in roots.json); returns notes on how it nests with the other roots."""
     agent = life.agent
     if not raw or not os.path.isabs(raw):
         raise _bad(f"roots {action} needs an absolute path")
@@ -236,11 +259,17 @@ def _change_root(life: Lifecycle, action: str, raw: str | None) -> None:
                 f"{root} is not a directory", "create it first, or check the path", code=p.NOT_FOUND
             )
         overlay.add(root)
+        notes = overlaps(root, agent.roots)
     else:
         if root not in agent.roots and root not in agent.missing_roots:
             raise RagdError(
                 f"{root} is not a root of this agent", "see `ragctl roots list`", code=p.NOT_FOUND
             )
         overlay.remove(root, configured=root in {*agent.config.roots, *agent.cli_roots})
+        notes = [f"{root} is inside the root {r}: its files stay indexed" for r in agent.roots
+                 if r != root and is_under(root, r)][:1]  # fmt: skip
     rootstate.save(agent.data_dir, overlay)
     agent.set_roots(agent.resolve_roots())
+    for note in notes:
+        log.info("roots %s: %s", action, note)
+    return notes

@@ -69,6 +69,15 @@ class Indexer:
             self._failed.pop(path, None)
         self._queue.put(path)
 
+    def offer(self, path: Path) -> bool:
+        """Queue a change note found on disk unless it is queued already or waiting for its retry."""
+        with self._lock:
+            if path in self._queued or path in self._failed:
+                return False
+            self._queued.add(path)
+        self._queue.put(path)
+        return True
+
     def call(self, fn: Callable[[IndexSync], T]) -> Future[T]:
         """Run `fn(sync)` on the writer thread; the future carries its result or exception."""
         fut: Future[T] = Future()

@@ -18,6 +18,7 @@ from . import mushroom, sidecar
 from .errors import RagdError
 from .index import IndexBackend, IndexChunk
 from .model import EmbeddingIdentity
+from .paths import is_under, outermost, root_of
 from .scan import Expected, Ignore, indexable, walk_dirs
 from .sidecar import FileEntry
 
@@ -35,11 +36,27 @@ class SyncReport:
     removed: int = 0
 
 
-def root_of(path: Path, roots: Sequence[Path]) -> Path | None:
-    for r in roots:
-        if path == r or r in path.parents:
-            return r
+def bad_vector(entry: FileEntry) -> str | None:
+    """Why the entry's vectors cannot be served (wrong length, zero or not finite), None when they can.
+
+    ragd's embed stage never writes such vectors; another tool's sidecar may hold them. The index refuses them, so
+    such a source is kept out of the index (and out of what the index should hold) instead of failing its note.
+    """
+    for i, c in enumerate(entry.chunks):
+        vec = c.vector
+        if vec is None:
+            continue
+        if vec.shape[0] != entry.dimension:
+            return f"chunk {i} has a {vec.shape[0]}-d vector, the entry says {entry.dimension}-d"
+        norm = float(np.linalg.norm(vec))
+        if not np.isfinite(norm) or norm == 0.0:
+            return f"chunk {i} has a zero or non-finite vector"
     return None
+
+
+def servable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
+    """The entry's chunks belong in the index: indexable (EMBEDDED, same identity, all vectors) and valid."""
+    return indexable(entry, identity) and entry is not None and bad_vector(entry) is None
 
 
 def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:
@@ -82,6 +99,12 @@ class IndexSync:
             self.index.delete_source(str(path))
             return
         assert entry is not None
+        why = bad_vector(entry)
+        if why is not None:
+            log.error("not serving %s: its sidecar holds invalid vectors (%s); re-embed it with "
+                      "`ragctl sync %s --force`", path, why, path)  # fmt: skip
+            self.index.delete_source(str(path))
+            return
         root = root_of(path, self.roots) or directory
         self.index.replace_source(str(path), entry.source.md5_hash, str(root), to_index_chunks(path, entry))
 
@@ -152,7 +175,7 @@ class IndexSync:
                 if en.deleted or not (d / en.name).is_file():
                     continue
                 entry = sidecar.try_read(en.path)
-                if indexable(entry, self.identity):
+                if servable(entry, self.identity):
                     assert entry is not None
                     out[str(d / en.name)] = Expected(entry.source.md5_hash, len(entry.chunks))
         return out
@@ -160,9 +183,9 @@ class IndexSync:
     def reconcile(self, expected: dict[str, Expected] | None = None) -> SyncReport:
         """Check the index against the sidecars per source (md5, chunk count) and repair what differs."""
         report = SyncReport()
-        for root in self.roots:
+        for root in outermost(self.roots):
             exp = expected if expected is not None else self.expected(walk_dirs(root, self.ignore))
-            exp = {k: v for k, v in exp.items() if root_of(Path(k), [root])}
+            exp = {k: v for k, v in exp.items() if is_under(Path(k), root)}
             before = self.index.sources(str(root))
             report.repaired += self._converge(exp, before)
             report.removed += len(set(before) - set(exp))

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 LOCK_NAME = "agent.lock"
 SUN_PATH_MAX = 107  # bytes in a socket path: sun_path[108] less the terminating NUL
-LISTEN_BACKLOG = 64
+LISTEN_BACKLOG = 1024  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 PROBE_TIMEOUT = 1.0  # seconds to wait for an existing socket to accept
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _SOCKET_HINT = "set RAGD_SOCKET to a socket path of your own, e.g. $XDG_RUNTIME_DIR/ragd-2.sock"

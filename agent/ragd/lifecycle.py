@@ -101,6 +101,8 @@ class Lifecycle:
         interval = self.config.watch.reconcile_interval
         next_rescan = time.monotonic() + interval if interval else None
         next_coverage = time.monotonic() + COVERAGE_CHECK_S
+        verify_every = self.config.watch.verify_interval
+        next_verify = time.monotonic() + verify_every if verify_every else None
         while not self.stop_requested.wait(TICK_S):
             now = time.monotonic()
             try:
@@ -112,6 +114,9 @@ class Lifecycle:
                 if next_rescan is not None and now >= next_rescan:
                     self.agent.rescan(list(self.agent.roots))
                     next_rescan = now + interval
+                if next_verify is not None and now >= next_verify and self.agent.current_state() == "idle":
+                    self.agent.verifier.request("periodic")
+                    next_verify = now + verify_every
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S

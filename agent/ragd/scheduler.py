@@ -17,15 +17,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .dirjob import DirResult
+from .paths import is_under, under_any
 
 log = logging.getLogger(__name__)
 
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
-
-
-def under(path: Path, top: Path) -> bool:
-    return path == top or top in path.parents
 
 
 class Scheduler:
@@ -76,13 +73,19 @@ class Scheduler:
             self.enqueue(dict.fromkeys(due))
         return nxt
 
-    def discard_under(self, top: Path) -> None:
+    def discard_under(self, top: Path, keep: Iterable[Path] = ()) -> None:
+        """Drop the queued work of `top` and below, except under a directory of `keep` (a nested root that stays)."""
+        keep = list(keep)
+
+        def gone(d: Path) -> bool:
+            return is_under(d, top) and not under_any(d, keep)
+
         with self._cond:
             for queue in (self._urgent, self._background):
-                for d in [d for d in queue if under(d, top)]:
+                for d in [d for d in queue if gone(d)]:
                     del queue[d]
-            self._rerun = {d for d in self._rerun if not under(d, top)}
-            self._timers = [(t, d) for t, d in self._timers if not under(d, top)]
+            self._rerun = {d for d in self._rerun if not gone(d)}
+            self._timers = [(t, d) for t, d in self._timers if not gone(d)]
             heapq.heapify(self._timers)
 
     def pause(self) -> None:
@@ -103,12 +106,17 @@ class Scheduler:
         with self._cond:
             return bool(self._urgent or self._background or self._running or self._rerun)
 
+    def has(self, directory: Path) -> bool:
+        """A job of `directory` is queued or running (timed retries do not count)."""
+        with self._cond:
+            return any(directory in q for q in (self._urgent, self._background, self._running, self._rerun))
+
     def counts_under(self, top: Path) -> tuple[int, int]:
         """(pending, running) directory jobs under `top`."""
         with self._cond:
-            pending = sum(1 for q in (self._urgent, self._background) for d in q if under(d, top))
-            pending += sum(1 for d in self._rerun if under(d, top))
-            return pending, sum(1 for d in self._running if under(d, top))
+            pending = sum(1 for q in (self._urgent, self._background) for d in q if is_under(d, top))
+            pending += sum(1 for d in self._rerun if is_under(d, top))
+            return pending, sum(1 for d in self._running if is_under(d, top))
 
     def counts(self) -> tuple[int, int]:
         with self._cond:

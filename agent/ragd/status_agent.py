@@ -52,6 +52,7 @@ def _root(life: Lifecycle, root: Any) -> dict[str, Any]:
         "watcher": agent.watcher.mode(root),
         "pending_dirs": pending + agent.debouncer.pending_under(root),
         "running_dirs": running,
+        "waiting_files": agent.waiting_files(root),
         **summary,
     }
 
@@ -72,6 +73,7 @@ def _embedder(life: Lifecycle) -> dict[str, Any]:
         "loaded": agent.embed.loaded,
         "queued": stats.queued,
         "in_flight": stats.in_flight,
+        "waiting_files": agent.waiting_files(),
         "requests": stats.requests,
         "texts": stats.texts_embedded,
         "retries": stats.retries,
@@ -90,6 +92,19 @@ def _index(life: Lifecycle) -> dict[str, Any]:
         "pending_mushrooms": indexer.pending(),
         "failed_mushrooms": indexer.failed(),
         "optimizing": indexer.optimizing,
+        "verify": _verify(life),
         "rebuilding": agent.rebuilding,
         "path": str(indexer.index.path),
+    }
+
+
+def _verify(life: Lifecycle) -> dict[str, Any]:
+    """When the index was last checked against the sidecars, and what was repaired (a repair means a bug)."""
+    verifier = life.agent.verifier
+    last = verifier.last
+    return {
+        "running": verifier.running,
+        "passes": verifier.passes,
+        "repaired_total": verifier.repaired_total,
+        "last": last.to_json() if last is not None else None,
     }

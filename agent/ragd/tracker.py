@@ -7,11 +7,13 @@ disk, so that `ragctl status` stays fast with tens of thousands of files.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .dirjob import DirResult
+from .paths import is_under, under_any
 from .sidecar import EMBEDDED, FAILED, SKIPPED
 
 MAX_FAILURES_LISTED = 50
@@ -26,11 +28,25 @@ class FileStatus:
 
 @dataclass
 class Progress:
+    """A rescan phase: the directories it covers, and those of them whose job has finished (each counted once,
+    however often it ran: an edit during the phase runs a directory again)."""
+
     phase: str | None = None  # "initial" | "rescan" | None
-    dirs_total: int = 0
-    dirs_done: int = 0
-    files_done: int = 0
+    dirs: set[Path] = field(default_factory=set)
+    done: dict[Path, int] = field(default_factory=dict)  # finished directory -> files it holds
     failed_dirs: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def dirs_total(self) -> int:
+        return len(self.dirs)
+
+    @property
+    def dirs_done(self) -> int:
+        return len(self.done)
+
+    @property
+    def files_done(self) -> int:
+        return sum(self.done.values())
 
     def to_json(self, failed_files: int) -> dict[str, Any]:
         return {"phase": self.phase, "dirs_total": self.dirs_total, "dirs_done": self.dirs_done,
@@ -58,50 +74,56 @@ class Tracker:
             self._dirs[result.directory] = files
             self._count(files, +1)
             self.dir_errors.pop(result.directory, None)
-            if self.progress.phase:
-                self.progress.dirs_done += 1
-                self.progress.files_done += len(files)
+            if result.directory in self.progress.dirs:
+                self.progress.done[result.directory] = len(files)
 
     def record_error(self, directory: Path, reason: str) -> None:
         with self._lock:
             self.dir_errors[directory] = reason
-            if self.progress.phase:
-                self.progress.dirs_done += 1
+            if directory in self.progress.dirs:
+                self.progress.done[directory] = 0
                 self.progress.failed_dirs.append((str(directory), reason))
 
-    def forget(self, top: Path) -> None:
-        """Drop `top` and every directory under it (deleted, moved out, or its root removed)."""
+    def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
+        """Drop `top` and every directory under it (deleted, moved out, or its root removed), except those under
+        a directory of `keep` (roots nested in a removed root, which stay)."""
+
+        def gone(d: Path) -> bool:
+            return is_under(d, top) and not under_any(d, keep)
+
         with self._lock:
-            for d in [d for d in self._dirs if d == top or top in d.parents]:
+            for d in [d for d in self._dirs if gone(d)]:
                 self._count(self._dirs.pop(d), -1)
-            for d in [d for d in self.dir_errors if d == top or top in d.parents]:
+            for d in [d for d in self.dir_errors if gone(d)]:
                 del self.dir_errors[d]
+            prog = self.progress
+            prog.dirs = {d for d in prog.dirs if not gone(d) or d in prog.done}
 
     def _count(self, files: dict[str, FileStatus] | None, sign: int) -> None:
         if files:
             self._known += sign * len(files)
             self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
 
-    def start_phase(self, phase: str, dirs_total: int) -> None:
+    def start_phase(self, phase: str) -> None:
         with self._lock:
-            self.progress = Progress(phase, dirs_total)
+            self.progress = Progress(phase)
 
     def end_phase(self) -> None:
         with self._lock:
             self.progress.phase = None
 
-    def add_to_phase(self, dirs: int) -> None:
+    def add_to_phase(self, dirs: Iterable[Path]) -> None:
         with self._lock:
             if self.progress.phase:
-                self.progress.dirs_total += dirs
+                self.progress.dirs.update(dirs)
 
     # -- reads ----------------------------------------------------------------------------------------------
     def root_summary(self, root: Path) -> dict[str, Any]:
         counts = {EMBEDDED: 0, SKIPPED: 0, FAILED: 0}
         failures: list[dict[str, Any]] = []
         with self._lock:
-            dirs = [(d, files) for d, files in self._dirs.items() if d == root or root in d.parents]
-            dir_errors = [(d, r) for d, r in self.dir_errors.items() if d == root or root in d.parents]
+            dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
+            dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
         for d, files in dirs:
             for name, st in files.items():
                 counts[st.state] = counts.get(st.state, 0) + 1

@@ -219,6 +219,12 @@ def _index(ctx: Ctx, ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _verify(ctx: Ctx, ns: argparse.Namespace) -> int:
+    result = _streamed(ctx, ns, None, render.verify_progress)  # a pass takes as long as the tree is large
+    ctx.emit(result, render.verified(result))
+    return EXIT_OK
+
+
 def _export(ctx: Ctx, ns: argparse.Namespace) -> int:
     archive = Path(ns.archive).expanduser().absolute()
     if archive.is_dir() or not archive.parent.is_dir():
@@ -279,6 +285,7 @@ HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "wait": _wait,
     "sync": _sync,
     "index": _index,
+    "verify": _verify,
     "export": _export,
     "mcp": _mcp,
 }

@@ -97,6 +97,9 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     orph = sub.add_parser("orphans", parents=[common], help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", help="only under this folder")
     orph.add_argument("--clean", action="store_true", help="remove them from the index")
+    sub.add_parser(
+        "verify", parents=[common], help="check the index against the sidecars now, repair what differs"
+    )
     ix = sub.add_parser("index", parents=[common], help="rebuild the index from the sidecars")
     ix.add_argument("--rebuild", action="store_true", required=True, help="drop the index and rebuild it")
 

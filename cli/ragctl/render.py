@@ -109,7 +109,12 @@ def _root_lines(root: Obj) -> list[str]:
     lines = [
         f"root {show_path(root.get('path', '?'))}  (watcher: {root.get('watcher', '?')})",
         f"  files: {file_counts(files)}",
-        f"  dirs: {_int(root.get('pending_dirs'))} pending, {_int(root.get('running_dirs'))} running",
+        f"  dirs: {_int(root.get('pending_dirs'))} pending, {_int(root.get('running_dirs'))} running"
+        + (
+            f"; {root['waiting_files']} files waiting for the embedder"
+            if _int(root.get("waiting_files"))
+            else ""
+        ),
     ]
     failures: Sequence[Obj] = root.get("failures") or []
     if failures:
@@ -159,6 +164,9 @@ def _index_lines(index: Obj) -> list[str]:
     if index.get("optimizing"):
         line += "; optimizing"
     lines = [line]
+    verify = verify_line(index.get("verify"))
+    if verify:
+        lines.append(f"  {verify}")
     failed = index.get("failed_mushrooms") or []
     if failed:
         lines.append(f"  failed mushrooms: {len(failed)} (kept and retried)")
@@ -166,6 +174,48 @@ def _index_lines(index: Obj) -> list[str]:
         if len(failed) > MAX_FAILURES:
             lines.append(f"    … and {len(failed) - MAX_FAILURES} more")
     return lines
+
+
+def verify_line(verify: Obj | None) -> str:
+    """'verified 2026-12-01T10:00:00Z (periodic): 3400 sources, nothing to repair' ('' before the first pass)."""
+    if not verify:
+        return ""
+    last = verify.get("last") or {}
+    running = "; verifying now" if verify.get("running") else ""
+    if not last:
+        return "not verified yet" + running
+    fixed = _int(last.get("repaired")) + _int(last.get("removed"))
+    outcome = (
+        "nothing to repair"
+        if not fixed
+        else f"{last.get('repaired')} repaired, {last.get('removed')} removed"
+    )
+    total = _int(verify.get("repaired_total"))
+    since = f"; {total} repaired since start" if total else ""
+    return (f"verified {last.get('finished_at', '?')} ({last.get('trigger', '?')}): "
+            f"{_num(last.get('sources'))} sources, {outcome}{since}{running}")  # fmt: skip
+
+
+def verified(result: Obj) -> str:
+    """`ragctl verify`: what was checked, and every repair (a repair means a bug: the log has the details)."""
+    lines = [f"checked {_num(result.get('sources'))} sources in {_num(result.get('dirs'))} directories "
+             f"against {_num(result.get('indexed'))} indexed, in {_num(result.get('elapsed_s'))} s"]  # fmt: skip
+    lines += [f"repaired {show_path(p)}" for p in result.get("repaired_paths") or []]
+    lines += [f"removed {show_path(p)}" for p in result.get("removed_paths") or []]
+    listed = len(result.get("repaired_paths") or []) + len(result.get("removed_paths") or [])
+    fixed = _int(result.get("repaired")) + _int(result.get("removed"))
+    if fixed > listed:
+        lines.append(f"… and {fixed - listed} more (see the agent's log)")
+    if _int(result.get("busy_dirs")):
+        lines.append(
+            f"{result['busy_dirs']} directories had work in progress and were left for the next pass"
+        )
+    lines.append("the index matches the sidecars" if not fixed else f"{fixed} sources repaired")
+    return "\n".join(lines) + "\n"
+
+
+def verify_progress(data: Obj, bar_width: int | None = None) -> str:
+    return f"verifying the index against the sidecars ({_num(data.get('dirs'))} directories)"
 
 
 def _item(item: object) -> str:
@@ -250,6 +300,7 @@ def roots(result: Obj) -> str:
         + (f": {one_line(r['error'])}" if r.get("error") else "")
         for r in items
     ]
+    lines += [f"note: {one_line(n)}" for n in result.get("notes") or []]
     return "\n".join(lines) + "\n"
 
 

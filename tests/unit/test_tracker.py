@@ -33,8 +33,8 @@ def test_states_counts_and_failures_follow_the_latest_result_of_each_directory()
 
 def test_rescan_progress_counts_directories_and_errors() -> None:
     t = Tracker()
-    t.start_phase("initial", 0)
-    t.add_to_phase(3)
+    t.start_phase("initial")
+    t.add_to_phase([Path("/r"), Path("/r/x"), Path("/r/y")])
     t.record(_result("/r", FileOutcome("a.md", "EMBEDDED")))
     t.record_error(Path("/r/x"), "permission denied")
     p = t.progress_json()
@@ -43,3 +43,31 @@ def test_rescan_progress_counts_directories_and_errors() -> None:
     assert t.root_summary(Path("/r"))["dir_errors"] == [{"path": "/r/x", "reason": "permission denied"}]
     t.end_phase()
     assert t.progress_json()["phase"] is None
+
+
+def test_progress_counts_each_directory_of_the_phase_once() -> None:
+    """Jobs that run again during a phase (an edit, a rerun, a retry) and jobs of directories outside it do not
+    push the counts past the phase's totals (seen: 60 of 51 directories done, 445 files for 385)."""
+    t = Tracker()
+    t.start_phase("rescan")
+    t.add_to_phase([Path("/r"), Path("/r/a")])
+    for _ in range(3):
+        t.record(_result("/r", FileOutcome("x.md", "EMBEDDED"), FileOutcome("y.md", "EMBEDDED")))
+    t.record(_result("/elsewhere", FileOutcome("z.md", "EMBEDDED")))
+    p = t.progress_json()
+    assert (p["dirs_total"], p["dirs_done"], p["files_done"]) == (2, 1, 2)
+    t.add_to_phase([Path("/r/a/new")])  # a subdirectory found during the phase joins it
+    t.record(_result("/r/a", FileOutcome("w.md", "EMBEDDED")))
+    t.forget(Path("/r/a/new"))  # deleted before its job ran: it no longer counts as to do
+    p = t.progress_json()
+    assert (p["dirs_total"], p["dirs_done"], p["files_done"]) == (2, 2, 3)
+
+
+def test_forgetting_a_root_keeps_the_roots_nested_in_it() -> None:
+    t = Tracker()
+    t.record(_result("/r", FileOutcome("a.md", "EMBEDDED")))
+    t.record(_result("/r/in", FileOutcome("b.md", "EMBEDDED")))
+    t.record(_result("/r/in/deep", FileOutcome("c.md", "EMBEDDED")))
+    t.forget(Path("/r"), keep=[Path("/r/in")])
+    assert t.totals() == (2, 0)
+    assert t.root_summary(Path("/r/in"))["files"]["EMBEDDED"] == 2

@@ -1,0 +1,37 @@
+"""Where a path stands among the roots: the one place that answers "is this under that" for the agent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+
+def is_under(path: Path, top: Path) -> bool:
+    """`path` is `top` or lies below it (by path components: `/a/bc` is not under `/a/b`)."""
+    return path == top or top in path.parents
+
+
+def under_any(path: Path, tops: Iterable[Path]) -> bool:
+    return any(is_under(path, t) for t in tops)
+
+
+def outermost(roots: Sequence[Path]) -> list[Path]:
+    """The roots that lie under no other root, in their order (a nested root's files are already theirs)."""
+    return [r for r in roots if not any(o != r and is_under(r, o) for o in roots)]
+
+
+def root_of(path: Path, roots: Sequence[Path]) -> Path | None:
+    """The outermost root holding `path` (None: under no root). Outermost, so that adding or removing a nested
+    root never changes which root a file belongs to."""
+    for r in outermost(roots):
+        if is_under(path, r):
+            return r
+    return None
+
+
+def overlaps(root: Path, roots: Sequence[Path]) -> list[str]:
+    """Notes on how `root` nests with the other roots ("inside the root /a", "contains the root /a/b")."""
+    notes = [f"{root} is inside the root {r}; its files are already indexed" for r in roots
+             if r != root and is_under(root, r)]  # fmt: skip
+    notes += [f"{root} contains the root {r}" for r in roots if r != root and is_under(r, root)]
+    return notes

@@ -1,0 +1,237 @@
+"""Sequences of ordinary operations after which the index must still equal the tree: adding a root, renaming and
+moving folders, nesting roots, waiting while paused, other tools' sidecars; and the agent's own verification."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragctl.protocol import Client, socket_path
+from ragd import mushroom, sidecar
+from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
+from tests.e2e.test_agent import _doc, _files, _found
+from tests.e2e.test_agent import config as config
+from tests.support.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    kb = tmp_path / "top" / "kb"  # top/: an outer root for the nesting test (tmp_path holds the agent's log)
+    for name, token in [("a.md", "alpha"), ("docs/lambda/l1.md", "lima"), ("docs/lambda/l2.md", "lemur"),
+                        ("docs/lambda/deep/l3.md", "llama"), ("docs/chinese/c1.md", "chai"),
+                        ("a%b/p.md", "percent"), ("docs/other/o.md", "oscar")]:  # fmt: skip
+        _doc(kb / name, token)
+    return kb
+
+
+@pytest.fixture
+def agent(tmp_path: Path, config: Path, tree: Path) -> Iterator[AgentProcess]:
+    proc = AgentProcess(tmp_path / "agent.log", str(tree))
+    try:
+        proc.wait_ready()
+        proc.wait_idle()
+        yield proc
+    finally:
+        proc.kill()
+
+
+def _root_files(status: dict, root: Path) -> dict:
+    return next(r["files"] for r in status["roots"] if r["path"] == str(root))
+
+
+def test_adding_a_root_keeps_every_other_root_indexed(
+    agent: AgentProcess, tree: Path, tmp_path: Path
+) -> None:
+    """`roots add` once emptied the index of every other root (the check after the new root's rescan took that
+    root's files for all the files)."""
+    other = tmp_path / "papers"
+    _doc(other / "p1.md", "papaya")
+    before = agent.call("index")["documents"]
+    ragctl("roots", "add", str(other))
+    agent.wait_idle()
+    assert agent.sources() == sorted(_files(tree) + _files(other))
+    assert agent.call("index")["documents"] > before
+    assert _found("lima") == [str(tree / "docs/lambda/l1.md")]
+    assert _found("papaya") == [str(other / "p1.md")]
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [("docs/lambda", "docs/aws-lambda"), ("a%b", "moved"), ("docs/lambda", "docs/other/lambda")],
+    ids=["rename", "rename-percent", "move-under-another"],
+)
+def test_renamed_or_moved_folders_stay_indexed(agent: AgentProcess, tree: Path, src: str, dst: str) -> None:
+    """A folder's `.rag/` moves with it and its entries still match: the parent's job has the subtree re-synced
+    (once, nothing stayed: nothing was upserted and the files were gone from search until the hourly rescan)."""
+    (tree / src).rename(tree / dst)
+    agent.wait_idle()
+    assert agent.sources() == _files(tree)
+    token = "percent" if src == "a%b" else "llama"
+    where = tree / dst / ("p.md" if src == "a%b" else "deep/l3.md")
+    assert _found(token) == [str(where)]
+    assert agent.call("orphans")["orphans"] == []
+    assert ragctl_json("verify")["repaired"] == 0  # the watcher path got it right: nothing to repair
+
+
+def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentProcess, tree: Path) -> None:
+    """Removing a root nested in another once un-indexed files the outer root still holds, and the counts drifted."""
+    inner = tree / "docs" / "chinese"
+    files = _files(tree)
+    added = ragctl_json("roots", "add", str(inner))
+    assert any("inside the root" in n and str(tree) in n for n in added["notes"])
+    agent.wait_idle()
+    assert agent.sources() == files
+    removed = ragctl_json("roots", "remove", str(inner))
+    assert any("stay indexed" in n for n in removed["notes"])
+    agent.wait_idle()
+    assert agent.sources() == files
+    assert _found("chai") == [str(inner / "c1.md")]
+    assert _root_files(agent.call("status"), tree)["EMBEDDED"] == len(files)
+    # and the other way round: an outer root added over an existing one, then removed again
+    outer = tree.parent
+    _doc(outer / "top.md", "topaz")
+    ragctl("roots", "add", str(outer))
+    agent.wait_idle()
+    assert agent.sources() == sorted([*files, str(outer / "top.md")])
+    ragctl("roots", "remove", str(outer))
+    agent.wait_idle()
+    assert agent.sources() == files
+    assert _root_files(agent.call("status"), tree)["EMBEDDED"] == len(files)
+
+
+def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) -> None:
+    ragctl_json("pause")
+    done = ragctl("wait", check=None)  # nothing to do: idle, even though paused
+    assert done.returncode == 0, done.stderr
+    _doc(tree / "new.md", "november")
+    poll(lambda: agent.call("status")["roots"][0]["pending_dirs"] > 0, what="the change to be queued")
+    blocked = ragctl("wait", "--timeout", "60", check=None)
+    assert blocked.returncode == 1
+    assert "paused" in blocked.stderr and "ragctl resume" in blocked.stderr
+    ragctl_json("resume")
+    agent.wait_idle()
+    assert _found("november") == [str(tree / "new.md")]
+
+
+def test_status_progress_never_counts_past_its_totals(tmp_path: Path, config: Path, tree: Path) -> None:
+    """An edit during the initial indexing runs a directory twice; each directory counts once."""
+    for i in range(40):
+        _doc(tree / f"bulk{i % 8}" / f"f{i}.md", f"bulk{i}")
+    proc = AgentProcess(tmp_path / "agent.log", str(tree))
+    try:
+        proc.wait_ready()
+        seen = []
+        while True:
+            st = proc.call("status")
+            prog = st["progress"]
+            if prog["phase"]:
+                seen.append(prog)
+                _doc(tree / "bulk1" / "f1.md", "bulk1", f"edit {len(seen)}")
+            if st["agent"]["state"] == "idle":
+                break
+        assert all(p["dirs_done"] <= p["dirs_total"] for p in seen), seen
+        assert all(p["files_done"] <= len(_files(tree)) for p in seen), seen
+    finally:
+        proc.kill()
+
+
+def test_verify_repairs_a_sidecar_changed_behind_the_agents_back(agent: AgentProcess, tree: Path) -> None:
+    """Another tool rewrites one entry without a change note and deletes another: `ragctl verify` finds both,
+    repairs them, says so, and `status` shows when the index was last verified."""
+    st = agent.call("status")["index"]["verify"]
+    assert st["last"] is not None and st["last"]["trigger"] == "rescan" and st["repaired_total"] == 0
+    target = tree / "docs" / "lambda" / "l1.md"
+    entry = sidecar.read_entry(sidecar.entry_path(target.parent, target.name))
+    assert entry is not None
+    extra = sidecar.StoredChunk("an extra chunk from elsewhere", "0" * 32, 0, entry.chunks[0].vector_base64)
+    sidecar.write_entry(target.parent, entry.with_status(entry.status, chunks=(*entry.chunks, extra)))
+    sidecar.entry_path(tree, "a.md").unlink()
+    report = ragctl_json("verify")
+    assert report["repaired_paths"] == [str(target)] and report["removed_paths"] == [str(tree / "a.md")]
+    assert str(tree / "a.md") not in agent.sources()
+    chunks = agent.call("index", {"sources": True})
+    assert chunks["documents"] > 0
+    again = ragctl_json("verify")
+    assert again["repaired"] == again["removed"] == 0
+    text = ragctl("verify").stdout
+    assert "the index matches the sidecars" in text
+    status = ragctl("status").stdout
+    assert "verified" in status and "2 repaired since start" in status
+    assert "verify: " in agent.log() and str(target) in agent.log()
+
+
+def test_another_tools_invalid_vectors_never_hold_back_their_neighbours(
+    agent: AgentProcess, tree: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A change note naming a sidecar with a zero vector and a good one: the good one is served, the bad one is
+    kept out (once, the index refused the whole note and both stayed unsearchable, status EMBEDDED)."""
+    ragctl_json("pause")
+    d = tree / "foreign"
+    d.mkdir()
+    entries = []
+    for name, vec in [
+        ("bad.md", np.zeros(fake_openai_server.dim)),
+        ("good.md", np.ones(fake_openai_server.dim)),
+    ]:
+        path = _doc(d / name, name.split(".")[0] + "zulu")
+        st = os.stat(path)
+        source = sidecar.SourceInfo(name, "f" * 32, st.st_size, int(st.st_mtime), st.st_ino)
+        chunk = sidecar.StoredChunk(path.read_text(), "e" * 32, 0, sidecar.encode_vector(vec))
+        model = agent.call("status")["embedder"]
+        entries.append(sidecar.FileEntry("EMBEDDED", sidecar.utc_stamp(), sidecar.utc_stamp(), source,
+                                         model["model"], model["dimension"], (chunk,)))  # fmt: skip
+    with sidecar.DirLock(d):
+        for e in entries:
+            sidecar.write_entry(d, e)
+        sidecar.write_atomic(d, f"20261201T000000.000000Z-{os.getpid() + 1}-0.mushroom",
+                             b'{"file": "bad.md", "status": "upsert"}\n{"file": "good.md", "status": "upsert"}\n')  # fmt: skip
+    poll(lambda: _found("goodzulu") == [str(d / "good.md")], what="the good entry to be served")
+    assert _found("badzulu") == []
+    assert agent.call("status")["index"]["failed_mushrooms"] == []
+    assert not mushroom.pending(d)
+    assert "invalid vectors" in agent.log()
+    ragctl_json("resume")
+
+
+def test_control_socket_answers_200_clients_at_once(agent: AgentProcess) -> None:
+    """The listen backlog once refused 86 of 200 simultaneous connections (EAGAIN)."""
+    path = socket_path()
+    barrier = threading.Barrier(200)
+    answers: list[object] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            barrier.wait(30)
+            with Client(path, timeout=60) as c:
+                answers.append(c.call("hello"))
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=one) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    assert len(answers) == 200
+
+
+def test_a_nonblocking_burst_of_connects_is_not_refused(agent: AgentProcess) -> None:
+    socks = []
+    try:
+        for _ in range(200):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect(os.fspath(socket_path()))  # BlockingIOError (EAGAIN) once the backlog is full
+            socks.append(s)
+    finally:
+        for s in socks:
+            s.close()
+    assert len(socks) == 200
