@@ -202,6 +202,14 @@ class Agent:
             with self._lock:
                 self._rescans -= 1
 
+    def run_dirs(self, dirs: list[Path], phase: str) -> None:
+        """Run these directories' jobs now, as a phase: when they are done, the index is verified."""
+        with self._lock:
+            if self.tracker.progress.phase is None:
+                self.tracker.start_phase(phase)
+            self.tracker.add_to_phase(dirs)
+        self.scheduler.enqueue(dirs, urgent=True)
+
     def check_phase(self) -> None:
         """End a rescan phase once its jobs are done; then have the index verified against every root."""
         with self._lock:

@@ -131,7 +131,7 @@ def make_handlers(life: Lifecycle) -> dict[str, Handler]:
             dirs = [path.parent]
         if _arg(args, "force", bool, False):
             agent.force_next(dirs)
-        agent.scheduler.enqueue(dirs, urgent=True)
+        agent.run_dirs(dirs, "sync")
         result: dict[str, Any] = {"scheduled": len(dirs)}
         if _arg(args, "wait", bool, False):
             result.update(wait_idle(stream, _arg(args, "timeout", (int, float)), since))

@@ -142,7 +142,7 @@ class Lifecycle:
         prog = agent.tracker.progress
         state = agent.current_state()
         if prog.phase:
-            verb = "indexing" if prog.phase == "initial" else "rescanning"
+            verb = {"initial": "indexing", "sync": "syncing"}.get(prog.phase, "rescanning")
             text = f"{verb}: {prog.dirs_done}/{prog.dirs_total} directories, {prog.files_done} files"
             text += f", {failed} failed" if failed else ""
         elif state == "indexing":

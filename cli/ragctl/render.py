@@ -63,7 +63,7 @@ def progress_line(progress: Obj | None, bar_width: int | None = None) -> str:
     if not progress or not progress.get("phase"):
         return ""
     phase = progress["phase"]
-    what = {"initial": "indexing", "rescan": "rescanning"}.get(phase, str(phase))
+    what = {"initial": "indexing", "rescan": "rescanning", "sync": "syncing"}.get(phase, str(phase))
     done, total = _int(progress.get("dirs_done")), _int(progress.get("dirs_total"))
     text = f"{what} {done}/{total} dirs, {_int(progress.get('failed'))} failed"
     return f"{bar(done, total, bar_width)} {text}" if bar_width else text
