@@ -5,11 +5,15 @@ The `openai` client is used with `max_retries=0`: retries are ours, so that they
 at once on shutdown. Retried: 408, 409, 429, 5xx, timeouts, connection errors. Not retried: every other 4xx
 (a wrong key, model or request does not heal by waiting) and a response of the wrong shape or dimension.
 The API key never appears in a message or a log line: error texts are redacted before they leave this module.
+
+Vectors are returned as the server sent them, NaN and infinities included (Python servers write `NaN`, JS
+ones `null`): the embed queue refuses unusable rows per text, so that one bad text fails only its own file.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -55,6 +59,7 @@ class OpenAIEmbedder:
         self.model_name = cfg.model_name
         self.dimension = cfg.dim
         self.base_url = safe_url(base_url or cfg.base_url or DEFAULT_BASE_URL)
+        self.source = f"the embeddings API at {self.base_url}"
         self.retries = 0  # retried attempts so far, all batches together
         self._cfg = cfg
         self._key = api_key
@@ -112,10 +117,7 @@ class OpenAIEmbedder:
         raw = self._client.embeddings.with_raw_response.create(
             input=inputs, model=self.model_name, encoding_format="float", **extra
         )
-        try:
-            return orjson.loads(raw.http_response.content)
-        except orjson.JSONDecodeError:
-            return raw.http_response.text[:200]
+        return _parse(raw.http_response.content)
 
     def _classify(self, err: openai.APIError) -> _Failure:
         if isinstance(err, openai.APITimeoutError):
@@ -181,7 +183,7 @@ class OpenAIEmbedder:
 
     def _vectors(self, response: Any, count: int) -> np.ndarray:
         data = response.get("data") if isinstance(response, dict) else None
-        source = f"the embeddings API at {self.base_url}"
+        source = self.source
         if not isinstance(data, list):
             raise EmbedError(
                 f"{source} did not answer with a list of embeddings (model {self.model_name}): "
@@ -220,6 +222,18 @@ class OpenAIEmbedder:
                 "if the model can shorten its vectors",
             )
         return vectors
+
+
+def _parse(content: bytes) -> Any:
+    """The answer's JSON; its first 200 characters as text when it is not JSON (the caller reports those)."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # NaN / Infinity, which orjson refuses: the embed queue then refuses just those texts' vectors
+        return json.loads(content)
+    except ValueError:
+        return content[:200].decode("utf-8", "replace")
 
 
 def _as_floats(embedding: Any) -> Any:
