@@ -8,9 +8,11 @@
 Vectors are deterministic: mode "hash" gives each distinct text a pseudo-random unit vector (seeded by the
 md5 of the text); mode "words" gives a signed bag of hashed tokens (lower-cased words and single CJK
 characters), so texts that share words get similar vectors. Behaviours settable at run time: `fail_next`
-(status, Retry-After, retry-after-ms), `slow_next` / `delay` (seconds per request), `wrong_dim`,
-`expected_key` (401 otherwise; the 401 message echoes the key received, as a careless server might, to prove
-that clients redact it).
+(status, Retry-After, retry-after-ms), `slow_next` / `delay` (seconds per request), `trickle_next` (headers
+at once, then the body a byte at a time), `hold_next` / `release` (keep requests until released), `poison`
+(a zero, NaN, infinite or null vector for every text containing a marker), `wrong_dim`, `expected_key` (401
+otherwise; the 401 message echoes the key received, as a careless server might, to prove that clients redact
+it). `abandoned` counts answers the client hung up on before they were sent in full.
 
 Standalone: python -m tests.support.fake_openai --port 8765 --dim 512 --delay-ms 50 [--mode words]
 """
@@ -60,6 +62,19 @@ class _Plan:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     message: str | None = None
+    trickle: float | None = None  # send the body at this many bytes per second
+    trickle_head: bool = False  # ... and the status line and headers too
+    hold: bool = False  # wait for release() before answering
+
+
+POISONS = ("zero", "nan", "inf", "null")
+
+
+def poisoned(kind: str, dim: int) -> list[float | None]:
+    """A vector no index can use: all zeros, NaN or infinities (as Python's json writes them), or nulls (as
+    JavaScript's JSON.stringify writes NaN)."""
+    value = {"zero": 0.0, "nan": float("nan"), "inf": float("inf"), "null": None}[kind]
+    return [value] * dim
 
 
 def hash_vector(text: str, dim: int) -> np.ndarray:
@@ -100,7 +115,10 @@ class FakeOpenAI:
         self.reverse_order = False  # list `data` last text first (clients must sort by `index`)
         self.always_base64 = False  # answer in base64 whatever encoding_format asked (as some servers do)
         self.html = False  # answer 200 with an HTML page (a base_url that points at a web site)
+        self.poisons: dict[str, str] = {}  # marker -> kind: texts containing the marker get a poisoned vector
+        self.abandoned = 0  # answers the client hung up on before they were sent in full
         self.requests: list[Recorded] = []
+        self._released = threading.Event()
         self._plans: deque[_Plan] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -156,12 +174,44 @@ class FakeOpenAI:
         with self._lock:
             self._plans.extend(_Plan(delay=seconds) for _ in range(n))
 
+    def trickle_next(self, n: int = 1, bytes_per_s: float = 1.0, *, head: bool = False) -> None:
+        """Answer the next `n` requests normally, but send each body `bytes_per_s` bytes a second, one byte at
+        a time after the headers (a ~300-byte answer at 1 byte/s takes minutes), or from the status line on
+        with `head`: a client whose timeout is per read never gives up on it."""
+        with self._lock:
+            self._plans.extend(_Plan(trickle=bytes_per_s, trickle_head=head) for _ in range(n))
+
+    def hold_next(self, n: int = 1) -> None:
+        """Keep the next `n` requests unanswered until `release()` (or the server stops)."""
+        with self._lock:
+            self._released.clear()
+            self._plans.extend(_Plan(hold=True) for _ in range(n))
+
+    def release(self) -> None:
+        self._released.set()
+
+    def poison(self, marker: str, kind: str = "zero") -> None:
+        """Give every text containing `marker` a poisoned vector (`POISONS`) until `unpoison` or `reset`."""
+        if kind not in POISONS:
+            raise ValueError(f"kind is one of {POISONS}")
+        with self._lock:
+            self.poisons[marker] = kind
+
+    def unpoison(self, marker: str | None = None) -> None:
+        with self._lock:
+            if marker is None:
+                self.poisons.clear()
+            else:
+                self.poisons.pop(marker, None)
+
     def reset(self) -> None:
         with self._lock:
             self._plans.clear()
             self.requests.clear()
+            self.poisons.clear()
         self.delay, self.wrong_dim, self.reverse_order, self.always_base64 = 0.0, None, False, False
         self.html = False
+        self._released.set()
 
     @property
     def texts(self) -> list[str]:
@@ -182,6 +232,14 @@ class FakeOpenAI:
     def _record(self, entry: Recorded) -> None:
         with self._lock:
             self.requests.append(entry)
+
+    def _abandoned(self) -> None:
+        with self._lock:
+            self.abandoned += 1
+
+    def _poison_for(self, text: str) -> str | None:
+        with self._lock:
+            return next((kind for marker, kind in self.poisons.items() if marker in text), None)
 
     def _answer(self, path: str, headers: dict[str, str], body: Any) -> tuple[_Plan, Any]:
         """(status, headers, delay) and the JSON payload for one request."""
@@ -211,8 +269,11 @@ class FakeOpenAI:
         as_b64 = self.always_base64 or body.get("encoding_format") == "base64"
         data = []
         for i, text in enumerate(texts):
-            v = self.vector(text, dim)
-            emb: Any = base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else v.tolist()
+            v: Any = self.vector(text, dim).tolist()
+            kind = self._poison_for(text)
+            if kind is not None:
+                v = poisoned("nan" if as_b64 and kind == "null" else kind, dim)
+            emb = base64.b64encode(np.array(v, dtype="<f4").tobytes()).decode() if as_b64 else v
             data.append({"object": "embedding", "index": i, "embedding": emb})
         if self.reverse_order:
             data.reverse()
@@ -243,24 +304,42 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             plan, payload = server._answer(self.path, headers, body)
             server._record(Recorded(arrived, self.path, headers, body, plan.status))
+            if plan.hold:
+                while not server._released.wait(0.05):
+                    if server._stopping.is_set():
+                        return
             wait = server.delay + plan.delay
             if wait and server._stopping.wait(wait):
                 return
-            self._send(plan.status, plan.headers, payload)
+            self._send(plan.status, plan.headers, payload, plan)
 
-        def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
+        def _send(self, status: int, headers: dict[str, str], payload: Any, plan: _Plan) -> None:
             html = server.html and status == 200
             data = b"<html><body>Welcome</body></html>" if html else json.dumps(payload).encode()
             try:
+                if plan.trickle is not None and plan.trickle_head:
+                    head = f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                    head += f"Content-Length: {len(data)}\r\n\r\n"
+                    self._trickle(head.encode() + data, plan.trickle)
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html" if html else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client timed out and went away
+                if plan.trickle is None:
+                    self.wfile.write(data)
+                else:
+                    self._trickle(data, plan.trickle)
+            except OSError:  # BrokenPipeError, ConnectionResetError, an SSL EOF: the client went away
+                server._abandoned()
+
+        def _trickle(self, data: bytes, bytes_per_s: float) -> None:
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                if server._stopping.wait(1.0 / bytes_per_s):
+                    return
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

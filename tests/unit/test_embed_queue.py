@@ -12,6 +12,7 @@ import pytest
 
 from ragd.config import EmbeddingConfig
 from ragd.embed import EmbedQueue, make_embedder
+from ragd.embed.base import NOT_FINITE, ZERO, row_problems
 from ragd.errors import EmbedError
 from tests.support.fake_openai import FakeOpenAI
 
@@ -31,8 +32,12 @@ def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+UNUSABLE = {"zero-row": 0.0, "nan-row": float("nan"), "inf-row": float("inf")}
+
+
 class RecordingEmbedder:
-    """Deterministic vectors; records every batch; fails batches holding "bad"; can hold its first call."""
+    """Deterministic vectors; records every batch; fails batches holding "bad"; can hold its first call.
+    Texts "zero-row", "nan-row" and "inf-row" get an unusable vector (as a misbehaving model would answer)."""
 
     model_name = "recording"
     dimension = DIM
@@ -55,7 +60,7 @@ class RecordingEmbedder:
             raise RuntimeError("a bug in the embedder")
         if "short" in texts:
             return np.zeros((len(texts) - 1, DIM), dtype=np.float32)
-        return np.stack([vec(t) for t in texts])
+        return np.stack([np.full(DIM, UNUSABLE[t], np.float32) if t in UNUSABLE else vec(t) for t in texts])
 
     def close(self) -> None:
         self.closed = True
@@ -155,6 +160,105 @@ def test_a_failed_batch_fails_only_its_callers() -> None:
     stats = queue.stats
     assert stats.failed_batches == 1 and stats.last_error is not None and "bad" in stats.last_error
     assert stats.queued == 0 and stats.in_flight == 0
+
+
+def test_an_unusable_row_fails_only_its_caller_in_a_shared_batch() -> None:
+    """One request holds four callers' texts; the model answers a NaN vector for one text of one caller and a zero
+    vector for one of another: those two callers get EmbedError saying so, the other two get their vectors."""
+    embedder = RecordingEmbedder(hold_first=True)
+    queue = EmbedQueue(embedder, batch_size=64, concurrency=1)
+    try:
+        first = threading.Thread(target=queue.embed, args=(["warm", "up"],))
+        first.start()
+        wait_until(lambda: len(embedder.batches) == 1)
+        calls = [["a1", "a2"], ["p1", "nan-row", "p3"], ["b1"], ["q1", "zero-row"]]
+        done: list[list[np.ndarray | EmbedError]] = []
+        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+        runner.start()
+        wait_until(lambda: queue.stats.queued == 8)
+        embedder.release.set()
+        runner.join(timeout=10)
+        first.join(timeout=10)
+    finally:
+        queue.close()
+    assert len(embedder.batches) == 2 and len(embedder.batches[1]) == 8  # all four callers shared one request
+    got = {c[0]: r for c, r in zip(calls, done[0], strict=True)}
+    for key, texts in (("a1", calls[0]), ("b1", calls[2])):
+        ok = got[key]
+        assert isinstance(ok, np.ndarray)
+        np.testing.assert_array_equal(ok, expect(texts))
+    nan_err, zero_err = got["p1"], got["q1"]
+    assert isinstance(nan_err, EmbedError) and isinstance(zero_err, EmbedError)
+    assert (
+        nan_err.message
+        == "the embedder recording returned a non-finite (NaN or infinite) vector for 1 of 3 texts"
+    )
+    assert zero_err.message == "the embedder recording returned a zero vector for 1 of 2 texts"
+    assert "retried later" in nan_err.hint
+    stats = queue.stats
+    assert (stats.requests, stats.failed_batches, stats.rejected, stats.texts_embedded) == (2, 1, 2, 5)
+    assert stats.last_error is not None and "recording returned" in stats.last_error
+    assert stats.queued == 0 and stats.in_flight == 0
+
+
+def test_a_caller_with_an_unusable_row_is_dropped_from_later_batches() -> None:
+    """A caller split over several batches fails at its first unusable row; its texts still waiting are not sent,
+    and the callers behind it are embedded."""
+    embedder = RecordingEmbedder(hold_first=True)
+    queue = EmbedQueue(embedder, batch_size=2, concurrency=1)
+    try:
+        first = threading.Thread(target=queue.embed, args=(["warm"],))
+        first.start()
+        wait_until(lambda: len(embedder.batches) == 1)
+        calls = [["inf-row", "zero-row", "p3", "p4", "p5"], ["b1", "b2"]]
+        done: list[list[np.ndarray | EmbedError]] = []
+        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+        runner.start()
+        wait_until(lambda: queue.stats.queued == 7)
+        embedder.release.set()
+        runner.join(timeout=10)
+        first.join(timeout=10)
+    finally:
+        queue.close()
+    failed, ok = done[0]
+    assert isinstance(failed, EmbedError)
+    assert failed.message == (
+        "the embedder recording returned a zero vector and a non-finite (NaN or infinite) vector for 2 of 2 texts"
+    )
+    assert isinstance(ok, np.ndarray)
+    np.testing.assert_array_equal(ok, expect(calls[1]))
+    assert "p3" not in embedder.seen
+    assert queue.stats.queued == 0 and queue.stats.in_flight == 0
+
+
+def test_row_problems_agree_with_the_index() -> None:
+    """A vector passes the embed stage exactly when the index accepts it (so no sidecar holds one it refuses)."""
+    from ragd.errors import RagdError
+    from ragd.index.zvec_schema import check_vector
+
+    rows = np.array(
+        [
+            [0.1, 0.2, 0.3, 0.4],
+            [0.0, 0.0, 0.0, 0.0],
+            [np.nan, 1.0, 1.0, 1.0],
+            [np.inf, 0.0, 0.0, 0.0],
+            [-np.inf, 0.0, 0.0, 0.0],
+            [3e38, 3e38, 0.0, 0.0],  # finite values whose norm overflows float32
+            [1e-45, 0.0, 0.0, 0.0],  # a denormal whose square underflows to zero
+            [1e-20, 0.0, 0.0, 0.0],
+        ],
+        dtype=np.float32,
+    )
+    problems = row_problems(rows)
+    assert problems == [None, ZERO, NOT_FINITE, NOT_FINITE, NOT_FINITE, NOT_FINITE, ZERO, None]
+    for row, problem in zip(rows, problems, strict=True):
+        try:
+            with np.errstate(over="ignore", under="ignore"):
+                check_vector(row, DIM, "x")
+            accepted = True
+        except RagdError:
+            accepted = False
+        assert accepted == (problem is None), (row, problem)
 
 
 def test_unexpected_errors_and_bad_shapes_become_embed_errors() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -13,10 +14,12 @@ from ..errors import EmbedError
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Embeds one batch of texts. Implementations may also offer `close()` and a `retries` counter.
+    """Embeds one batch of texts. Implementations may also offer `close()`, a `retries` counter and a `source`
+    ("the embeddings API at URL") that messages name.
 
     `embed` returns a float32 array of shape (len(texts), dimension), row i for texts[i], and raises
-    `EmbedError` when it gives up.
+    `EmbedError` when it gives up. A row may still be unusable (zero, NaN, infinite: some servers answer that
+    for some texts); the caller checks rows with `row_problems`, so that one bad text fails only its own file.
     """
 
     model_name: str
@@ -69,3 +72,43 @@ def check_vectors(vectors: np.ndarray, count: int, dimension: int, source: str) 
             "set embedding.dimension to the model's dimension",
         )
     return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+ZERO = "zero"
+NOT_FINITE = "not finite"
+_KIND_WORDS = {ZERO: "zero", NOT_FINITE: "non-finite (NaN or infinite)"}
+
+
+def source_of(embedder: Embedder) -> str:
+    """How messages name `embedder`: its `source` when it has one."""
+    return str(getattr(embedder, "source", "") or f"the embedder {embedder.model_name}")
+
+
+def row_problems(vectors: np.ndarray) -> list[str | None]:
+    """Per row of a float32 (n, d) array: None if the vector is usable, else ZERO or NOT_FINITE.
+
+    The same test the index applies (the float32 L2 norm must be finite and non-zero), so a vector that passes
+    here is never refused there: a NaN or infinite value, a norm overflowing float32, or all zeros is refused.
+    """
+    problems: list[str | None] = []
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for row in vectors:
+            norm = float(np.linalg.norm(row))
+            problems.append(NOT_FINITE if not np.isfinite(norm) else ZERO if norm == 0.0 else None)
+    return problems
+
+
+def invalid_vectors_error(source: str, model_name: str, problems: Sequence[str | None]) -> EmbedError:
+    """The error for a caller whose texts got unusable vectors (`problems` from `row_problems`, its rows)."""
+    counts = Counter(p for p in problems if p is not None)
+    what = " and ".join(
+        f"a {word} vector" if counts[kind] == 1 else f"{counts[kind]} {word} vectors"
+        for kind, word in _KIND_WORDS.items()
+        if counts[kind]
+    )
+    model = "" if model_name in source else f" (model {model_name})"
+    return EmbedError(
+        f"{source} returned {what} for {sum(counts.values())} of {len(problems)} texts{model}",
+        "such a vector cannot be searched and is not stored; the file is retried later. If it keeps failing, "
+        "check the embedding server's logs for these texts, or try another embedding.model",
+    )

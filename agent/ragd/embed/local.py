@@ -36,6 +36,7 @@ class LocalEmbedder:
 
     model_name = LOCAL_MODEL
     dimension = LOCAL_DIMENSION
+    source = f"the local model {LOCAL_MODEL}"
 
     def __init__(self, threads: int = 1, max_chars: int = MAX_CHARS) -> None:
         self.threads = threads
@@ -58,9 +59,8 @@ class LocalEmbedder:
                     f"{type(err).__name__}: {err}",
                     "see the agent's log; report it if it repeats",
                 ) from err
-        return check_vectors(
-            np.asarray(vectors), len(batch), self.dimension, f"the local model {self.model_name}"
-        )
+        # shape only: a zero or NaN row (the embed queue refuses those per text) fails its own file, not the batch
+        return check_vectors(np.asarray(vectors), len(batch), self.dimension, self.source)
 
     def _prepare(self, text: str) -> str:
         if len(text) > self.max_chars:

@@ -5,11 +5,21 @@ The `openai` client is used with `max_retries=0`: retries are ours, so that they
 at once on shutdown. Retried: 408, 409, 429, 5xx, timeouts, connection errors. Not retried: every other 4xx
 (a wrong key, model or request does not heal by waiting) and a response of the wrong shape or dimension.
 The API key never appears in a message or a log line: error texts are redacted before they leave this module.
+
+`embedding.timeout` is a total deadline per attempt: connecting, sending the request and receiving the whole
+response must fit in it, whatever the server's pace (a `deadline.Watchdog` cuts the connection when it passes);
+a server trickling its answer is cut off at the deadline like a silent one, and the attempt is a retryable
+timeout. Each retry gets a new `timeout`; the backoff waits between attempts are not counted in it. For that,
+each thread that embeds has its own client with one keep-alive connection.
+
+Vectors are returned as the server sent them, NaN and infinities included (Python servers write `NaN`, JS
+ones `null`): the embed queue refuses unusable rows per text, so that one bad text fails only its own file.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -24,12 +34,21 @@ import orjson
 from ..config import EmbeddingConfig
 from ..errors import EmbedError
 from .base import clean_text, redact, shut_down_error
+from .deadline import Watchdog
 from .retry import next_delay, retry_after
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class _Http:
+    """One thread's client, with one connection, and the watchdog keeping its requests' deadline."""
+
+    client: openai.OpenAI
+    watchdog: Watchdog
 
 
 @dataclass(frozen=True)
@@ -49,28 +68,53 @@ def safe_url(url: str) -> str:
 
 
 class OpenAIEmbedder:
-    """Embeds through `POST {base_url}/embeddings`. Thread-safe: the HTTP client pools connections."""
+    """Embeds through `POST {base_url}/embeddings`. Thread-safe: each calling thread has its own connection."""
 
     def __init__(self, cfg: EmbeddingConfig, *, api_key: str | None, base_url: str | None = None) -> None:
         self.model_name = cfg.model_name
         self.dimension = cfg.dim
         self.base_url = safe_url(base_url or cfg.base_url or DEFAULT_BASE_URL)
+        self.source = f"the embeddings API at {self.base_url}"
         self.retries = 0  # retried attempts so far, all batches together
         self._cfg = cfg
         self._key = api_key
+        self._url = base_url or cfg.base_url or DEFAULT_BASE_URL
         self._stop = threading.Event()
         self._count_lock = threading.Lock()
-        self._client = openai.OpenAI(
-            base_url=base_url or cfg.base_url or DEFAULT_BASE_URL,
-            api_key=api_key or "not-needed",
-            timeout=cfg.timeout,
-            max_retries=0,
-        )
+        self._local = threading.local()
+        self._clients: list[_Http] = []
 
     def close(self) -> None:
-        """Interrupt any backoff wait (the batch fails with "embedder shut down") and release connections."""
+        """Interrupt any backoff wait or request in flight (the batch fails with "embedder shut down") and
+        release the connections."""
         self._stop.set()
-        self._client.close()
+        with self._count_lock:
+            clients, self._clients = self._clients, []
+        for http in clients:
+            http.watchdog.expire()
+            http.client.close()
+
+    def _http(self) -> _Http:
+        """This thread's client (made on first use)."""
+        http: _Http | None = getattr(self._local, "http", None)
+        if http is None:
+            if self._stop.is_set():
+                raise shut_down_error()
+            watchdog = Watchdog()
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=1, max_keepalive_connections=1)
+            client = openai.OpenAI(
+                base_url=self._url,
+                api_key=self._key or "not-needed",
+                timeout=self._cfg.timeout,  # per phase; the watchdog keeps the total
+                max_retries=0,
+                http_client=openai.DefaultHttpxClient(
+                    limits=limits, event_hooks={"request": [watchdog.on_request]}
+                ),
+            )
+            http = self._local.http = _Http(client, watchdog)
+            with self._count_lock:
+                self._clients.append(http)
+        return http
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -83,10 +127,9 @@ class OpenAIEmbedder:
                 self._pause(attempt - 1, last)
             if self._stop.is_set():
                 raise shut_down_error()
-            try:
-                response = self._request(inputs)
-            except openai.APIError as err:
-                last = self._classify(err)
+            response = self._attempt(inputs)
+            if isinstance(response, _Failure):
+                last = response
                 if not last.retryable:
                     raise self._rejected(last) from None
                 log.warning(
@@ -104,24 +147,33 @@ class OpenAIEmbedder:
         if self._stop.wait(delay):
             raise shut_down_error()
 
-    def _request(self, inputs: list[str]) -> Any:
+    def _attempt(self, inputs: list[str]) -> Any:
+        """One request under the deadline: the parsed answer, or the _Failure to report."""
+        http = self._http()
+        try:
+            with http.watchdog.deadline(self._cfg.timeout):
+                content = self._request(http.client, inputs)
+        except openai.APIError as err:
+            if self._stop.is_set():  # close() cut it
+                raise shut_down_error() from None
+            return self._classify(err, timed_out=http.watchdog.expired)
+        return _parse(content)
+
+    def _request(self, client: openai.OpenAI, inputs: list[str]) -> bytes:
         extra: dict[str, Any] = {"dimensions": self.dimension} if self._cfg.send_dimensions else {}
         # "float" (the API's documented default) explicitly: the client would ask for base64, which some
         # OpenAI-compatible servers and gateways do not support. The raw body is parsed here: the client's
         # own parsing builds a Python object per float and cost more CPU than everything else in a run.
-        raw = self._client.embeddings.with_raw_response.create(
+        raw = client.embeddings.with_raw_response.create(
             input=inputs, model=self.model_name, encoding_format="float", **extra
         )
-        try:
-            return orjson.loads(raw.http_response.content)
-        except orjson.JSONDecodeError:
-            return raw.http_response.text[:200]
+        return raw.http_response.content
 
-    def _classify(self, err: openai.APIError) -> _Failure:
-        if isinstance(err, openai.APITimeoutError):
+    def _classify(self, err: openai.APIError, *, timed_out: bool = False) -> _Failure:
+        cause = err.__cause__ or err.__context__
+        if timed_out or isinstance(err, openai.APITimeoutError):
             return _Failure(f"no answer within {self._cfg.timeout:g} s (timeout)", True)
         if isinstance(err, openai.APIConnectionError):
-            cause = err.__cause__ or err.__context__
             return _Failure(f"cannot connect: {redact(str(cause or err), self._key)}", True)
         if isinstance(err, openai.APIStatusError):
             status = err.status_code
@@ -181,7 +233,7 @@ class OpenAIEmbedder:
 
     def _vectors(self, response: Any, count: int) -> np.ndarray:
         data = response.get("data") if isinstance(response, dict) else None
-        source = f"the embeddings API at {self.base_url}"
+        source = self.source
         if not isinstance(data, list):
             raise EmbedError(
                 f"{source} did not answer with a list of embeddings (model {self.model_name}): "
@@ -220,6 +272,18 @@ class OpenAIEmbedder:
                 "if the model can shorten its vectors",
             )
         return vectors
+
+
+def _parse(content: bytes) -> Any:
+    """The answer's JSON; its first 200 characters as text when it is not JSON (the caller reports those)."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # NaN / Infinity, which orjson refuses: the embed queue then refuses just those texts' vectors
+        return json.loads(content)
+    except ValueError:
+        return content[:200].decode("utf-8", "replace")
 
 
 def _as_floats(embedding: Any) -> Any:

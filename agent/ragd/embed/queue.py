@@ -5,6 +5,10 @@ to `batch_size` waiting texts (from as many callers as it takes to fill the batc
 over several batches when they do not fit), calls the embedder once and hands each caller its rows. A failed
 batch fails exactly the callers that had texts in it; their texts still waiting are dropped, other callers are
 untouched.
+
+Every row is checked here, whatever the provider (`base.row_problems`): a zero, NaN or infinite vector never
+reaches a caller. A caller with such a row gets an EmbedError naming the embedder and what was wrong, and the
+other callers of the same batch get their vectors: one bad text fails its own file, never its neighbours.
 """
 
 from __future__ import annotations
@@ -20,20 +24,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import EmbedError
-from .base import Embedder, check_vectors, shut_down_error
+from .base import Embedder, check_vectors, invalid_vectors_error, row_problems, shut_down_error, source_of
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class EmbedStats:
-    texts_embedded: int = 0
+    texts_embedded: int = 0  # texts handed to their callers with a usable vector
     requests: int = 0  # batches sent to the embedder
     retries: int = 0  # attempts the embedder retried (a provider with no retries reports 0)
-    failed_batches: int = 0
+    failed_batches: int = 0  # batches that failed at least one caller (the request, or some of its rows)
     last_error: str | None = None
     queued: int = 0  # texts waiting for a worker
     in_flight: int = 0  # texts in batches being embedded now
+    rejected: int = 0  # texts whose vector came back unusable (zero, NaN, infinite)
 
 
 @dataclass(eq=False)
@@ -74,6 +79,7 @@ class EmbedQueue:
         self._texts_embedded = 0
         self._requests = 0
         self._failed_batches = 0
+        self._rejected = 0
         self._last_error: str | None = None
         self._workers = [
             threading.Thread(target=self._work, name=f"embed-{i}", daemon=True) for i in range(concurrency)
@@ -92,6 +98,7 @@ class EmbedQueue:
                 self._last_error,
                 self._queued,
                 self._in_flight,
+                self._rejected,
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -172,13 +179,9 @@ class EmbedQueue:
 
     def _run(self, batch: list[_Slice]) -> None:
         texts = [t for s in batch for t in s.piece.texts[s.start : s.end]]
+        source = source_of(self.embedder)
         try:
-            vectors = check_vectors(
-                self.embedder.embed(texts),
-                len(texts),
-                self.embedder.dimension,
-                f"the embedder {self.embedder.model_name}",
-            )
+            vectors = check_vectors(self.embedder.embed(texts), len(texts), self.embedder.dimension, source)
         except EmbedError as err:
             self._failed(batch, len(texts), err)
             return
@@ -190,28 +193,49 @@ class EmbedQueue:
                 batch,
                 len(texts),
                 EmbedError(
-                    f"the embedder {self.embedder.model_name} failed: {type(err).__name__}: {err}",
+                    f"{source} failed: {type(err).__name__}: {err}",
                     "see the agent's log",
                 ),
             )
             return
+        self._deliver(batch, vectors, source)
+
+    def _deliver(self, batch: list[_Slice], vectors: np.ndarray, source: str) -> None:
+        """Hand each caller its rows; a caller with an unusable row gets an EmbedError instead."""
+        problems = row_problems(vectors)
+        good: list[_Slice] = []
+        bad: list[tuple[_Piece, EmbedError]] = []
         row = 0
         for s in batch:
             n = s.end - s.start
-            s.piece.result[s.start : s.end] = vectors[row : row + n]
+            mine = problems[row : row + n]
+            if any(mine):
+                bad.append((s.piece, invalid_vectors_error(source, self.embedder.model_name, mine)))
+            else:
+                s.piece.result[s.start : s.end] = vectors[row : row + n]
+                good.append(s)
             row += n
+        for _, err in bad:
+            log.warning("embedding a batch of %d texts: %s", len(vectors), err)
         with self._cond:
             self._requests += 1
-            self._texts_embedded += len(texts)
-            self._in_flight -= len(texts)
+            self._texts_embedded += sum(s.end - s.start for s in good)
+            self._in_flight -= len(vectors)
             done = []
-            for s in batch:
+            for s in good:
                 s.piece.remaining -= s.end - s.start
                 if s.piece.remaining == 0:
                     done.append(s.piece)
                     self._active.discard(s.piece)
+            if bad:
+                self._failed_batches += 1
+                self._rejected += sum(p is not None for p in problems)
+                self._last_error = str(bad[0][1])
+                self._drop([piece for piece, _ in bad])
         for piece in done:
             _settle(piece)
+        for piece, err in bad:
+            _fail(piece, err)
 
     def _failed(self, batch: list[_Slice], count: int, err: EmbedError) -> None:
         log.warning("embedding a batch of %d texts failed: %s", count, err)
@@ -221,14 +245,18 @@ class EmbedQueue:
             self._failed_batches += 1
             self._in_flight -= count
             self._last_error = str(err)
-            for piece in pieces:  # drop what these callers still have waiting: their call has failed anyway
-                if piece.sent < len(piece.texts) and not self._closed:
-                    self._queued -= len(piece.texts) - piece.sent
-                    piece.sent = len(piece.texts)
-                    self._pending.remove(piece)
-                self._active.discard(piece)
+            self._drop(pieces)
         for piece in pieces:
             _fail(piece, err)
+
+    def _drop(self, pieces: list[_Piece]) -> None:
+        """Forget failed callers (under the lock): their texts still waiting are not sent for nothing."""
+        for piece in pieces:
+            if piece.sent < len(piece.texts) and not self._closed:
+                self._queued -= len(piece.texts) - piece.sent
+                piece.sent = len(piece.texts)
+                self._pending.remove(piece)
+            self._active.discard(piece)
 
 
 def _settle(piece: _Piece) -> None:
