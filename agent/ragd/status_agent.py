@@ -78,6 +78,7 @@ def _embedder(life: Lifecycle) -> dict[str, Any]:
         "texts": stats.texts_embedded,
         "retries": stats.retries,
         "errors": stats.failed_batches,
+        "rejected": stats.rejected,
         "last_error": stats.last_error,
     }
 
