@@ -13,6 +13,7 @@ Every entry is written never more readable than its source (`sidecar.write_entry
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import sidecar
+from . import modes, sidecar
 from .config import Config
 from .embed.base import SHUTDOWN
 from .errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
@@ -170,6 +171,8 @@ class FileTask:
             sidecar.write_entry(self.directory, old.with_status(old.status, source=refreshed), like=st)
         except StorageError as err:  # the entry is still right about the content; the next job tries again
             log.error("%s", err)
+            with contextlib.suppress(OSError):  # but a narrower mode needs no space: never leave it wider
+                modes.restrict(sidecar.entry_path(self.directory, self.name), st)
         return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash)
 
     def finish(self) -> FileOutcome:

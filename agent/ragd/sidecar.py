@@ -290,7 +290,8 @@ def write_atomic(
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # best effort: what is reported is why the write failed
+            tmp.unlink()
         raise StorageError(
             f"cannot write {target}: {err.strerror or err}",
             "check free space and write permission on the directory",
@@ -390,7 +391,7 @@ def clean_debris(tmp: Path) -> int:
         try:
             p.unlink()
             removed += 1
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
             pass
     return removed
 

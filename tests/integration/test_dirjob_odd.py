@@ -324,3 +324,28 @@ def _doc_at(path: Path) -> Path:
     old = path.stat().st_mtime - 100  # not "racy": the stat alone decides that nothing changed
     os.utime(path, (old, old))
     return path
+
+
+def test_a_chmod_whose_entry_cannot_be_rewritten_still_narrows_the_entry(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The TOUCHED rewrite fails (its staging path is taken by a directory): the entry stays EMBEDDED (its content is
+    right), but its mode is narrowed at once (a chmod needs no space), and the next job rewrites it."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nprivate words\n")
+    (root / "a.md").chmod(0o644)
+    ctx, queue = context(api_config(fake_openai_server, [root]))
+    try:
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == EMBEDDED
+        (root / "a.md").chmod(0o600)
+        block = root / ".rag" / "tmp" / f"a.md.ragjson.{os.getpid()}.tmp"
+        (block / "in-the-way").mkdir(parents=True)
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == "TOUCHED"
+        assert _mode(sidecar.entry_path(root, "a.md")) == 0o600 and entry(root, "a.md").status == EMBEDDED
+        (block / "in-the-way").rmdir()
+        block.rmdir()
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == "TOUCHED"
+    finally:
+        queue.close()
+    assert entry(root, "a.md").source.ctime_ns == (root / "a.md").stat().st_ctime_ns
