@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import socket
 import stat
 import subprocess
@@ -134,8 +133,13 @@ def test_a_sidecar_write_failure_is_retried_until_it_succeeds(agent: AgentProces
     assert entry is not None and entry.status == "EMBEDDED"
 
 
-def _limit_file_size(limit: int) -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+def _with_file_size_limit(limit: int, argv: list[str]) -> list[str]:
+    """`ragd ARGS` in an interpreter that first lowers its RLIMIT_FSIZE (Python ignores SIGXFSZ: writes get EFBIG)."""
+    assert argv[:3] == RAGD
+    code = ("import resource, runpy, sys; "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.getrlimit(resource.RLIMIT_FSIZE)[1])); "
+            f"sys.argv = ['ragd', *{argv[3:]!r}]; runpy.run_module('ragd', run_name='__main__')")  # fmt: skip
+    return [RAGD[0], "-c", code]
 
 
 def test_a_full_disk_leaves_the_file_failed_with_a_retry_time(tmp_path: Path, config: Path) -> None:
@@ -148,8 +152,8 @@ def test_a_full_disk_leaves_the_file_failed_with_a_retry_time(tmp_path: Path, co
         "".join(f"Paragraph {i}: bigtoken words of a long text.\n\n" for i in range(400))
     )
     run = [*RAGD, "run", "--once", "--no-index", "--json", str(root)]
-    proc = subprocess.run(run, capture_output=True, text=True, timeout=120, env=os.environ.copy(),
-                          preexec_fn=lambda: _limit_file_size(16384))  # fmt: skip
+    limited = _with_file_size_limit(16384, run)
+    proc = subprocess.run(limited, capture_output=True, text=True, timeout=120, env=os.environ.copy())
     assert proc.returncode == 1, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["embedded"] == 1 and summary["failed_dirs"] == []
