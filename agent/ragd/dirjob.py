@@ -56,7 +56,7 @@ class _Plan:
     work: list[tuple[str, Change]] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    # entries whose names are not valid UTF-8 (written by an older version): set aside, never named in a mushroom
+    # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
     stray: list[str] = field(default_factory=list)
 
 
@@ -179,8 +179,8 @@ def _finish_mushroom(
 
 def _apply_structure(directory: Path, plan: _Plan) -> None:
     """Renames for deleted and returning names; entries for new subdirectories."""
-    for name in plan.stray:  # cannot be named in a mushroom: set aside without an event
-        sidecar.mark_deleted(directory, name)
+    for name in plan.stray:  # no event can name it, and it can never be tracked again: remove it
+        sidecar.entry_path(directory, name).unlink(missing_ok=True)
     for ev in plan.events:
         if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
             sidecar.mark_deleted(directory, ev.file)

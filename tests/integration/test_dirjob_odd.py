@@ -110,7 +110,7 @@ def test_a_directory_that_is_not_utf8_is_not_tracked(tmp_path: Path, fake_openai
     assert not (bad_dir / ".rag").exists()
 
 
-def test_an_entry_of_an_older_version_with_such_a_name_is_set_aside(
+def test_an_entry_of_an_older_version_with_such_a_name_is_removed(
     tmp_path: Path, fake_openai_server: FakeOpenAI
 ) -> None:
     root = tmp_path / "kb"
@@ -123,7 +123,7 @@ def test_an_entry_of_an_older_version_with_such_a_name_is_set_aside(
     summary = helpers.run(api_config(fake_openai_server, [root]), index=False)
     assert summary.ok and summary.embedded == 1
     names = os.listdir(os.fsencode(root / ".rag"))
-    assert BAD_DIR + b".ragjson" not in names and BAD_DIR + b".ragjson.deleted" in names
+    assert BAD_DIR + b".ragjson" not in names and BAD_DIR + b".ragjson.deleted" not in names
     all_json_valid(root)
 
 
