@@ -7,6 +7,7 @@ ragjson tool: sections embedding_model, splitter, vector_database) > built-in de
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -395,12 +396,22 @@ def _load_legacy(path: Path) -> Config:
 
 
 def data_dir(config: Config | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The agent's data directory: created 0700 when missing, and its `index/` (the documents' text) kept 0700."""
     env = os.environ if environ is None else environ
     if env.get("RAGD_DATA_DIR"):
-        return Path(env["RAGD_DATA_DIR"]).expanduser()
-    if config is not None and config.data_dir is not None:
-        return config.data_dir.expanduser()
-    return Path(platformdirs.user_data_dir(APP))
+        path = Path(env["RAGD_DATA_DIR"]).expanduser()
+    elif config is not None and config.data_dir is not None:
+        path = config.data_dir.expanduser()
+    else:
+        path = Path(platformdirs.user_data_dir(APP))
+    with contextlib.suppress(
+        OSError
+    ):  # best effort: whoever uses the directory reports what is wrong with it
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (path / "index").mkdir(mode=0o700, exist_ok=True)
+        if (path / "index").stat().st_mode & 0o077:  # made by an older version
+            (path / "index").chmod(0o700)
+    return path
 
 
 def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:

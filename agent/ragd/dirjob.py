@@ -6,22 +6,29 @@ A job first plans (classifies every name), writes a mushroom announcing the plan
 the plan out and rewrites that mushroom with the final events. The index consumer takes the same lock, so it
 only ever sees the final mushroom, unless the job died: then the planned events stand, and the sidecars they
 point at say how far the job got (the next job picks up from there).
+
+Names that cannot be recorded (not valid UTF-8: sidecars and mushrooms are UTF-8 JSON) and entries that are not
+regular files (FIFOs, sockets, devices, dangling links, link loops) are never opened nor recorded: each gets a SKIPPED
+outcome with the reason, under its display name (undecodable bytes as `\\xNN`), and the rest of the directory goes
+on. A directory whose own path is not valid UTF-8 is not tracked: its parent's job reports it SKIPPED.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import mushroom, sidecar
+from . import modes, mushroom, sidecar
 from .filejob import FileOutcome, FileTask, JobContext
+from .modes import valid_name
 from .mushroom import Event
 from .scan import Change, Expected, Listing, classify, indexable, list_dir
-from .sidecar import EMBEDDED, FileEntry
+from .sidecar import EMBEDDED, SKIPPED, FileEntry
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
@@ -49,6 +56,8 @@ class _Plan:
     work: list[tuple[str, Change]] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
+    stray: list[str] = field(default_factory=list)
 
 
 def _plan(ctx: JobContext, directory: Path) -> _Plan:
@@ -56,8 +65,10 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
     found = sidecar.load_entries(directory)
     for name, why in found.unreadable.items():
         log.warning("%s; treating %s as new", why, name)
-    entries, deleted = found.live, found.deleted
-    plan = _Plan(listing, entries, deleted)
+    entries = {n: e for n, e in found.live.items() if valid_name(n)}
+    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)})
+    plan.stray = [n for n in found.live if n not in entries]
+    deleted = plan.deleted
     for name, entry in entries.items():
         is_dir_entry = entry is None
         if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
@@ -95,6 +106,9 @@ def _read_deleted(directory: Path, name: str) -> FileEntry | None:
 
 def run_directory(ctx: JobContext, directory: Path) -> DirResult:
     """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised."""
+    if not valid_name(str(directory)):
+        log.debug("%s is not tracked: its path is not valid UTF-8", modes.display_name(str(directory)))
+        return DirResult(directory)
     with sidecar.DirLock(directory):
         plan = _plan(ctx, directory)
         fresh = tuple(
@@ -102,7 +116,8 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         )
         note = mushroom.write(directory, plan.events) if plan.events else None
         _apply_structure(directory, plan)
-        outcomes = [_unchanged(n, plan.entries.get(n)) for n in plan.unchanged]
+        outcomes = [_unchanged(directory, n, plan) for n in plan.unchanged]
+        outcomes += _not_tracked(directory, plan.listing)
         outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
@@ -126,12 +141,31 @@ def _expected(
     return out
 
 
-def _unchanged(name: str, entry: FileEntry | None) -> FileOutcome:
+def _unchanged(directory: Path, name: str, plan: _Plan) -> FileOutcome:
+    entry = plan.entries.get(name)
+    _keep_private(directory, name, plan.listing.files[name])
     if entry is None or entry.status == EMBEDDED:
         return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=len(entry.chunks) if entry else 0)
     error = entry.error or {}
     return FileOutcome(name, "UNCHANGED", recorded=entry.status, reason=str(error.get("message", "")),
                        retry_at=error.get("retry_at"))  # fmt: skip
+
+
+def _keep_private(directory: Path, name: str, st: os.stat_result) -> None:
+    """Narrow an entry written more readable than its source (by an older version or another tool)."""
+    try:
+        modes.restrict(sidecar.entry_path(directory, name), st)
+    except OSError as err:
+        log.warning(
+            "cannot narrow the permissions of the entry of %s: %s", directory / name, err.strerror or err
+        )
+
+
+def _not_tracked(directory: Path, listing: Listing) -> list[FileOutcome]:
+    for name, why in listing.undecodable.items():  # only a rename by the user helps: say so in the log too
+        log.warning("%s/%s: %s", directory, name, why)
+    skipped = {**listing.undecodable, **listing.special}
+    return [FileOutcome(name, SKIPPED, reason=why) for name, why in skipped.items()]
 
 
 def _finish_mushroom(
@@ -142,12 +176,13 @@ def _finish_mushroom(
     if not final:
         note.unlink(missing_ok=True)
         return None
-    payload = "".join(ev.to_line() + "\n" for ev in mushroom.coalesce(final)).encode("utf-8")
-    return sidecar.write_atomic(directory, note.name, payload)
+    return mushroom.rewrite(note, final)
 
 
 def _apply_structure(directory: Path, plan: _Plan) -> None:
     """Renames for deleted and returning names; entries for new subdirectories."""
+    for name in plan.stray:  # no event can name it, and it can never be tracked again: remove it
+        sidecar.entry_path(directory, name).unlink(missing_ok=True)
     for ev in plan.events:
         if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
             sidecar.mark_deleted(directory, ev.file)

@@ -4,13 +4,19 @@
     finish():  wait for the vectors -> EMBEDDED entry
 
 Every outcome is recorded in the file's entry (EMBEDDED, SKIPPED or FAILED with the reason). `guard` is the
-per-file boundary: nothing a single file does can stop its directory's job.
+per-file boundary: nothing a single file does can stop its directory's job. A FAILED file is retried with a
+backoff when the cause may pass by itself (the embedder, a sidecar that could not be written, an internal error),
+and when the file changes otherwise (a parse error, no read permission: a chmod is a change too). When even the
+FAILED entry cannot be written, the outcome still carries the reason and the retry time, so the agent retries.
+Every entry is written never more readable than its source (`sidecar.write_entry(..., like=stat)`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -20,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from . import sidecar
+from . import modes, sidecar
 from .config import Config
 from .embed.base import SHUTDOWN
 from .errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from .model import Chunk, EmbeddingIdentity
 from .parse import SUPPORTED_EXTENSIONS, parse
-from .scan import Change, Ignore, md5_file
+from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .split import split
 
@@ -35,8 +41,11 @@ log = logging.getLogger(__name__)
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
 ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
+VANISHED = "vanished during the job"
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
+# FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
+BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal"})
 
 
 @dataclass(frozen=True)
@@ -112,44 +121,39 @@ class FileTask:
         """The per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
         try:
             return step()
-        except StorageError as err:
+        except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
             log.error("%s", err)
-            return FileOutcome(self.name, FAILED, reason=str(err))
+            return self.failed(err)
         except Exception as err:  # record, log, go on
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
                                  "please report this with the log", code="internal")  # fmt: skip
-            return (
-                self.failed(internal)
-                if self.st is not None
-                else FileOutcome(self.name, FAILED, reason=str(err))
-            )
+            return self.failed(internal)
 
     def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
         """Everything up to the embedder. None: texts were submitted, call finish()."""
         try:
             self.st = os.stat(self.path)
         except OSError:
-            return FileOutcome(self.name, "UNCHANGED", reason="vanished during the job")
+            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         if self.change == Change.TOUCHED and self.old is not None:
-            refreshed = source_info(self.name, self.st, self.old.source.md5_hash)
-            sidecar.write_entry(self.directory, self.old.with_status(self.old.status, source=refreshed))
-            return FileOutcome(self.name, "TOUCHED", chunks=len(self.old.chunks), md5=refreshed.md5_hash)
+            return self._touch(self.old, self.st)
         try:
             self._precheck()
-        except FileSkipped as err:
-            return self.skipped(err, md5="")
-        self.source = source_info(self.name, self.st, md5_file(self.path))
-        try:
+            self.source = source_info(self.name, self.st, md5_file(self.path))
             doc = parse(self.path, self.ctx.config.limits)
             self.parser = doc.parser
             self.chunks = split(doc, self.ctx.identity.splitter)
             if not self.chunks:
                 raise FileSkipped("no text to index after splitting")
         except FileSkipped as err:
-            return self.skipped(err, md5=self.source.md5_hash)
+            return self.skipped(err, md5=self.source.md5_hash if self.source else "")
         except ParseError as err:
             return self.failed(err)
+        except FileNotFoundError:
+            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+        except PermissionError:
+            return self.failed(permission_denied(self.path))
         known = reuse([c.content_hash for c in self.chunks])
         self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
                                    chunk_meta(c)) for c in self.chunks]  # fmt: skip
@@ -159,6 +163,17 @@ class FileTask:
         self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser)
         self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
         return None
+
+    def _touch(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
+        """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
+        refreshed = source_info(self.name, st, old.source.md5_hash)
+        try:
+            sidecar.write_entry(self.directory, old.with_status(old.status, source=refreshed), like=st)
+        except StorageError as err:  # the entry is still right about the content; the next job tries again
+            log.error("%s", err)
+            with contextlib.suppress(OSError):  # but a narrower mode needs no space: never leave it wider
+                modes.restrict(sidecar.entry_path(self.directory, self.name), st)
+        return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash)
 
     def finish(self) -> FileOutcome:
         if self.future is not None:
@@ -182,6 +197,8 @@ class FileTask:
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""
         assert self.st is not None
+        if not stat.S_ISREG(self.st.st_mode):  # replaced since the listing (a FIFO is never opened)
+            raise FileSkipped(not_regular(self.st.st_mode))
         if self.ctx.roots and self.path.is_symlink():
             target = Path(os.path.realpath(self.path))
             if not any(target == r or r in target.parents for r in self.ctx.roots):
@@ -203,7 +220,7 @@ class FileTask:
         entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
                           model_name=ident.model_name, dimension=ident.dimension,
                           splitter=ident.splitter.fingerprint, **kw)  # fmt: skip
-        sidecar.write_entry(self.directory, entry)
+        sidecar.write_entry(self.directory, entry, like=self.st)
 
     def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
         assert self.st is not None
@@ -212,15 +229,27 @@ class FileTask:
         return FileOutcome(self.name, SKIPPED, reason=err.message)
 
     def failed(self, err: RagdError) -> FileOutcome:
-        """FAILED with the error and when it is retried: embed errors back off, others wait for a change."""
-        assert self.st is not None
+        """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change)."""
         old = self.old
         attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
-        retry_at = None
-        if isinstance(err, EmbedError) or err.code == "internal":
-            retry_at = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
+        backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
+        retry_at = backoff if isinstance(err, EmbedError) or err.code in BACKOFF_CODES else None
+        if self.st is None:  # nothing known about the file to record
+            return FileOutcome(self.name, FAILED, reason=err.message, retry_at=backoff)
         error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
         src = self.source or source_info(self.name, self.st, "")
         chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
-        self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
+        try:
+            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
+        except StorageError as unwritten:  # not even this could be written: the agent retries it by time
+            if unwritten.message != err.message:
+                log.error("%s", unwritten)
+            reason = err.message if err.code == StorageError.code else f"{err.message}; {unwritten.message}"
+            return FileOutcome(self.name, FAILED, reason=reason, retry_at=backoff)
         return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at)
+
+
+def permission_denied(path: Path) -> RagdError:
+    return RagdError(f"permission denied: {path}",
+                     "give the agent's user read access to the file; it is tried again when the file changes "
+                     "(a chmod counts)", code="permission")  # fmt: skip

@@ -5,6 +5,7 @@ A mushroom lives in `D/.rag/` and lists events for names in D:
 Names sort in creation order and are unique across writers in the same second:
     20261130T152551.123456Z-<pid>-<seq>.mushroom
 (the ragjson tool's `20261130T152551Z.mushroom` names are read too, and sort with ours).
+Mushrooms are written 0600: only the index consumer (this agent, or the ragjson tool of the same user) reads them.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import StorageError
+from .modes import valid_name
 from .sidecar import rag_dir, write_atomic
 
 SUFFIX = ".mushroom"
 UPSERT, DELETE, DIR_DELETE, DIR_RECOVER = "upsert", "delete", "dir_delete", "dir_recover"
 STATUSES = frozenset({UPSERT, DELETE, DIR_DELETE, DIR_RECOVER})
+MODE = 0o600
 
 _seq = itertools.count()
 _last_lock = threading.Lock()
@@ -91,8 +94,18 @@ def write(directory: Path, events: Iterable[Event]) -> Path | None:
     for ev in evs:
         if ev.status not in STATUSES:
             raise ValueError(f"unknown mushroom status {ev.status!r}")
-    payload = "".join(ev.to_line() + "\n" for ev in evs).encode("utf-8")
-    return write_atomic(directory, new_name(), payload)
+        if not valid_name(ev.file):
+            raise ValueError(f"a mushroom cannot name {ev.file!r}: not valid UTF-8")
+    return write_atomic(directory, new_name(), payload(evs), mode=MODE)
+
+
+def rewrite(path: Path, events: Iterable[Event]) -> Path:
+    """Replace the events of the mushroom at `path` (caller holds its directory's DirLock)."""
+    return write_atomic(path.parent.parent, path.name, payload(coalesce(events)), mode=MODE)
+
+
+def payload(events: Iterable[Event]) -> bytes:
+    return "".join(ev.to_line() + "\n" for ev in events).encode("utf-8")
 
 
 def read(path: Path) -> Mushroom:

@@ -7,14 +7,18 @@ Layout beside each tracked directory D:
     D/.rag/tmp/                     staging for atomic writes; its fd is the flock(2) target for D
     D/.rag/*.mushroom               pending change notes for the index (see mushroom.py)
 
-Every write is tmp + fsync + rename() under the directory's lock (see DirLock).
+Every write is tmp + fsync + rename() under the directory's lock (see DirLock). An entry is never more readable than
+its source, `.rag/` never more open than its directory, `.rag/tmp/` is 0700, and names that are not valid UTF-8 are
+never written (see modes.py).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,7 +30,11 @@ from typing import Any
 import numpy as np
 import orjson
 
+from . import modes
 from .errors import StorageError
+from .modes import display_name, private_mode, valid_name
+
+log = logging.getLogger(__name__)
 
 RAG_DIR = ".rag"
 TMP_DIR = "tmp"
@@ -257,19 +265,33 @@ def load_entries(directory: Path) -> Entries:
     return found
 
 
-def write_atomic(directory: Path, target_name: str, payload: bytes) -> Path:
-    """Write `.rag/<target_name>` atomically: `.rag/tmp/<name>.tmp`, fsync, rename over the target."""
+def write_atomic(
+    directory: Path,
+    target_name: str,
+    payload: bytes,
+    *,
+    like: os.stat_result | None = None,
+    mode: int = 0o666,
+) -> Path:
+    """Write `.rag/<target_name>` atomically: `.rag/tmp/<name>.tmp`, fsync, rename over the target.
+
+    The file is created with `mode` (less the umask); with `like`, the stat of the file the payload describes, it is
+    never more readable than that file (see modes.py)."""
     rd = rag_dir(directory)
-    tmp = rd / TMP_DIR / f"{target_name}.{os.getpid()}.tmp"
     target = rd / target_name
+    if not valid_name(target_name):
+        raise StorageError(f"cannot write {display_name(str(target))}: the name is not valid UTF-8",
+                           "rename the file to a UTF-8 name")  # fmt: skip
+    tmp = rd / TMP_DIR / f"{target_name}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "wb") as fh:
+        with open(modes.create(tmp, mode, like), "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # best effort: what is reported is why the write failed
+            tmp.unlink()
         raise StorageError(
             f"cannot write {target}: {err.strerror or err}",
             "check free space and write permission on the directory",
@@ -282,8 +304,9 @@ def dumps(data: Mapping[str, Any]) -> bytes:
     return orjson.dumps(data, option=orjson.OPT_INDENT_2)
 
 
-def write_entry(directory: Path, entry: FileEntry) -> Path:
-    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()))
+def write_entry(directory: Path, entry: FileEntry, like: os.stat_result | None = None) -> Path:
+    """Write a file entry; `like` is the source's stat (the entry is never more readable than the source)."""
+    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()), like=like)
 
 
 def write_dir_entry(directory: Path, name: str) -> Path:
@@ -303,7 +326,8 @@ def recover(directory: Path, name: str) -> None:
 class DirLock:
     """flock(2) on `D/.rag/tmp`: serialises work on one directory across threads and processes.
 
-    Taking the lock removes `*.tmp` debris left by a crashed writer.
+    Taking the lock creates the store when `create` (`.rag/` never more open than D, `.rag/tmp/` 0700; older, wider
+    ones are narrowed) and removes `*.tmp` debris left by a crashed writer.
     """
 
     def __init__(self, directory: Path, *, create: bool = True) -> None:
@@ -319,14 +343,15 @@ class DirLock:
             except FileNotFoundError:
                 if not self.create:
                     raise
-                tmp.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+                self._fd = _make_store(self.directory)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as err:
             self._release()
             raise StorageError(
                 f"cannot lock {tmp}: {err.strerror or err}", "check write permission on the directory"
             ) from None
+        if self.create:
+            _keep_private(self.directory, self._fd)
         clean_debris(tmp)
         return self
 
@@ -339,13 +364,34 @@ class DirLock:
             self._fd = None
 
 
+def _make_store(directory: Path) -> int:
+    """Create `.rag/` (never more open than `directory`) and `.rag/tmp/` (0700); return the fd of tmp."""
+    rd = rag_dir(directory)
+    like = os.stat(directory)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(rd, private_mode(like, like.st_gid, directory=True))  # its group is checked by _keep_private
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(rd / TMP_DIR, 0o700)
+    return os.open(rd / TMP_DIR, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _keep_private(directory: Path, tmp_fd: int) -> None:
+    """Narrow a store made wider than the rules (by an older version or another tool); never fatal."""
+    try:
+        if os.fstat(tmp_fd).st_mode & 0o077:
+            os.fchmod(tmp_fd, 0o700)
+        modes.restrict(rag_dir(directory), os.stat(directory))
+    except OSError as err:
+        log.warning("cannot narrow the permissions of %s: %s", rag_dir(directory), err.strerror or err)
+
+
 def clean_debris(tmp: Path) -> int:
     removed = 0
     for p in tmp.glob("*.tmp"):
         try:
             p.unlink()
             removed += 1
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
             pass
     return removed
 

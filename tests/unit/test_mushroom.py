@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,15 @@ def test_malformed_mushroom_is_reported(tmp_path: Path) -> None:
     bad.write_text("not json\n")
     with pytest.raises(StorageError, match="malformed line 1"):
         mushroom.read(bad)
+
+
+def test_mushrooms_are_private_and_never_name_what_is_not_utf8(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        p = mushroom.write(tmp_path, [Event("a.md", "upsert")])
+        assert p is not None and stat.S_IMODE(p.stat().st_mode) == 0o600
+        again = mushroom.rewrite(p, [Event("a.md", "upsert"), Event("b.md", "delete")])
+        assert again == p and stat.S_IMODE(p.stat().st_mode) == 0o600
+        assert [e.file for e in mushroom.read(p).events] == ["a.md", "b.md"]
+        with pytest.raises(ValueError, match="not valid UTF-8"):
+            mushroom.write(tmp_path, [Event(os.fsdecode(b"caf\xe9.txt"), "upsert")])
+    assert mushroom.pending(tmp_path) == [p]

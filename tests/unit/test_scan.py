@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
 from pathlib import Path
 
 from ragd import sidecar
 from ragd.config import IgnoreConfig
+from ragd.errors import FileSkipped
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
 from ragd.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
@@ -122,3 +125,75 @@ def test_skipped_reevaluated_when_policy_changes(tmp_path: Path) -> None:
     e = _entry(f, status=SKIPPED, md5="", error={"policy": "p1"})
     assert classify(e, f, f.stat(), IDENT, "p1", time.time()) == Change.UNCHANGED
     assert classify(e, f, f.stat(), IDENT, "p2", time.time()) == Change.RETRY
+
+
+def _bytes_name(directory: Path, name: bytes) -> bytes:
+    return os.fsencode(directory) + b"/" + name
+
+
+def test_names_that_are_not_utf8_are_listed_as_undecodable_and_not_walked(tmp_path: Path) -> None:
+    fd = os.open(_bytes_name(tmp_path, b"caf\xe9.txt"), os.O_CREAT | os.O_WRONLY, 0o644)
+    os.close(fd)
+    os.mkdir(_bytes_name(tmp_path, b"d\xff"))
+    os.close(
+        os.open(_bytes_name(tmp_path, b".hidden\xe9"), os.O_CREAT | os.O_WRONLY, 0o644)
+    )  # ignored: silent
+    (tmp_path / "ok.md").write_text("x")
+    listing = list_dir(tmp_path, Ignore(IgnoreConfig()))
+    assert set(listing.files) == {"ok.md"} and listing.dirs == ()
+    assert listing.undecodable == {
+        "caf\\xe9.txt": "file name is not valid UTF-8 (b'caf\\xe9.txt'); rename it to index it",
+        "d\\xff": "directory name is not valid UTF-8 (b'd\\xff'); rename it to index its files",
+    }
+    assert list(walk_dirs(tmp_path, Ignore(IgnoreConfig()))) == [tmp_path]
+
+
+def test_fifos_sockets_devices_and_broken_links_are_listed_with_the_reason(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.md")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock.md"))
+        (tmp_path / "null.md").symlink_to("/dev/null")
+        (tmp_path / "dangling.md").symlink_to(tmp_path / "nowhere.md")
+        (tmp_path / "loop.md").symlink_to(tmp_path / "loop.md")
+        (tmp_path / "real.md").write_text("x")
+        (tmp_path / "alias.md").symlink_to(tmp_path / "real.md")
+        listing = list_dir(tmp_path, Ignore(IgnoreConfig()))
+    assert set(listing.files) == {"real.md", "alias.md"}
+    assert listing.special == {
+        "pipe.md": "not a regular file (FIFO)",
+        "sock.md": "not a regular file (socket)",
+        "null.md": "not a regular file (character device)",
+        "dangling.md": f"dangling symbolic link to {tmp_path / 'nowhere.md'}",
+        "loop.md": "symbolic link loop",
+    }
+
+
+def test_md5_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | str] = []
+
+    def hash_it() -> None:
+        try:
+            outcome.append(md5_file(fifo))
+        except BaseException as err:  # handed to the test thread
+            outcome.append(err)
+
+    t = threading.Thread(target=hash_it, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # blocked in open(): release it, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(10)
+        raise AssertionError("md5_file blocked opening a FIFO")
+    assert isinstance(outcome[0], FileSkipped) and outcome[0].message == "not a regular file (FIFO)"
+
+
+def test_an_unreadable_file_is_changed_not_an_error(tmp_path: Path) -> None:
+    """A file whose content cannot be hashed (here: replaced by a FIFO) is CHANGED; its file job says why."""
+    f = tmp_path / "a.md"
+    f.write_text("hello")
+    e = _entry(f)
+    f.unlink()
+    os.mkfifo(f)
+    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED

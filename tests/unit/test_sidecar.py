@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragd import sidecar
+from ragd import modes, sidecar
 from ragd.errors import StorageError
 from ragd.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
 from tests.conftest import DATA
@@ -139,3 +141,91 @@ def test_vectors_by_hash_only_same_identity() -> None:
     found = sidecar.vectors_by_hash([a], "m", 4)
     assert set(found) == {"h1"}
     assert sidecar.vectors_by_hash([a], "other", 4) == {}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _like(tmp_path: Path, mode: int, name: str = "src.md") -> os.stat_result:
+    src = tmp_path / name
+    src.write_text("the source")
+    src.chmod(mode)
+    return src.stat()
+
+
+@pytest.mark.parametrize(("source", "expected"), [(0o600, 0o600), (0o640, 0o640), (0o644, 0o644),
+                                                  (0o666, 0o644), (0o755, 0o644), (0o400, 0o600)])  # fmt: skip
+def test_entry_is_never_more_readable_than_its_source(tmp_path: Path, source: int, expected: int) -> None:
+    like = _like(tmp_path, source)
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, _entry(), like=like)
+        assert _mode(path) == expected
+        sidecar.mark_deleted(tmp_path, "a.md")  # the renames keep the mode
+        assert _mode(sidecar.entry_path(tmp_path, "a.md", deleted=True)) == expected
+        sidecar.recover(tmp_path, "a.md")
+        assert _mode(path) == expected
+
+
+def test_entry_mode_drops_the_group_bits_of_another_group_and_honours_the_umask(tmp_path: Path) -> None:
+    like = _like(tmp_path, 0o640)
+    other_group = os.stat_result((like.st_mode, 0, 0, 1, like.st_uid, like.st_gid + 1, 0, 0, 0, 0))
+    old = os.umask(0o077)
+    try:
+        with DirLock(tmp_path):
+            assert _mode(sidecar.write_entry(tmp_path, _entry("a.md"), like=other_group)) == 0o600
+            assert _mode(sidecar.write_entry(tmp_path, _entry("b.md"), like=_like(tmp_path, 0o644))) == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_restrict_narrows_and_never_widens(tmp_path: Path) -> None:
+    f = tmp_path / "entry"
+    f.write_text("x")
+    f.chmod(0o666)
+    assert modes.restrict(f, _like(tmp_path, 0o600)) and _mode(f) == 0o600
+    assert not modes.restrict(f, _like(tmp_path, 0o644)) and _mode(f) == 0o600
+
+
+@pytest.mark.parametrize(("directory", "expected"), [(0o700, 0o700), (0o750, 0o750), (0o755, 0o755),
+                                                     (0o777, 0o755), (0o711, 0o711)])  # fmt: skip
+def test_store_is_never_more_open_than_its_directory(tmp_path: Path, directory: int, expected: int) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    d.chmod(directory)
+    with DirLock(d):
+        pass
+    assert _mode(d / ".rag") == expected
+    assert _mode(d / ".rag" / "tmp") == 0o700
+
+
+def test_a_wider_store_of_an_older_version_is_narrowed(tmp_path: Path) -> None:
+    tmp = tmp_path / ".rag" / "tmp"
+    tmp.mkdir(parents=True)
+    for p in (tmp_path / ".rag", tmp):
+        p.chmod(0o777)
+    tmp_path.chmod(0o700)
+    with DirLock(tmp_path):
+        pass
+    assert _mode(tmp_path / ".rag") == 0o700 and _mode(tmp) == 0o700
+
+
+def test_a_name_that_is_not_utf8_is_never_written(tmp_path: Path) -> None:
+    bad = os.fsdecode(b"caf\xe9.txt")
+    with (
+        DirLock(tmp_path),
+        pytest.raises(StorageError, match=r"caf\\xe9\.txt\.ragjson: the name is not valid UTF-8"),
+    ):
+        sidecar.write_dir_entry(tmp_path, bad)
+    assert list((tmp_path / ".rag").iterdir()) == [tmp_path / ".rag" / "tmp"]
+    assert modes.display_name(bad) == "caf\\xe9.txt" and not modes.valid_name(bad)
+    assert modes.valid_name("中文 🍄.md")
+
+
+def test_a_failed_write_is_a_storage_error_and_leaves_no_debris(tmp_path: Path) -> None:
+    """A real failure without root tricks: the target is a non-empty directory, so rename() refuses."""
+    with DirLock(tmp_path):
+        (tmp_path / ".rag" / "a.md.ragjson" / "x").mkdir(parents=True)
+        with pytest.raises(StorageError, match=r"cannot write .*a\.md\.ragjson: Is a directory"):
+            sidecar.write_entry(tmp_path, _entry())
+        assert list((tmp_path / ".rag" / "tmp").iterdir()) == []
