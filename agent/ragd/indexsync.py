@@ -17,7 +17,7 @@ import numpy as np
 from . import mushroom, sidecar
 from .errors import RagdError
 from .index import IndexBackend, IndexChunk
-from .model import EmbeddingIdentity
+from .model import EmbeddingIdentity, vector_problem
 from .paths import is_under, outermost, root_of
 from .scan import Expected, Ignore, indexable, walk_dirs
 from .sidecar import FileEntry
@@ -48,9 +48,9 @@ def bad_vector(entry: FileEntry) -> str | None:
             continue
         if vec.shape[0] != entry.dimension:
             return f"chunk {i} has a {vec.shape[0]}-d vector, the entry says {entry.dimension}-d"
-        norm = float(np.linalg.norm(vec))
-        if not np.isfinite(norm) or norm == 0.0:
-            return f"chunk {i} has a zero or non-finite vector"
+        problem = vector_problem(vec)
+        if problem is not None:
+            return f"chunk {i} has a {problem} vector"
     return None
 
 

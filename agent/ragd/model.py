@@ -9,10 +9,24 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+ZERO = "zero"
+NOT_FINITE = "not finite"
+
 
 def md5_hex(text: str) -> str:
     """The md5 hex digest of UTF-8 text, as RAG-Storage-Spec v2.4 uses for `content_hash`."""
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def vector_problem(vector: np.ndarray) -> str | None:
+    """None if the vector can be stored and searched, else ZERO or NOT_FINITE: its float32 L2 norm must be finite
+    and non-zero (the index's own test). The one definition the embed stage, the sidecars' vector reuse and the
+    index sync share, so a vector accepted by one is never refused by another."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float32)))
+    return NOT_FINITE if not np.isfinite(norm) else ZERO if norm == 0.0 else None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import orjson
 
 from . import modes
 from .errors import StorageError
+from .model import vector_problem
 from .modes import display_name, private_mode, valid_name
 
 log = logging.getLogger(__name__)
@@ -397,12 +398,14 @@ def clean_debris(tmp: Path) -> int:
 
 
 def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: int) -> dict[str, str]:
-    """content_hash -> vector_base64 from entries of the same embedding identity (for reuse)."""
+    """content_hash -> vector_base64 from entries of the same embedding identity (for reuse); a vector that is
+    zero, not finite or of the wrong length (another tool's, or an older version's) is never passed on."""
     found: dict[str, str] = {}
     for entry in entries:
         if entry.model_name != model_name or entry.dimension != dimension:
             continue
         for chunk in entry.chunks:
-            if chunk.vector_base64 is not None:
-                found.setdefault(chunk.content_hash, chunk.vector_base64)
+            vec = chunk.vector
+            if vec is not None and vec.shape[0] == dimension and vector_problem(vec) is None:
+                found.setdefault(chunk.content_hash, chunk.vector_base64)  # type: ignore[arg-type]
     return found

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import sidecar
 from .config import Config
+from .modes import display_name
 from .scan import Change, Ignore, classify, list_dir, walk_dirs
 from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
 
@@ -69,11 +70,14 @@ def directory_states(directory: Path, config: Config, ignore: Ignore, policy: st
             yield FileState(directory / name, "CHANGED", unreadable[name])
         else:
             yield _file_state(directory / name, live.get(name), st, config, policy, now)
+    for name, why in sorted({**listing.undecodable, **listing.special}.items()):
+        yield FileState(directory / name, "SKIPPED", why)  # display names: never recorded, safe in --json
     for name, entry in sorted(live.items()):
         if name not in listing.files and name not in listing.dirs:
-            yield FileState(directory / name, "DELETED", "not yet recorded as deleted", is_dir=entry is None)
+            yield FileState(directory / display_name(name), "DELETED", "not yet recorded as deleted",
+                            is_dir=entry is None)  # fmt: skip
     for name in sorted(deleted - set(live) - set(listing.files) - set(listing.dirs)):
-        yield FileState(directory / name, "DELETED")
+        yield FileState(directory / display_name(name), "DELETED")
 
 
 def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileState]:

@@ -121,6 +121,7 @@ class Tracker:
     def root_summary(self, root: Path) -> dict[str, Any]:
         counts = {EMBEDDED: 0, SKIPPED: 0, FAILED: 0}
         failures: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
         with self._lock:
             dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
             dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
@@ -129,10 +130,14 @@ class Tracker:
                 counts[st.state] = counts.get(st.state, 0) + 1
                 if st.state == FAILED and len(failures) < MAX_FAILURES_LISTED:
                     failures.append({"path": str(d / name), "reason": st.reason, "retry_at": st.retry_at})
+                elif st.state == SKIPPED and len(skipped) < MAX_FAILURES_LISTED:
+                    skipped.append({"path": str(d / name), "reason": st.reason})
         failures.sort(key=lambda f: f["path"])
+        skipped.sort(key=lambda f: f["path"])
         return {
             "files": counts,
             "failures": failures,
+            "skipped": skipped,
             "dir_errors": [{"path": str(d), "reason": r} for d, r in sorted(dir_errors)][
                 :MAX_FAILURES_LISTED
             ],

@@ -165,6 +165,13 @@ class _Translator:
             return []
         return [WatchEvent(p.parent, DIRTY)]
 
+    def _reported_by_parent(self, d: Path) -> list[WatchEvent]:
+        """An untracked directory whose name is not valid UTF-8 (not one the rules ignore): its parent's job reports
+        it SKIPPED, or withdraws that when it leaves, so the parent is told."""
+        if self.ignore.dir_rule(d.name) or d == self.root or not self._tracked_dir(d.parent):
+            return []
+        return [WatchEvent(d.parent, DIRTY)]
+
     def _mushroom(self, p: Path | None) -> list[WatchEvent]:
         if p is None or not p.name.endswith(MUSHROOM_SUFFIX) or p.parent.name != RAG_DIR:
             return []
@@ -172,13 +179,17 @@ class _Translator:
         return [WatchEvent(tracked, MUSHROOM, p)] if self._tracked_dir(tracked) else []
 
     def _dir_arrived(self, d: Path | None) -> list[WatchEvent]:
-        if d is None or d == self.root or not self._tracked_dir(d):
+        if d is None or d == self.root:
             return []
+        if not self._tracked_dir(d):
+            return self._reported_by_parent(d)
         return [WatchEvent(d.parent, DIRTY), WatchEvent(d, DIRTY)]
 
     def _dir_left(self, d: Path | None) -> list[WatchEvent]:
-        if d is None or not self._tracked_dir(d):
+        if d is None:
             return []
+        if not self._tracked_dir(d):
+            return self._reported_by_parent(d)
         parent = [] if d == self.root else [WatchEvent(d.parent, DIRTY)]
         return [WatchEvent(d, GONE), *parent]
 

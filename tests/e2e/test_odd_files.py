@@ -82,6 +82,11 @@ def test_a_name_that_is_not_utf8_is_skipped_and_its_directory_indexed(
     summary = st["roots"][0]
     assert summary["files"] == {"EMBEDDED": 10, "SKIPPED": 2, "FAILED": 0}
     assert summary["dir_errors"] == [] and summary["failures"] == [] and st["progress"]["failed_dirs"] == []
+    reasons = {s["path"]: s["reason"] for s in summary["skipped"]}
+    assert (
+        reasons[str(mixed / "caf\\xe9.txt")]
+        == "file name is not valid UTF-8 (b'caf\\xe9.txt'); rename it to index it"
+    )
     assert "file name is not valid UTF-8 (b'caf\\xe9.txt'); rename it to index it" in agent.log()
     assert "directory name is not valid UTF-8 (b'd\\xff'); rename it to index its files" in agent.log()
     assert "job for" not in agent.log()  # no directory job failed (it would be retried every minute)

@@ -229,3 +229,11 @@ def test_a_failed_write_is_a_storage_error_and_leaves_no_debris(tmp_path: Path) 
         with pytest.raises(StorageError, match=r"cannot write .*a\.md\.ragjson: Is a directory"):
             sidecar.write_entry(tmp_path, _entry())
         assert list((tmp_path / ".rag" / "tmp").iterdir()) == []
+
+
+def test_vectors_by_hash_never_passes_on_an_unusable_vector() -> None:
+    """A sidecar from another tool (or from before the embed stage refused them) holding a zero, NaN or short
+    vector: reusing it by content hash would carry it into a new entry."""
+    for vec in (np.zeros(4, np.float32), np.array([1, np.nan, 0, 0], np.float32), np.ones(3, np.float32)):
+        assert sidecar.vectors_by_hash([_entry(vec=vec)], "m", 4) == {}
+    assert set(sidecar.vectors_by_hash([_entry(vec=np.ones(4, np.float32))], "m", 4)) == {"h1"}

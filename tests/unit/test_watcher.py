@@ -345,3 +345,17 @@ def test_watch_limit_switches_root_to_polling(tmp_path: Path) -> None:
     assert out["rescan"] is True
     assert out["after"] is True
     assert "max_user_watches" in proc.stderr
+
+
+def test_a_directory_whose_name_is_not_utf8_tells_its_parent(tree: Tree, sink: Sink) -> None:
+    """Such a directory is never tracked, but its parent's job reports it SKIPPED, so the parent is told when it
+    arrives and when it leaves (a dot-directory, ignored by the rules, says nothing)."""
+    odd = Path(os.fsdecode(os.fsencode(tree.docs) + b"/d\xff"))
+    odd.mkdir()
+    sink.wait("dirty", tree.docs)
+    assert not any(e.directory == odd for e in tree.barrier())
+    odd.rmdir()
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    (tree.docs / ".hidden").mkdir()
+    assert tree.barrier() == []

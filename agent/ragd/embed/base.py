@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import EmbedError
+from ..model import NOT_FINITE, ZERO, vector_problem
 
 
 @runtime_checkable
@@ -74,8 +75,6 @@ def check_vectors(vectors: np.ndarray, count: int, dimension: int, source: str) 
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-ZERO = "zero"
-NOT_FINITE = "not finite"
 _KIND_WORDS = {ZERO: "zero", NOT_FINITE: "non-finite (NaN or infinite)"}
 
 
@@ -85,17 +84,9 @@ def source_of(embedder: Embedder) -> str:
 
 
 def row_problems(vectors: np.ndarray) -> list[str | None]:
-    """Per row of a float32 (n, d) array: None if the vector is usable, else ZERO or NOT_FINITE.
-
-    The same test the index applies (the float32 L2 norm must be finite and non-zero), so a vector that passes
-    here is never refused there: a NaN or infinite value, a norm overflowing float32, or all zeros is refused.
-    """
-    problems: list[str | None] = []
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for row in vectors:
-            norm = float(np.linalg.norm(row))
-            problems.append(NOT_FINITE if not np.isfinite(norm) else ZERO if norm == 0.0 else None)
-    return problems
+    """Per row of a float32 (n, d) array: None if the vector is usable, else ZERO or NOT_FINITE (the index's test:
+    a NaN or infinite value, a norm overflowing float32, or all zeros is refused)."""
+    return [vector_problem(row) for row in vectors]
 
 
 def invalid_vectors_error(source: str, model_name: str, problems: Sequence[str | None]) -> EmbedError:
