@@ -161,7 +161,7 @@ def open_index(
 
 def destroy_index(data_dir: Path, identity: EmbeddingIdentity) -> bool:
     """Delete the identity's collection from disk (it must not be open). Returns whether there was one."""
-    from .zvec_backend import destroy
+    from .zvec_open import destroy
 
     return destroy(collection_dir(data_dir, identity))
 
@@ -179,7 +179,7 @@ def open_or_rebuild(
     except IndexBusy:
         raise
     except IndexError_ as err:
-        log.warning("rebuilding the index: %s", err)
+        log.warning("%s; rebuilding it from the .ragjson sidecars", err.message)
         destroy_index(data_dir, identity)
         return open_index(data_dir, identity, cfg), True
 
