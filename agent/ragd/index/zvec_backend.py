@@ -24,10 +24,11 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexError_
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health
+from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, scan, zvec_open
 from . import filters as F
 from .fusion import KEYWORD_FLOOR, KEYWORD_RELATIVE, RRF_RANK_CONSTANT, fuse, keyword_evidence  # noqa: F401 (re-export)
 from .rwlock import ReadWriteLock
+from .scan import MAX_TOPK
 from .zvec_open import open_collection
 from .zvec_schema import (
     CHUNK_INDEX,
@@ -47,7 +48,6 @@ from .zvec_schema import (
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
-MAX_TOPK = 100_000  # zvec 0.8 rejects a larger topk
 
 
 @contextlib.contextmanager
@@ -137,10 +137,23 @@ class ZvecIndex:
 
     @property
     def needs_optimize(self) -> bool:
+        """HNSW: once IndexConfig.optimize_after documents await the graph; flat: only to switch the index type.
+
+        An optimize seals every segment, and zvec 0.8 computes BM25 statistics per segment: writes after it land
+        in a new, small segment whose rare words score far too low (docs/zvec-notes.md). A flat index searches
+        every segment by brute force anyway, so it stays one writing segment and keeps collection-wide BM25.
+        """
         with self._rw.reading():
-            return not self._read_only and (
-                self._pending() >= self._cfg.optimize_after or self._index_type_differs()
-            )
+            if self._read_only:
+                return False
+            if self._index_type_differs():
+                return True
+            return self._cfg.type == "hnsw" and self._pending() >= self._cfg.optimize_after
+
+    @property
+    def segments(self) -> int:
+        """Segment directories on disk (zvec's layout: numbered directories; the writing segment is one)."""
+        return zvec_open.segment_count(self._path)
 
     def stats(self) -> dict[str, Any]:
         needs_optimize = self.needs_optimize
@@ -157,6 +170,7 @@ class ZvecIndex:
                 "read_only": self._read_only,
                 "index_type": str(vector.index_param.type.name).lower() if vector else "",
                 "configured_type": self._cfg.type,
+                "segments": self.segments,
             }
 
     # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
@@ -201,7 +215,7 @@ class ZvecIndex:
         if F.under_is_exact(dir_path):
             return self._delete_where(F.under(SOURCE_PATH, dir_path))
         with self._exclusive("delete") as coll:  # the filter over-matches: delete the re-checked ids
-            ids = [r.id for r in self._rows(coll, dir_path) or self._all_rows(coll, dir_path)]
+            ids = [r.id for r in self._rows(coll, dir_path, writable=True)]
             for start in range(0, len(ids), MAX_BATCH):
                 _check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
             self._written += len(ids)
@@ -233,13 +247,12 @@ class ZvecIndex:
 
     # -- reads --------------------------------------------------------------------------------------------------
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
-        rows = None
-        if prefix is not None:
-            with self._rw.reading(), _zvec_errors("scan", self._path):
-                rows = self._rows(self._live(), prefix)
-        if rows is None:  # more than one query can return: stream them all (an open iterator fails optimize)
-            with self._write_lock, self._rw.reading(), _zvec_errors("scan", self._path):
-                rows = self._all_rows(self._live(), prefix)
+        # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
+        # statistics of later writes would then be those of a small new segment): list with filtered queries.
+        # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
+        lock = self._write_lock if self._read_only else contextlib.nullcontext()
+        with lock, self._rw.reading(), _zvec_errors("scan", self._path):
+            rows = self._rows(self._live(), prefix, writable=not self._read_only)
         md5s: dict[str, set[str]] = {}
         indices: dict[str, set[int]] = {}
         for r in rows:
@@ -252,17 +265,12 @@ class ZvecIndex:
         return out
 
     @staticmethod
-    def _rows(coll: zvec.Collection, prefix: str) -> list[_Row] | None:
-        """The documents at or below `prefix`, or None when there are more than one query returns."""
-        docs = coll.query(topk=MAX_TOPK, filter=F.under(SOURCE_PATH, prefix), output_fields=_ROW_FIELDS)
-        if len(docs) >= MAX_TOPK:
-            return None
-        return [r for r in map(_Row.of, docs) if F.is_under(r.path, prefix)]
-
-    @staticmethod
-    def _all_rows(coll: zvec.Collection, prefix: str | None) -> list[_Row]:
-        with coll.iter_docs(output_fields=_ROW_FIELDS, include_vector=False) as it:
-            return [r for r in map(_Row.of, it) if prefix is None or F.is_under(r.path, prefix)]
+    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
+        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match)."""
+        flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
+        rows = scan.rows(coll, flt, _ROW_FIELDS, seal_ok=not writable)
+        found = (_Row.of(d) for d in rows)
+        return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
 
     def chunks(self, source_path: str) -> list[Hit]:
         flt = F.equals(SOURCE_PATH, source_path)

@@ -71,6 +71,14 @@ def _check_health(path: Path, read_only: bool) -> None:
         raise IndexError_(f"the index at {path} is damaged: {problem}", health.DAMAGED_HINT)
 
 
+def segment_count(path: Path) -> int:
+    """How many segments the collection at `path` has on disk (zvec 0.8: one numbered directory each)."""
+    try:
+        return sum(1 for entry in os.scandir(path) if entry.is_dir() and entry.name.isdigit())
+    except OSError:
+        return 0
+
+
 def open_collection(
     path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool
 ) -> zvec.Collection:
