@@ -1,6 +1,6 @@
 """Keyword rank and BM25 score of a freshly written document, against the same document after a rebuild.
 
-    python -m bench.bench_keyword_fresh [--chunks 3000,8000] [--per-source 6]
+    python -m bench.bench_keyword_fresh [--chunks 3000,8000] [--per-source 6] [--types flat,hnsw]
 
 Builds a collection the way the agent does: `replace_source` per source, a flush per batch of 20 sources (one
 batch of change notes), the agent's optimize policy after each batch (`if needs_optimize: optimize()`), and the
@@ -77,12 +77,13 @@ def _segments(idx: IndexBackend) -> str:
     return str(sum(1 for p in Path(idx.path).iterdir() if p.name.isdigit()))
 
 
-def bench(n: int, per: int, tmp: Path) -> None:
+def bench(n: int, per: int, kind: str, tmp: Path) -> None:
     sources = _sources(n, per)
     common = sources[0][1][0].split()[3]
     queries = [RARE, f"{RARE} {common}"]
     t0 = time.perf_counter()
-    agent = open_index(tmp / f"agent-{n}", IDENT, IndexConfig())
+    cfg = IndexConfig(type=kind)  # type: ignore[arg-type]
+    agent = open_index(tmp / f"agent-{kind}-{n}", IDENT, cfg)
     optimized = _agent_build(agent, sources[:-1])
     path, texts, vecs = sources[-1]
     agent.replace_source(path, "md5", ROOT, _chunks(path, texts, vecs))  # the renamed file
@@ -91,13 +92,13 @@ def bench(n: int, per: int, tmp: Path) -> None:
         agent.optimize()
         optimized += 1
     build_s = time.perf_counter() - t0
-    rebuilt = open_index(tmp / f"rebuilt-{n}", IDENT, IndexConfig())
+    rebuilt = open_index(tmp / f"rebuilt-{kind}-{n}", IDENT, cfg)
     for path, texts, vecs in sources:
         rebuilt.replace_source(path, "md5", ROOT, _chunks(path, texts, vecs))
     rebuilt.flush()
     if rebuilt.needs_optimize:
         rebuilt.optimize()
-    print(f"{agent.count()} chunks, agent pattern ({optimized} optimize, {_segments(agent)} segment dirs, "
+    print(f"{agent.count()} chunks, {kind}, agent pattern ({optimized} optimize, {_segments(agent)} segment dirs, "
           f"built in {build_s:.0f} s) vs rebuilt ({_segments(rebuilt)} segment dirs):")  # fmt: skip
     for q in queries:
         print(f"  {q!r:28s} fresh: {_rank(agent, q)}   after a rebuild: {_rank(rebuilt, q)}")
@@ -109,10 +110,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chunks", default="3000,8000", help="comma-separated collection sizes")
     ap.add_argument("--per-source", type=int, default=6)
+    ap.add_argument("--types", default="flat", help="comma-separated index types (flat, hnsw)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ragd-bench-kw-") as tmp:
-        for n in (int(x) for x in args.chunks.split(",")):
-            bench(n, args.per_source, Path(tmp))
+        for kind in args.types.split(","):
+            for n in (int(x) for x in args.chunks.split(",")):
+                bench(n, args.per_source, kind, Path(tmp))
 
 
 if __name__ == "__main__":
