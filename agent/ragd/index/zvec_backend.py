@@ -2,7 +2,7 @@
 
 Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
 a second open raises IndexBusy). Within the process, zvec 0.8.0 with its default query thread pool deadlocked
-when a write or an optimize ran beside two or more queries; with one query thread (`_ensure_init`) it did not.
+when a write or an optimize ran beside two or more queries; with one query thread (`zvec_open._ensure_init`) it did not.
 On top of that, writes take the write lock *and* the readers-writer lock exclusively (one writer or many readers,
 as zvec documents), queries share the readers-writer lock, and `optimize()` takes only the write lock, so
 searches go on during a long optimize.
@@ -11,10 +11,7 @@ searches go on during a long optimize.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
-import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -25,12 +22,14 @@ import numpy as np
 import zvec
 
 from ..config import IndexConfig
-from ..errors import IndexBusy, IndexError_
+from ..errors import IndexError_
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, IndexChunk, SourceSummary, fts
+from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, scan, zvec_open
 from . import filters as F
 from .fusion import KEYWORD_FLOOR, KEYWORD_RELATIVE, RRF_RANK_CONSTANT, fuse, keyword_evidence  # noqa: F401 (re-export)
 from .rwlock import ReadWriteLock
+from .scan import MAX_TOPK
+from .zvec_open import open_collection
 from .zvec_schema import (
     CHUNK_INDEX,
     EMBEDDING,
@@ -39,10 +38,8 @@ from .zvec_schema import (
     HIT_FIELDS,
     SOURCE_MD5,
     SOURCE_PATH,
-    build_schema,
     check_text,
     check_vector,
-    schema_problem,
     to_doc,
     to_hit,
     vector_param,
@@ -51,35 +48,6 @@ from .zvec_schema import (
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
-MAX_TOPK = 100_000  # zvec 0.8 rejects a larger topk
-BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
-CORRUPT_HINT = "the index is derived data: delete it and let the agent rebuild it from the .ragjson sidecars"
-
-
-_init_lock = threading.Lock()
-_initialized = False
-
-
-def _ensure_init() -> None:
-    """Configure zvec once per process, before the first collection is opened.
-
-    One query thread: with zvec 0.8.0's default (one per core), a write or an optimize beside two or more
-    queries deadlocked within seconds; with `query_threads=1` it never did in our stress runs (zvec-notes.md).
-    """
-    global _initialized
-    with _init_lock:
-        if not _initialized:
-            try:
-                zvec.init(query_threads=1, log_level=zvec.LogLevel.WARN)
-            except RuntimeError as err:  # initialised elsewhere already: keep going, but say so
-                log.warning("zvec was already initialised (%s): concurrent queries may deadlock", err)
-            _initialized = True
-
-
-def _open_error(path: Path, err: Exception) -> IndexError_:
-    if "Can't lock" in str(err):
-        return IndexBusy(f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT)
-    return IndexError_(f"cannot open the index at {path}: {err}", CORRUPT_HINT)
 
 
 @contextlib.contextmanager
@@ -137,39 +105,7 @@ class ZvecIndex:
         cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
     ) -> ZvecIndex:
         path = Path(path)
-        _ensure_init()
-        if path.exists():
-            coll = cls._open_existing(path, read_only)
-        elif read_only:
-            raise IndexError_(
-                f"there is no index at {path}", "start the agent once so that it builds the index"
-            )
-        else:
-            coll = cls._create(path, identity, cfg)
-        problem = schema_problem(coll.schema, identity)
-        if problem:
-            coll.close()
-            raise IndexError_(f"the index at {path} cannot be used: {problem}", CORRUPT_HINT)
-        return cls(coll, path, identity, cfg, read_only)
-
-    @staticmethod
-    def _open_existing(path: Path, read_only: bool) -> zvec.Collection:
-        try:
-            return zvec.open(str(path), zvec.CollectionOption(read_only=read_only))
-        except (RuntimeError, ValueError, KeyError, OSError) as err:
-            raise _open_error(path, err) from err
-
-    @classmethod
-    def _create(cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collection:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return zvec.create_and_open(str(path), build_schema(identity, cfg))
-        except ValueError as err:
-            if path.exists():  # another process created it meanwhile
-                return cls._open_existing(path, read_only=False)
-            raise IndexError_(f"cannot create the index at {path}: {err}", CORRUPT_HINT) from err
-        except (RuntimeError, OSError) as err:
-            raise _open_error(path, err) from err
+        return cls(open_collection(path, identity, cfg, read_only), path, identity, cfg, read_only)
 
     # -- properties ---------------------------------------------------------------------------------------------
     @property
@@ -201,10 +137,23 @@ class ZvecIndex:
 
     @property
     def needs_optimize(self) -> bool:
+        """HNSW: once IndexConfig.optimize_after documents await the graph; flat: only to switch the index type.
+
+        An optimize seals every segment, and zvec 0.8 computes BM25 statistics per segment: writes after it land
+        in a new, small segment whose rare words score far too low (docs/zvec-notes.md). A flat index searches
+        every segment by brute force anyway, so it stays one writing segment and keeps collection-wide BM25.
+        """
         with self._rw.reading():
-            return not self._read_only and (
-                self._pending() >= self._cfg.optimize_after or self._index_type_differs()
-            )
+            if self._read_only:
+                return False
+            if self._index_type_differs():
+                return True
+            return self._cfg.type == "hnsw" and self._pending() >= self._cfg.optimize_after
+
+    @property
+    def segments(self) -> int:
+        """Segment directories on disk (zvec's layout: numbered directories; the writing segment is one)."""
+        return zvec_open.segment_count(self._path)
 
     def stats(self) -> dict[str, Any]:
         needs_optimize = self.needs_optimize
@@ -221,6 +170,7 @@ class ZvecIndex:
                 "read_only": self._read_only,
                 "index_type": str(vector.index_param.type.name).lower() if vector else "",
                 "configured_type": self._cfg.type,
+                "segments": self.segments,
             }
 
     # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
@@ -265,7 +215,7 @@ class ZvecIndex:
         if F.under_is_exact(dir_path):
             return self._delete_where(F.under(SOURCE_PATH, dir_path))
         with self._exclusive("delete") as coll:  # the filter over-matches: delete the re-checked ids
-            ids = [r.id for r in self._rows(coll, dir_path) or self._all_rows(coll, dir_path)]
+            ids = [r.id for r in self._rows(coll, dir_path, writable=True)]
             for start in range(0, len(ids), MAX_BATCH):
                 _check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
             self._written += len(ids)
@@ -292,16 +242,17 @@ class ZvecIndex:
                 with _zvec_errors("close", self._path):
                     self._coll.close()
                 self._coll = None
+                if not self._read_only:
+                    health.write_stamp(self._path)  # closed cleanly: the next open needs no probe
 
     # -- reads --------------------------------------------------------------------------------------------------
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
-        rows = None
-        if prefix is not None:
-            with self._rw.reading(), _zvec_errors("scan", self._path):
-                rows = self._rows(self._live(), prefix)
-        if rows is None:  # more than one query can return: stream them all (an open iterator fails optimize)
-            with self._write_lock, self._rw.reading(), _zvec_errors("scan", self._path):
-                rows = self._all_rows(self._live(), prefix)
+        # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
+        # statistics of later writes would then be those of a small new segment): list with filtered queries.
+        # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
+        lock = self._write_lock if self._read_only else contextlib.nullcontext()
+        with lock, self._rw.reading(), _zvec_errors("scan", self._path):
+            rows = self._rows(self._live(), prefix, writable=not self._read_only)
         md5s: dict[str, set[str]] = {}
         indices: dict[str, set[int]] = {}
         for r in rows:
@@ -314,17 +265,12 @@ class ZvecIndex:
         return out
 
     @staticmethod
-    def _rows(coll: zvec.Collection, prefix: str) -> list[_Row] | None:
-        """The documents at or below `prefix`, or None when there are more than one query returns."""
-        docs = coll.query(topk=MAX_TOPK, filter=F.under(SOURCE_PATH, prefix), output_fields=_ROW_FIELDS)
-        if len(docs) >= MAX_TOPK:
-            return None
-        return [r for r in map(_Row.of, docs) if F.is_under(r.path, prefix)]
-
-    @staticmethod
-    def _all_rows(coll: zvec.Collection, prefix: str | None) -> list[_Row]:
-        with coll.iter_docs(output_fields=_ROW_FIELDS, include_vector=False) as it:
-            return [r for r in map(_Row.of, it) if prefix is None or F.is_under(r.path, prefix)]
+    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
+        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match)."""
+        flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
+        rows = scan.rows(coll, flt, _ROW_FIELDS, seal_ok=not writable)
+        found = (_Row.of(d) for d in rows)
+        return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
 
     def chunks(self, source_path: str) -> list[Hit]:
         flt = F.equals(SOURCE_PATH, source_path)
@@ -378,26 +324,3 @@ class ZvecIndex:
         if not exact:
             hits = [h for h in hits if any(F.is_under(h.source_path, p) for p in prefixes)]
         return hits[:k]
-
-
-def destroy(path: Path) -> bool:
-    """Delete the collection directory at `path`, unless another process holds it. Returns whether it existed."""
-    path = Path(path)
-    if not path.exists():
-        return False
-    lock = path / "LOCK"
-    fd = os.open(lock, os.O_RDWR) if lock.is_file() else None
-    try:
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise IndexBusy(
-                    f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT
-                ) from None
-        shutil.rmtree(path)
-    finally:
-        if fd is not None:
-            os.close(fd)
-    log.warning("deleted the index at %s", path)
-    return True

@@ -1,0 +1,168 @@
+"""Is a zvec collection safe to open in this process? Cheap checks, a clean-close stamp, a probe in a child.
+
+zvec 0.8 does not only fail on some damage, it crashes the opener (SIGSEGV/SIGABRT): always on a zero-length newest
+manifest (what a crash or power loss during a manifest write leaves), and on about half of the manifests with
+flipped bits (docs/zvec-notes.md). A crash at start-up is a crash loop under systemd, so before zvec opens a
+collection in this process:
+
+1. cheap checks (microseconds): the newest `manifest.N` must not be empty;
+2. the stamp: a writable handle that closes cleanly records the fingerprint (name, size, sha256) of the newest
+   manifest in `<collection>.verified` beside the directory, and a writable open removes it first. When the
+   stamp matches, the collection is as a clean close left it and is opened at once (every normal start);
+3. otherwise (no stamp: the last writer crashed or was killed, or the collection came from elsewhere; or the
+   manifest changed since) a child process opens the collection read-only and reads from it first
+   (`probe.py`); a child that dies by a signal or does not finish within PROBE_TIMEOUT_S means "damaged".
+
+Damage other than in the manifest (segment files zeroed, truncated, missing or random) made zvec raise errors,
+which `ZvecIndex.open` maps to IndexError_ like a damaged verdict from here; `open_or_rebuild` then rebuilds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 60.0
+PROBE_MARK = "ragd-index-probe:"
+PROBE_FLAG = "--ragd-index-probe"  # how a frozen `ragd` binary is asked to run the probe (see probe_command)
+DAMAGED_HINT = (
+    "the index is derived data: start the agent (`ragd run`) and it rebuilds it from the .ragjson sidecars"
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a probe found: `damaged` (with why), or not (`detail` says how it went)."""
+
+    damaged: bool
+    detail: str
+
+
+def newest_manifest(path: Path) -> Path | None:
+    """The `manifest.N` with the highest N: the one zvec reads (an older one beside it is ignored)."""
+    best: tuple[int, Path] | None = None
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path):
+            prefix, _, number = entry.name.partition(".")
+            if prefix == "manifest" and number.isdigit() and (best is None or int(number) > best[0]):
+                best = (int(number), Path(entry.path))
+    return best[1] if best else None
+
+
+def cheap_problem(path: Path) -> str | None:
+    """Damage that is certain to crash zvec, found without opening anything."""
+    manifest = newest_manifest(path)
+    try:
+        if manifest is not None and manifest.stat().st_size == 0:
+            return f"its manifest {manifest.name} is empty"
+    except OSError as err:
+        return f"its manifest {manifest} cannot be read: {err.strerror}"
+    return None
+
+
+def fingerprint(path: Path) -> str | None:
+    manifest = newest_manifest(path)
+    if manifest is None:
+        return None
+    try:
+        data = manifest.read_bytes()
+    except OSError:
+        return None
+    return f"{manifest.name}:{len(data)}:{hashlib.sha256(data).hexdigest()}"
+
+
+def stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def stamp_matches(path: Path) -> bool:
+    try:
+        recorded = json.loads(stamp_path(path).read_text(encoding="utf-8")).get("manifest")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return recorded is not None and recorded == fingerprint(path)
+
+
+def write_stamp(path: Path) -> None:
+    """Record the collection as openable (after a clean close, or a probe that found it sound)."""
+    current = fingerprint(path)
+    if current is None:
+        return
+    target = stamp_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"manifest": current}), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as err:  # only costs a probe at the next open
+        log.warning("cannot write %s: %s", target, err)
+        tmp.unlink(missing_ok=True)
+
+
+def clear_stamp(path: Path) -> None:
+    stamp_path(path).unlink(missing_ok=True)
+
+
+def held_for_writing(path: Path) -> bool:
+    """True when another handle (another process, or zvec in this one) holds the collection for writing."""
+    try:
+        fd = os.open(path / "LOCK", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor drops our probe lock
+    return False
+
+
+def probe_command(path: Path) -> list[str]:
+    """The child's command line: this interpreter running `ragd.index.probe`, or the frozen `ragd` binary."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, PROBE_FLAG, str(path)]
+    return [sys.executable, "-m", "ragd.index.probe", str(path)]
+
+
+def _child_env() -> dict[str, str]:
+    """The child imports the same ragd as this process, wherever it was imported from."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, path) if p)}
+
+
+def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> Verdict:
+    """Open the collection read-only in a child process, read from it, and report how that went."""
+    try:
+        done = subprocess.run(
+            probe_command(path),
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Verdict(True, f"opening it did not finish within {timeout:.0f} s")
+    except OSError as err:
+        return Verdict(False, f"the probe could not start: {err}")
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else ""
+        return Verdict(True, f"opening it crashed the process ({name or f'signal {-done.returncode}'})")
+    lines = [ln[len(PROBE_MARK) :].strip() for ln in done.stdout.splitlines() if ln.startswith(PROBE_MARK)]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return Verdict(False, f"the probe did not run ({tail})")
+    return Verdict(False, lines[-1])

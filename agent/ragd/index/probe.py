@@ -1,0 +1,58 @@
+"""The child side of `health.probe`: open a zvec collection read-only, read from it, close it, say how it went.
+
+Run as `python -m ragd.index.probe DIR` (or `ragd --ragd-index-probe DIR` when frozen). It prints one line
+starting with `health.PROBE_MARK`: `ok, N documents`, `busy: …` or `error: …`. If zvec crashes, the process dies
+by a signal instead and the parent knows the collection is damaged.
+
+Reading matters, not only opening: a damaged manifest crashed some opens only at the first keyword query.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from .health import PROBE_MARK
+
+
+def _exercise(path: str) -> str:
+    import zvec
+
+    zvec.init(query_threads=1, log_level=zvec.LogLevel.ERROR)
+    coll = zvec.open(path, zvec.CollectionOption(read_only=True))
+    try:
+        count = int(coll.stats.doc_count)
+        vector_names = [v.name for v in coll.schema.vectors]
+        fts_names = [f.name for f in coll.schema.fields if isinstance(f.index_param, zvec.FtsIndexParam)]
+        with coll.iter_docs(include_vector=True) as docs:  # read-only: scans without sealing anything
+            first = next(iter(docs), None)
+        if first is not None:
+            for name in vector_names:
+                vec = first.vectors.get(name) if first.vectors else None
+                if vec is not None:
+                    coll.query(zvec.Query(name, vector=vec), topk=3)
+            for name in fts_names:
+                words = re.findall(r"\w+", str((first.fields or {}).get(name) or ""))
+                if words:
+                    coll.query(zvec.Query(name, fts=zvec.Fts(query_string=f'"{words[0]}"')), topk=3)
+        return f"ok, {count} documents"
+    finally:
+        coll.close()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(f"{PROBE_MARK} error: usage: python -m ragd.index.probe COLLECTION_DIR", flush=True)
+        return 2
+    try:
+        outcome = _exercise(argv[0])
+    except Exception as err:  # the probe's whole job is to report any failure as a line
+        kind = "busy" if "Can't lock" in str(err) else "error"
+        print(f"{PROBE_MARK} {kind}: {type(err).__name__}: {err}", flush=True)
+        return 1
+    print(f"{PROBE_MARK} {outcome}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

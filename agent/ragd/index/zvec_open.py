@@ -1,0 +1,143 @@
+"""Opening, creating and deleting zvec collections: never in a way that lets a damaged one crash this process.
+
+See health.py for how a collection is checked before zvec opens it here, and docs/zvec-notes.md for the errors
+zvec gives (all mapped to IndexError_, a held lock to IndexBusy).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import zvec
+
+from ..config import IndexConfig
+from ..errors import IndexBusy, IndexError_
+from ..model import EmbeddingIdentity
+from . import health
+from .zvec_schema import build_schema, schema_problem
+
+log = logging.getLogger(__name__)
+
+BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def _ensure_init() -> None:
+    """Configure zvec once per process, before the first collection is opened.
+
+    One query thread: with zvec 0.8.0's default (one per core), a write or an optimize beside two or more
+    queries deadlocked within seconds; with `query_threads=1` it never did in our stress runs (zvec-notes.md).
+    """
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            try:
+                zvec.init(query_threads=1, log_level=zvec.LogLevel.WARN)
+            except RuntimeError as err:  # initialised elsewhere already: keep going, but say so
+                log.warning("zvec was already initialised (%s): concurrent queries may deadlock", err)
+            _initialized = True
+
+
+def _busy(path: Path) -> IndexBusy:
+    return IndexBusy(f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT)
+
+
+def _open_error(path: Path, err: Exception) -> IndexError_:
+    if "Can't lock" in str(err):
+        return _busy(path)
+    return IndexError_(f"the index at {path} is damaged: cannot open it: {err}", health.DAMAGED_HINT)
+
+
+def _check_health(path: Path, read_only: bool) -> None:
+    """Raise IndexError_ for a collection that would crash zvec in this process (see health.py)."""
+    problem = health.cheap_problem(path)
+    if problem is None and not health.stamp_matches(path):
+        if health.held_for_writing(path):
+            raise _busy(path)
+        verdict = health.probe(path)
+        log.info("checked the index at %s in a child process: %s", path, verdict.detail)
+        if verdict.damaged:
+            problem = verdict.detail
+        elif read_only and verdict.detail.startswith("ok"):
+            health.write_stamp(path)  # sound as probed: later read-only opens skip the probe
+    if problem is not None:
+        raise IndexError_(f"the index at {path} is damaged: {problem}", health.DAMAGED_HINT)
+
+
+def segment_count(path: Path) -> int:
+    """How many segments the collection at `path` has on disk (zvec 0.8: one numbered directory each)."""
+    try:
+        return sum(1 for entry in os.scandir(path) if entry.is_dir() and entry.name.isdigit())
+    except OSError:
+        return 0
+
+
+def open_collection(
+    path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool
+) -> zvec.Collection:
+    """Open (or, writable and absent, create) the collection at `path` for `identity`."""
+    _ensure_init()
+    if path.exists():
+        _check_health(path, read_only)
+        coll = _open_existing(path, read_only)
+        if not read_only:
+            health.clear_stamp(path)  # a crash while we hold it must make the next opener probe first
+    elif read_only:
+        raise IndexError_(f"there is no index at {path}", "start the agent once so that it builds the index")
+    else:
+        coll = _create(path, identity, cfg)
+    problem = schema_problem(coll.schema, identity)
+    if problem:
+        coll.close()
+        raise IndexError_(f"the index at {path} cannot be used: {problem}", health.DAMAGED_HINT)
+    return coll
+
+
+def _open_existing(path: Path, read_only: bool) -> zvec.Collection:
+    try:
+        return zvec.open(str(path), zvec.CollectionOption(read_only=read_only))
+    except (RuntimeError, ValueError, KeyError, OSError) as err:
+        raise _open_error(path, err) from err
+
+
+def _create(path: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return zvec.create_and_open(str(path), build_schema(identity, cfg))
+    except ValueError as err:
+        if path.exists():  # another process created it meanwhile
+            return _open_existing(path, read_only=False)
+        raise IndexError_(f"cannot create the index at {path}: {err}", health.DAMAGED_HINT) from err
+    except (RuntimeError, OSError) as err:
+        raise _open_error(path, err) from err
+
+
+def destroy(path: Path) -> bool:
+    """Delete the collection directory at `path`, unless another process holds it. Returns whether it existed."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    lock = path / "LOCK"
+    fd = os.open(lock, os.O_RDWR) if lock.is_file() else None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise IndexBusy(
+                    f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT
+                ) from None
+        shutil.rmtree(path)
+        health.clear_stamp(path)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    log.warning("deleted the index at %s", path)
+    return True
