@@ -1,8 +1,16 @@
-"""Frozen entry point of `ragd` (PyInstaller runs this file as a script, so it imports the package absolutely)."""
+"""Frozen entry point of `ragd` (PyInstaller runs this file as a script, so it imports the package absolutely).
+
+`ragd --ragd-index-probe DIR` is the child process that tries a damaged-looking index before the agent opens it
+(a frozen program has no interpreter to run `python -m ragd.index.probe`).
+"""
 
 import sys
 
 from ragd.cli import main
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--ragd-index-probe"]:
+        from ragd.index.probe import main as probe_main
+
+        sys.exit(probe_main(sys.argv[2:]))
     sys.exit(main())
