@@ -76,9 +76,7 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
     for name in listing.dirs:
         if name in entries and entries[name] is None:
             continue
-        if name not in entries and (name in deleted or sidecar.rag_dir(directory / name).is_dir()):
-            # back from deletion, or moved in (renamed, moved from another folder) with its `.rag/`: its entries
-            # still match the files, so no job of its own would upsert them; the index re-syncs the subtree
+        if name not in entries and (name in deleted or _moved_in(directory / name)):
             plan.events.append(Event(name, mushroom.DIR_RECOVER))
     now = time.time()
     for name, st in listing.files.items():
@@ -98,6 +96,16 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         if recovered or change in (Change.NEW, Change.CHANGED, Change.RETRY):
             plan.events.append(Event(name, mushroom.UPSERT))
     return plan
+
+
+def _moved_in(sub: Path) -> bool:
+    """A subdirectory new to this directory arrived with sidecars of its own (renamed, moved from another folder
+    or root, or in from outside): its entries still match its files, so its own jobs upsert nothing, and the index
+    has to re-sync its subtree. A `.rag/` that only its own first job is filling (no file entry yet, or its change
+    note still pending) is not that: the job announces its files itself."""
+    if mushroom.pending(sub):
+        return False
+    return any(not en.deleted for en in sidecar.list_entries(sub))
 
 
 def _read_deleted(directory: Path, name: str) -> FileEntry | None:

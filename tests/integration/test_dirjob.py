@@ -281,3 +281,27 @@ def test_symlinks_out_of_the_roots_are_not_indexed(tmp_path: Path, fake_openai_s
     assert leak.status == SKIPPED and "outside the roots" in str(leak.error)
     assert entry(root, "alias.md").status == EMBEDDED
     assert "not for the index" not in str(sidecar.entry_path(root, "leak.md").read_text())
+
+
+def test_a_folder_renamed_with_its_sidecars_is_announced_for_a_resync(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Its `.rag/` moves with it and its entries still match, so its own job announces nothing: the parent's job
+    does (`dir_recover`), and the index re-syncs the subtree under the new path. A first run announces no such
+    event for a new folder, even when the folder's own job starts first."""
+    root = tmp_path / "kb"
+    (root / "lambda" / "deep").mkdir(parents=True)
+    (root / "lambda" / "l1.md").write_text("lima one\n")
+    (root / "lambda" / "deep" / "l2.md").write_text("lima two\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    assert not any(e.status == mushroom.DIR_RECOVER for e in all_events(root))
+    clear_mushrooms(root)
+    (root / "lambda").rename(root / "aws-lambda")
+    s = run(cfg)
+    assert s.embedded == 0 and s.texts_embedded == 0  # nothing re-embedded
+    assert sorted(all_events(root), key=lambda e: e.file) == [
+        Event("aws-lambda", mushroom.DIR_RECOVER),
+        Event("lambda", mushroom.DIR_DELETE),
+    ]
+    assert sidecar.read_entry(sidecar.entry_path(root, "aws-lambda")) is None  # a directory entry now
