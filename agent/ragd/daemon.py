@@ -71,7 +71,7 @@ class Agent:
         self.indexer: Indexer
         self.search_service: SearchService
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
-            roots=lambda: list(self.roots), index=lambda: self.indexer.index, write=lambda fn: self.indexer.call(fn),
+            roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:

@@ -8,8 +8,8 @@ directory's lock held, before it is repaired, so work in progress (a running job
 never passes for damage; such directories are left for the next pass. A repair means a bug somewhere: each one is
 logged as a warning with its path.
 
-The walk runs on its own thread and reads only, so search goes on while it runs; the index writer is used for
-the repairs alone.
+The walk runs on its own thread and reads only, so search goes on while it runs; the index writer lists the index
+at the start of a pass (so a rebuild never swaps the index under the listing) and makes the repairs.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import mushroom, sidecar
-from .index import IndexBackend, SourceSummary
+from .index import SourceSummary
 from .indexsync import IndexSync, servable
 from .model import EmbeddingIdentity
 from .paths import is_under, outermost
@@ -80,7 +80,6 @@ class VerifyHooks:
     """What the verifier needs of the agent."""
 
     roots: Callable[[], list[Path]]
-    index: Callable[[], IndexBackend]
     write: Callable[[Callable[[IndexSync], Any]], Future[Any]]  # run on the index writer thread
     busy: Callable[[Path], bool]  # a job of this directory is queued, waiting or running
     hand_note: Callable[
@@ -175,7 +174,8 @@ class Verifier:
         with self._lock:
             started = time.monotonic()
             roots = list(self.hooks.roots())
-            indexed = self.hooks.index().sources(None)
+            # listed on the writer thread: a rebuild (which swaps the index) never runs under the listing
+            indexed = self.hooks.write(lambda s: s.index.sources(None)).result()
             found = self._walk(roots, indexed, progress)
             repaired, removed = self.hooks.write(lambda s: self._repair(s, found.suspects)).result()
             self.cache.end_pass()
