@@ -79,11 +79,13 @@ class Agent:
         return replace(self._ctx, force=force, roots=roots)
 
     # -- start-up -------------------------------------------------------------------------------------------
-    def open_index(self) -> None:
+    def open_index(self) -> bool:
+        """Open the index (True: it had to be recreated, and must be refilled from the sidecars)."""
         index, rebuilt = open_or_rebuild(self.data_dir, self.config.identity, self.config.index)
         if rebuilt:
             log.warning("the index was unreadable and has been recreated; it is refilled from the sidecars")
         self._use_index(index)
+        return rebuilt
 
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
@@ -104,10 +106,12 @@ class Agent:
     def start(self) -> None:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
-        self.open_index()
+        rebuilt = self.open_index()
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(self.resolve_roots(), phase="initial")
+        if rebuilt:  # before the first verification, which would otherwise "repair" every source
+            self.indexer.call(_refill)
         self.state = "indexing"
 
     # -- roots ----------------------------------------------------------------------------------------------
@@ -360,6 +364,12 @@ def _soonest_retry(result: DirResult) -> float | None:
     stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == "FAILED" and f.retry_at]
     times = [t for t in stamps if t is not None]
     return min(times) if times else None
+
+
+def _refill(sync: IndexSync) -> int:
+    report = sync.reconcile(None)
+    log.info("the recreated index was refilled from the sidecars: %d sources", report.repaired)
+    return report.repaired
 
 
 def _drop_subtree(sync: IndexSync, root: Path, keep: list[Path]) -> int:

@@ -14,6 +14,8 @@ import pytest
 
 from ragctl.protocol import Client, socket_path
 from ragd import mushroom, sidecar
+from ragd.config import data_dir, load_config
+from ragd.index import collection_dir, health
 from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
 from tests.e2e.test_agent import _doc, _files, _found
 from tests.e2e.test_agent import config as config
@@ -235,3 +237,33 @@ def test_a_nonblocking_burst_of_connects_is_not_refused(agent: AgentProcess) -> 
         for s in socks:
             s.close()
     assert len(socks) == 200
+
+
+def test_an_agent_started_on_a_damaged_index_refills_it_before_verifying(
+    tmp_path: Path,
+    config: Path,
+    tree: Path,
+) -> None:
+    """A zero-length manifest once crashed every start (rc 139). The agent recreates the index and refills it
+    from the sidecars at once, so its first verification finds nothing to repair."""
+    first = AgentProcess(tmp_path / "a1.log", str(tree))
+    try:
+        first.wait_ready()
+        first.wait_idle()
+    finally:
+        assert first.stop() == 0
+    cfg = load_config(config)
+    manifest = health.newest_manifest(collection_dir(data_dir(cfg), cfg.identity))
+    assert manifest is not None
+    manifest.write_bytes(b"")
+    again = AgentProcess(tmp_path / "a2.log", str(tree))
+    try:
+        again.wait_ready()
+        again.wait_idle()
+        assert again.sources() == _files(tree)
+        verify = again.call("status")["index"]["verify"]
+        assert verify["last"] is not None and verify["repaired_total"] == 0
+        assert "refilled from the sidecars" in again.log()
+        assert _found("llama") == [str(tree / "docs/lambda/deep/l3.md")]
+    finally:
+        again.kill()
