@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,30 @@ def poll(cond: Callable[[], Any], timeout: float = 30.0, every: float = 0.05, wh
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(every)
+
+
+def write_doc(path: Path, token: str, extra: str = "") -> Path:
+    """A small Markdown file whose marker word `token` keyword search finds (English and Chinese text)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"# {token}\n\nThe marker {token} appears here. 标记 {token} 在这里。{extra}\n", encoding="utf-8"
+    )
+    return path
+
+
+def files_in(root: Path) -> list[str]:
+    """Every file under `root` the agent indexes by default (dot-files and dot-directories left out), sorted."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        out += [os.path.join(dirpath, f) for f in filenames if not f.startswith(".")]
+    return sorted(out)
+
+
+def keyword_hits(token: str, k: int = 20) -> list[str]:
+    """The paths `ragctl search TOKEN --mode keyword` finds, sorted."""
+    res = ragctl_json("search", token, "--mode", "keyword", "-k", str(k))
+    return sorted({r["path"] for r in res["results"]})
 
 
 def ragctl(*args: str, check: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -96,3 +121,16 @@ class AgentProcess:
             self.proc.kill()
             self.proc.wait(30)
         self._log.close()
+
+
+@contextmanager
+def running_agent(log_path: Path, *args: str, idle: bool = False) -> Iterator[AgentProcess]:
+    """`ragd run ARGS` answering on its socket (and idle, with `idle`); killed at the end."""
+    proc = AgentProcess(log_path, *args)
+    try:
+        proc.wait_ready()
+        if idle:
+            proc.wait_idle()
+        yield proc
+    finally:
+        proc.kill()

@@ -30,7 +30,12 @@ def ragd_json(*args: str, check: int | None = 0) -> Any:
     return json.loads(ragd(*args, "--json", check=check).stdout)
 
 
-def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
+FAST_WATCH = {"quiet": 0.1, "ceiling": 1.0}  # tests need not wait the default 0.3 s quiet period
+
+
+def write_api_config(
+    path: Path, server: FakeOpenAI, *, watch: dict[str, float] | None = None, **extra: object
+) -> Path:
     lines = [
         "[embedding]",
         'provider = "openai"',
@@ -43,6 +48,8 @@ def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
     ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     lines += ["", "[mcp]", "port = 0  # an ephemeral port: tests never clash with each other or a real agent"]
+    if watch:
+        lines += ["", "[watch]", *(f"{k} = {v}" for k, v in watch.items())]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -50,5 +57,13 @@ def write_api_config(path: Path, server: FakeOpenAI, **extra: object) -> Path:
 @pytest.fixture
 def api_config_file(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
     cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
+    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
+    return cfg
+
+
+@pytest.fixture
+def config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake embeddings API and a short debounce, in `RAGD_CONFIG`: what most agent tests run with."""
+    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch=FAST_WATCH)
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))
     return cfg

@@ -13,90 +13,67 @@ from pathlib import Path
 import pytest
 
 from ragd import sidecar
-from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
-from tests.e2e.conftest import RAGD, write_api_config
+from tests.e2e.agent import (
+    AgentProcess,
+    files_in,
+    keyword_hits,
+    poll,
+    ragctl,
+    ragctl_json,
+    running_agent,
+    write_doc,
+)
+from tests.e2e.conftest import RAGD
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
-
-
-def _doc(path: Path, token: str, extra: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        f"# {token}\n\nThe marker {token} appears here. 标记 {token} 在这里。{extra}\n", encoding="utf-8"
-    )
-    return path
-
-
-def _files(root: Path) -> list[str]:
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        out += [os.path.join(dirpath, f) for f in filenames if not f.startswith(".")]
-    return sorted(out)
-
-
-def _found(token: str) -> list[str]:
-    res = ragctl_json("search", token, "--mode", "keyword", "-k", "10")
-    return sorted({r["path"] for r in res["results"]})
-
-
-@pytest.fixture
-def config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
-    with cfg.open("a") as f:
-        f.write("\n[watch]\nquiet = 0.1\nceiling = 1.0\n")
-    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
-    return cfg
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     root = tmp_path / "kb"
-    _doc(root / "a.md", "alpha")
-    _doc(root / "sub" / "b.md", "bravo")
+    write_doc(root / "a.md", "alpha")
+    write_doc(root / "sub" / "b.md", "bravo")
     return root
 
 
 @pytest.fixture
 def agent(tmp_path: Path, config: Path, root: Path) -> Iterator[AgentProcess]:
-    proc = AgentProcess(tmp_path / "agent.log", str(root))
-    try:
-        proc.wait_ready()
+    with running_agent(tmp_path / "agent.log", str(root)) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def test_tree_changes_reach_the_index_exactly(agent: AgentProcess, root: Path, tmp_path: Path) -> None:
     agent.wait_idle()
-    assert agent.sources() == _files(root)
-    _doc(root / "c.md", "charlie")  # create
-    _doc(root / "a.md", "alpha", "edited in place with delta")  # edit in place
+    assert agent.sources() == files_in(root)
+    write_doc(root / "c.md", "charlie")  # create
+    write_doc(root / "a.md", "alpha", "edited in place with delta")  # edit in place
     swap = root / "sub" / ".b.md.swp"  # editor-style save: write a temp file, rename it over the target
-    _doc(swap, "bravo", "saved by an editor with echo")
+    write_doc(swap, "bravo", "saved by an editor with echo")
     swap.rename(root / "sub" / "b.md")
     (root / "sub" / "b.md").rename(root / "sub" / "b2.md")  # rename
-    _doc(root / "gone.md", "golf")
+    write_doc(root / "gone.md", "golf")
     agent.wait_idle()
     (root / "gone.md").unlink()  # delete
-    _doc(root / "new dir" / "deep" / "d.md", "deltax")  # a new directory tree
-    outside = _doc(tmp_path / "outside" / "inner" / "e.md", "echox").parent.parent
+    write_doc(root / "new dir" / "deep" / "d.md", "deltax")  # a new directory tree
+    outside = write_doc(tmp_path / "outside" / "inner" / "e.md", "echox").parent.parent
     shutil.move(outside, root / "moved-in")  # a directory moved in
     agent.wait_idle()
-    assert agent.sources() == _files(root)
-    assert _found("delta") == [str(root / "a.md")]
-    assert _found("echo") == [str(root / "sub" / "b2.md")]
-    assert _found("echox") == [str(root / "moved-in" / "inner" / "e.md")]
-    assert _found("golf") == []
+    assert agent.sources() == files_in(root)
+    assert keyword_hits("delta") == [str(root / "a.md")]
+    assert keyword_hits("echo") == [str(root / "sub" / "b2.md")]
+    assert keyword_hits("echox") == [str(root / "moved-in" / "inner" / "e.md")]
+    assert keyword_hits("golf") == []
     shutil.move(root / "moved-in", tmp_path / "away")  # a directory moved out
     shutil.rmtree(root / "new dir")  # a directory deleted
     agent.wait_idle()
-    _doc(tmp_path / "away" / "inner" / "late.md", "lateecho")  # written in the moved-out dir: must not count
+    write_doc(
+        tmp_path / "away" / "inner" / "late.md", "lateecho"
+    )  # written in the moved-out dir: must not count
     agent.wait_idle()
-    assert agent.sources() == _files(root)
-    assert _found("echox") == [] and _found("lateecho") == []
+    assert agent.sources() == files_in(root)
+    assert keyword_hits("echox") == [] and keyword_hits("lateecho") == []
     st = ragctl_json("status")
-    assert st["roots"][0]["files"]["EMBEDDED"] == len(_files(root))
+    assert st["roots"][0]["files"]["EMBEDDED"] == len(files_in(root))
     assert st["agent"]["idle"] and st["agent"]["state"] == "idle"
     assert ragctl_json("orphans") == {"orphans": [], "removed": 0}
     all_json_valid(root)
@@ -108,34 +85,34 @@ def test_burst_of_2000_files_loses_none(agent: AgentProcess, root: Path) -> None
     for i in range(2000):
         (burst / f"n{i:04d}.txt").write_text(f"burst note number {i} token{i}x\n")
     agent.wait_idle()
-    assert agent.sources() == _files(root)
+    assert agent.sources() == files_in(root)
     st = ragctl_json("status")
     assert st["roots"][0]["files"] == {"EMBEDDED": 2002, "SKIPPED": 0, "FAILED": 0}
-    assert _found("token1999x") == [str(burst / "n1999.txt")]
+    assert keyword_hits("token1999x") == [str(burst / "n1999.txt")]
 
 
 def test_sighup_adds_and_removes_roots(tmp_path: Path, config: Path, root: Path) -> None:
     other = tmp_path / "other"
-    _doc(other / "o.md", "oscar")
+    write_doc(other / "o.md", "oscar")
     base = config.read_text()
     config.write_text(f'roots = ["{root}"]\n' + base)
     agent = AgentProcess(tmp_path / "agent.log")
     try:
         agent.wait_ready()
         agent.wait_idle()
-        assert agent.sources() == _files(root)
+        assert agent.sources() == files_in(root)
         config.write_text(f'roots = ["{other}"]\n' + base)
         agent.signal(signal.SIGHUP)
         poll(
             lambda: [r["path"] for r in ragctl_json("roots", "list")["roots"]] == [str(other)], what="reload"
         )
         agent.wait_idle()
-        assert agent.sources() == _files(other)
-        assert _found("alpha") == []
+        assert agent.sources() == files_in(other)
+        assert keyword_hits("alpha") == []
         config.write_text("roots = [\n" + base)  # broken: the agent keeps running with what it has
         agent.signal(signal.SIGHUP)
         poll(lambda: ragctl_json("status")["agent"]["reload_error"], what="the reload error")
-        assert agent.sources() == _files(other)
+        assert agent.sources() == files_in(other)
         assert agent.stop() == 0
     finally:
         agent.kill()
@@ -158,14 +135,14 @@ def test_stop_restart_and_single_instance(tmp_path: Path, config: Path, root: Pa
         killed = AgentProcess(tmp_path / "a3.log", str(root))
         killed.wait_ready()
         for i in range(30):
-            _doc(root / "many" / f"k{i}.md", f"kilo{i}")
+            write_doc(root / "many" / f"k{i}.md", f"kilo{i}")
         poll(lambda: killed.call("status")["embedder"]["texts"] > 0, what="some embedding")
         killed.kill()  # SIGKILL mid-work: stale socket and lock stay behind
         again = AgentProcess(tmp_path / "a4.log", str(root))
         try:
             again.wait_ready()
             again.wait_idle()
-            assert again.sources() == _files(root)
+            assert again.sources() == files_in(root)
             all_json_valid(root)
             assert (
                 not list((root / "many" / ".rag" / "tmp").glob("*"))
@@ -181,13 +158,13 @@ def test_stop_restart_and_single_instance(tmp_path: Path, config: Path, root: Pa
 def test_ragctl_steers_the_agent(agent: AgentProcess, root: Path, tmp_path: Path) -> None:
     agent.wait_idle()
     assert ragctl_json("pause") == {"paused": True}
-    _doc(root / "p.md", "papa")
+    write_doc(root / "p.md", "papa")
     poll(lambda: ragctl_json("status")["roots"][0]["pending_dirs"] >= 1, what="a pending directory")
     assert ragctl_json("status")["agent"]["state"] == "paused"
     assert ragctl("wait", "--timeout", "1", check=1).returncode == 1
     assert ragctl_json("resume") == {"paused": False}
     ragctl("wait")
-    assert _found("papa") == [str(root / "p.md")]
+    assert keyword_hits("papa") == [str(root / "p.md")]
     res = ragctl_json("sync", str(root / "sub"), "--force", "--wait")
     assert res["scheduled"] == 1
     archive = tmp_path / "kb.tar.gz"
@@ -198,18 +175,18 @@ def test_ragctl_steers_the_agent(agent: AgentProcess, root: Path, tmp_path: Path
         names = sorted(tar.getnames())
     assert ".rag/a.md.ragjson" in names and "sub/.rag/b.md.ragjson" in names
     other = tmp_path / "more"
-    _doc(other / "m.md", "mike")
+    write_doc(other / "m.md", "mike")
     ragctl_json("roots", "add", str(other))
     ragctl("wait")
-    assert _found("mike") == [str(other / "m.md")]
+    assert keyword_hits("mike") == [str(other / "m.md")]
     assert (sidecar.entry_path(other, "m.md")).is_file()
     ragctl_json("roots", "remove", str(other))
     ragctl("wait")
-    assert _found("mike") == []
+    assert keyword_hits("mike") == []
     assert ragctl("search", "x", "--path", str(tmp_path / "nowhere"), check=None).returncode in (0, 1)
     out = ragctl_json("index", "--rebuild")
     assert out["chunks"] > 0
-    assert _found("papa") == [str(root / "p.md")]
+    assert keyword_hits("papa") == [str(root / "p.md")]
     assert ragctl("sync", str(tmp_path), check=1).stderr.startswith("ragctl: ")
 
 
@@ -218,18 +195,18 @@ def test_other_producers_change_notes_are_applied(agent: AgentProcess, root: Pat
     ragjson tool) reach the index through the watcher, even while the agent's own jobs are paused."""
     agent.wait_idle()
     ragctl_json("pause")
-    _doc(root / "ext" / "x.md", "xrayext")
+    write_doc(root / "ext" / "x.md", "xrayext")
     done = subprocess.run([*RAGD, "run", "--once", "--no-index", "--json", str(root)], capture_output=True,
                           text=True, timeout=120, env=os.environ.copy())  # fmt: skip
     assert done.returncode == 0, done.stderr
     poll(
-        lambda: _found("xrayext") == [str(root / "ext" / "x.md")],
+        lambda: keyword_hits("xrayext") == [str(root / "ext" / "x.md")],
         what="the external change note to be applied",
     )
     assert not list((root / "ext" / ".rag").glob("*.mushroom"))
     ragctl_json("resume")
     agent.wait_idle()
-    assert agent.sources() == _files(root)
+    assert agent.sources() == files_in(root)
 
 
 def test_interrupted_work_is_redone_after_a_forced_exit(
@@ -243,7 +220,7 @@ def test_interrupted_work_is_redone_after_a_forced_exit(
         agent.wait_idle()
         fake_openai_server.delay = 1.5  # every embedding request now takes 1.5 s
         for i in range(20):
-            _doc(root / "slow" / f"s{i}.md", f"sierra{i}")
+            write_doc(root / "slow" / f"s{i}.md", f"sierra{i}")
         poll(lambda: agent.call("status")["embedder"]["in_flight"] > 0, what="a request in flight")
         agent.signal(signal.SIGINT)
         poll(lambda: "stopping" in agent.log(), what="the graceful stop to begin")
@@ -258,8 +235,8 @@ def test_interrupted_work_is_redone_after_a_forced_exit(
     try:
         again.wait_ready()
         again.wait_idle()
-        assert again.sources() == _files(root)
-        assert again.call("status")["roots"][0]["files"]["EMBEDDED"] == len(_files(root))
+        assert again.sources() == files_in(root)
+        assert again.call("status")["roots"][0]["files"]["EMBEDDED"] == len(files_in(root))
     finally:
         again.kill()
 
@@ -271,7 +248,7 @@ def test_a_failing_embeddings_api_is_reported_and_recovered(
     embedder's last error is shown, the agent goes on; once the API is back, a forced sync embeds it."""
     agent.wait_idle()
     fake_openai_server.fail_next(20, status=503, message="upstream overloaded")
-    _doc(root / "flaky.md", "foxtrot")
+    write_doc(root / "flaky.md", "foxtrot")
     agent.wait_idle()
     st = ragctl_json("status")
     failures = st["roots"][0]["failures"]
@@ -280,11 +257,11 @@ def test_a_failing_embeddings_api_is_reported_and_recovered(
     assert st["embedder"]["last_error"] and "sk-e2e-secret" not in str(st)
     assert "1 failed" in ragctl("status").stdout
     fake_openai_server.reset()  # the API is back
-    _doc(root / "fine.md", "golfball")  # the agent still works for other files
+    write_doc(root / "fine.md", "golfball")  # the agent still works for other files
     agent.wait_idle()
-    assert _found("golfball") == [str(root / "fine.md")]
+    assert keyword_hits("golfball") == [str(root / "fine.md")]
     ragctl_json("sync", str(root / "flaky.md"), "--force", "--wait")
-    assert _found("foxtrot") == [str(root / "flaky.md")]
+    assert keyword_hits("foxtrot") == [str(root / "flaky.md")]
     assert ragctl_json("status")["roots"][0]["failures"] == []
 
 
@@ -294,17 +271,17 @@ def test_odd_names_and_bad_files_while_watching(agent: AgentProcess, root: Path)
     agent.wait_idle()
     names = ["q\"uote's.md", "50% off_a_b.md", "line\nbreak.md", "emoji 😀.md", "中文 笔记.md", "a\\b.md"]
     for i, name in enumerate(names):
-        _doc(root / "odd" / name, f"oddname{i}")
+        write_doc(root / "odd" / name, f"oddname{i}")
     (root / "odd" / "junk.txt").write_bytes(b"\x00\xff\x10binary" * 200)
     (root / "odd" / "empty.md").write_bytes(b"")
     agent.wait_idle()
     for i, name in enumerate(names):
-        assert _found(f"oddname{i}") == [str(root / "odd" / name)], name
+        assert keyword_hits(f"oddname{i}") == [str(root / "odd" / name)], name
     st = ragctl_json("status")["roots"][0]
     assert [f["path"] for f in st["failures"]] == [str(root / "odd" / "junk.txt")]
     assert "binary" in st["failures"][0]["reason"]
     assert st["files"]["SKIPPED"] == 1 and st["files"]["FAILED"] == 1
-    assert set(agent.sources()) == set(_files(root)) - {
+    assert set(agent.sources()) == set(files_in(root)) - {
         str(root / "odd" / "junk.txt"),
         str(root / "odd" / "empty.md"),
     }

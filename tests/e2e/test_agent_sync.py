@@ -16,9 +16,16 @@ from ragctl.protocol import Client, socket_path
 from ragd import mushroom, sidecar
 from ragd.config import data_dir, load_config
 from ragd.index import collection_dir, health
-from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
-from tests.e2e.test_agent import _doc, _files, _found
-from tests.e2e.test_agent import config as config
+from tests.e2e.agent import (
+    AgentProcess,
+    files_in,
+    keyword_hits,
+    poll,
+    ragctl,
+    ragctl_json,
+    running_agent,
+    write_doc,
+)
 from tests.support.fake_openai import FakeOpenAI
 
 
@@ -28,19 +35,14 @@ def tree(tmp_path: Path) -> Path:
     for name, token in [("a.md", "alpha"), ("docs/lambda/l1.md", "lima"), ("docs/lambda/l2.md", "lemur"),
                         ("docs/lambda/deep/l3.md", "llama"), ("docs/chinese/c1.md", "chai"),
                         ("a%b/p.md", "percent"), ("docs/other/o.md", "oscar")]:  # fmt: skip
-        _doc(kb / name, token)
+        write_doc(kb / name, token)
     return kb
 
 
 @pytest.fixture
 def agent(tmp_path: Path, config: Path, tree: Path) -> Iterator[AgentProcess]:
-    proc = AgentProcess(tmp_path / "agent.log", str(tree))
-    try:
-        proc.wait_ready()
-        proc.wait_idle()
+    with running_agent(tmp_path / "agent.log", str(tree), idle=True) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def _root_files(status: dict, root: Path) -> dict:
@@ -53,14 +55,14 @@ def test_adding_a_root_keeps_every_other_root_indexed(
     """`roots add` once emptied the index of every other root (the check after the new root's rescan took that
     root's files for all the files)."""
     other = tmp_path / "papers"
-    _doc(other / "p1.md", "papaya")
+    write_doc(other / "p1.md", "papaya")
     before = agent.call("index")["documents"]
     ragctl("roots", "add", str(other))
     agent.wait_idle()
-    assert agent.sources() == sorted(_files(tree) + _files(other))
+    assert agent.sources() == sorted(files_in(tree) + files_in(other))
     assert agent.call("index")["documents"] > before
-    assert _found("lima") == [str(tree / "docs/lambda/l1.md")]
-    assert _found("papaya") == [str(other / "p1.md")]
+    assert keyword_hits("lima") == [str(tree / "docs/lambda/l1.md")]
+    assert keyword_hits("papaya") == [str(other / "p1.md")]
 
 
 @pytest.mark.parametrize(
@@ -73,10 +75,10 @@ def test_renamed_or_moved_folders_stay_indexed(agent: AgentProcess, tree: Path, 
     (once, nothing stayed: nothing was upserted and the files were gone from search until the hourly rescan)."""
     (tree / src).rename(tree / dst)
     agent.wait_idle()
-    assert agent.sources() == _files(tree)
+    assert agent.sources() == files_in(tree)
     token = "percent" if src == "a%b" else "llama"
     where = tree / dst / ("p.md" if src == "a%b" else "deep/l3.md")
-    assert _found(token) == [str(where)]
+    assert keyword_hits(token) == [str(where)]
     assert agent.call("orphans")["orphans"] == []
     assert ragctl_json("verify")["repaired"] == 0  # the watcher path got it right: nothing to repair
 
@@ -84,7 +86,7 @@ def test_renamed_or_moved_folders_stay_indexed(agent: AgentProcess, tree: Path, 
 def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentProcess, tree: Path) -> None:
     """Removing a root nested in another once un-indexed files the outer root still holds, and the counts drifted."""
     inner = tree / "docs" / "chinese"
-    files = _files(tree)
+    files = files_in(tree)
     added = ragctl_json("roots", "add", str(inner))
     assert any("inside the root" in n and str(tree) in n for n in added["notes"])
     agent.wait_idle()
@@ -93,11 +95,11 @@ def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentP
     assert any("stay indexed" in n for n in removed["notes"])
     agent.wait_idle()
     assert agent.sources() == files
-    assert _found("chai") == [str(inner / "c1.md")]
+    assert keyword_hits("chai") == [str(inner / "c1.md")]
     assert _root_files(agent.call("status"), tree)["EMBEDDED"] == len(files)
     # and the other way round: an outer root added over an existing one, then removed again
     outer = tree.parent
-    _doc(outer / "top.md", "topaz")
+    write_doc(outer / "top.md", "topaz")
     ragctl("roots", "add", str(outer))
     agent.wait_idle()
     assert agent.sources() == sorted([*files, str(outer / "top.md")])
@@ -111,20 +113,20 @@ def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) 
     ragctl_json("pause")
     done = ragctl("wait", check=None)  # nothing to do: idle, even though paused
     assert done.returncode == 0, done.stderr
-    _doc(tree / "new.md", "november")
+    write_doc(tree / "new.md", "november")
     poll(lambda: agent.call("status")["roots"][0]["pending_dirs"] > 0, what="the change to be queued")
     blocked = ragctl("wait", "--timeout", "60", check=None)
     assert blocked.returncode == 1
     assert "paused" in blocked.stderr and "ragctl resume" in blocked.stderr
     ragctl_json("resume")
     agent.wait_idle()
-    assert _found("november") == [str(tree / "new.md")]
+    assert keyword_hits("november") == [str(tree / "new.md")]
 
 
 def test_status_progress_never_counts_past_its_totals(tmp_path: Path, config: Path, tree: Path) -> None:
     """An edit during the initial indexing runs a directory twice; each directory counts once."""
     for i in range(40):
-        _doc(tree / f"bulk{i % 8}" / f"f{i}.md", f"bulk{i}")
+        write_doc(tree / f"bulk{i % 8}" / f"f{i}.md", f"bulk{i}")
     proc = AgentProcess(tmp_path / "agent.log", str(tree))
     try:
         proc.wait_ready()
@@ -134,11 +136,11 @@ def test_status_progress_never_counts_past_its_totals(tmp_path: Path, config: Pa
             prog = st["progress"]
             if prog["phase"]:
                 seen.append(prog)
-                _doc(tree / "bulk1" / "f1.md", "bulk1", f"edit {len(seen)}")
+                write_doc(tree / "bulk1" / "f1.md", "bulk1", f"edit {len(seen)}")
             if st["agent"]["state"] == "idle":
                 break
         assert all(p["dirs_done"] <= p["dirs_total"] for p in seen), seen
-        assert all(p["files_done"] <= len(_files(tree)) for p in seen), seen
+        assert all(p["files_done"] <= len(files_in(tree)) for p in seen), seen
     finally:
         proc.kill()
 
@@ -181,7 +183,7 @@ def test_another_tools_invalid_vectors_never_hold_back_their_neighbours(
         ("bad.md", np.zeros(fake_openai_server.dim)),
         ("good.md", np.ones(fake_openai_server.dim)),
     ]:
-        path = _doc(d / name, name.split(".")[0] + "zulu")
+        path = write_doc(d / name, name.split(".")[0] + "zulu")
         st = os.stat(path)
         source = sidecar.SourceInfo(name, "f" * 32, st.st_size, int(st.st_mtime), st.st_ino)
         chunk = sidecar.StoredChunk(path.read_text(), "e" * 32, 0, sidecar.encode_vector(vec))
@@ -193,8 +195,8 @@ def test_another_tools_invalid_vectors_never_hold_back_their_neighbours(
             sidecar.write_entry(d, e)
         sidecar.write_atomic(d, f"20261201T000000.000000Z-{os.getpid() + 1}-0.mushroom",
                              b'{"file": "bad.md", "status": "upsert"}\n{"file": "good.md", "status": "upsert"}\n')  # fmt: skip
-    poll(lambda: _found("goodzulu") == [str(d / "good.md")], what="the good entry to be served")
-    assert _found("badzulu") == []
+    poll(lambda: keyword_hits("goodzulu") == [str(d / "good.md")], what="the good entry to be served")
+    assert keyword_hits("badzulu") == []
     assert agent.call("status")["index"]["failed_mushrooms"] == []
     assert not mushroom.pending(d)
     assert "invalid vectors" in agent.log()
@@ -260,10 +262,10 @@ def test_an_agent_started_on_a_damaged_index_refills_it_before_verifying(
     try:
         again.wait_ready()
         again.wait_idle()
-        assert again.sources() == _files(tree)
+        assert again.sources() == files_in(tree)
         verify = again.call("status")["index"]["verify"]
         assert verify["last"] is not None and verify["repaired_total"] == 0
         assert "refilled from the sidecars" in again.log()
-        assert _found("llama") == [str(tree / "docs/lambda/deep/l3.md")]
+        assert keyword_hits("llama") == [str(tree / "docs/lambda/deep/l3.md")]
     finally:
         again.kill()

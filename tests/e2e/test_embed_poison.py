@@ -11,18 +11,13 @@ import numpy as np
 import pytest
 
 from ragd import sidecar
-from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
+from tests.e2e.agent import AgentProcess, keyword_hits, poll, ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import write_api_config
 from tests.support.fake_openai import FakeOpenAI
 
 WORDS = ["alphorn", "bassoon", "celesta", "didgeridoo", "euphonium"]
 POISONED = "celesta.md"
 MARKER = "poisonpill"
-
-
-def _found(word: str) -> list[str]:
-    res = ragctl_json("search", word, "--mode", "keyword", "-k", "10")
-    return sorted({r["path"] for r in res["results"]})
 
 
 def _vectors_usable(entry: sidecar.FileEntry) -> bool:
@@ -61,13 +56,11 @@ def agent(
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))
     fake_openai_server.poison(MARKER, kind)
     fake_openai_server.hold_next(1)  # the first request waits, so the other files' texts share the next one
-    proc = AgentProcess(tmp_path / "agent.log", str(kb))
     try:
-        proc.wait_ready()
-        yield proc
+        with running_agent(tmp_path / "agent.log", str(kb)) as proc:
+            yield proc
     finally:
         fake_openai_server.release()
-        proc.kill()
 
 
 def test_a_poisoned_vector_fails_only_its_file(agent: AgentProcess, kb: Path, kind: str, fake_openai_server: FakeOpenAI) -> None:  # fmt: skip
@@ -93,12 +86,12 @@ def test_a_poisoned_vector_fails_only_its_file(agent: AgentProcess, kb: Path, ki
     assert entry is not None and entry.status != sidecar.EMBEDDED and _vectors_usable(entry)
     for word in WORDS:
         if f"{word}.md" != POISONED:
-            assert _found(word) == [str(band / f"{word}.md")], word
-    assert _found("celesta") == []
+            assert keyword_hits(word) == [str(band / f"{word}.md")], word
+    assert keyword_hits("celesta") == []
 
     server.unpoison()  # the API is sane again
     ragctl_json("sync", str(band / POISONED), "--force", "--wait")
-    assert _found("celesta") == [str(band / POISONED)]
+    assert keyword_hits("celesta") == [str(band / POISONED)]
     assert ragctl_json("status")["roots"][0]["failures"] == []
     entry = sidecar.try_read(sidecar.entry_path(band, POISONED))
     assert entry is not None and entry.status == sidecar.EMBEDDED and _vectors_usable(entry)

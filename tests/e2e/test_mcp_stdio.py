@@ -23,8 +23,8 @@ from mcp_types import CallToolResult, TextContent, TextResourceContents
 
 import ragctl
 from ragctl.protocol import socket_path
-from tests.e2e.agent import RAGCTL, AgentProcess, ragctl_json
-from tests.e2e.conftest import write_api_config
+from tests.e2e.agent import RAGCTL, AgentProcess, ragctl_json, running_agent
+from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 
 T = TypeVar("T")
@@ -155,17 +155,10 @@ def root(tmp_path: Path) -> Path:
 def agent(
     tmp_path: Path, root: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[AgentProcess]:
-    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
-    with cfg.open("a") as f:
-        f.write("\n[watch]\nquiet = 0.1\nceiling = 1.0\n")  # write_api_config sets [mcp] port = 0
+    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch=FAST_WATCH)
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))
-    proc = AgentProcess(tmp_path / "agent.log", str(root))
-    try:
-        proc.wait_ready()
-        proc.wait_idle()
+    with running_agent(tmp_path / "agent.log", str(root), idle=True) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def test_search_over_stdio_equals_ragctl_search(agent: AgentProcess, root: Path, tmp_path: Path) -> None:

@@ -14,21 +14,17 @@ from pathlib import Path
 import pytest
 
 from ragd import sidecar
-from tests.e2e.agent import AgentProcess, poll, ragctl, ragctl_json
-from tests.e2e.conftest import RAGD, write_api_config
+from tests.e2e.agent import (
+    AgentProcess,
+    keyword_hits,
+    poll,
+    ragctl,
+    ragctl_json,
+    running_agent,
+    write_doc,
+)
+from tests.e2e.conftest import RAGD
 from tests.integration.helpers import all_json_valid
-from tests.support.fake_openai import FakeOpenAI
-
-
-def _doc(path: Path, token: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# {token}\n\nThe marker {token} appears here.\n", encoding="utf-8")
-    return path
-
-
-def _found(token: str) -> list[str]:
-    res = ragctl_json("search", token, "--mode", "keyword", "-k", "20")
-    return sorted({r["path"] for r in res["results"]})
 
 
 def _bad(directory: Path, name: bytes) -> bytes:
@@ -36,29 +32,16 @@ def _bad(directory: Path, name: bytes) -> bytes:
 
 
 @pytest.fixture
-def config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server)
-    with cfg.open("a") as f:
-        f.write("\n[watch]\nquiet = 0.1\nceiling = 1.0\n")
-    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
-    return cfg
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     root = tmp_path / "kb"
-    _doc(root / "a.md", "alpha")
+    write_doc(root / "a.md", "alpha")
     return root
 
 
 @pytest.fixture
 def agent(tmp_path: Path, config: Path, root: Path) -> Iterator[AgentProcess]:
-    proc = AgentProcess(tmp_path / "agent.log", str(root))
-    try:
-        proc.wait_ready()
+    with running_agent(tmp_path / "agent.log", str(root)) as proc:
         yield proc
-    finally:
-        proc.kill()
 
 
 def test_a_name_that_is_not_utf8_is_skipped_and_its_directory_indexed(
@@ -72,12 +55,12 @@ def test_a_name_that_is_not_utf8_is_skipped_and_its_directory_indexed(
     os.close(fd)
     bad_dir = Path(os.fsdecode(_bad(mixed, b"d\xff")))
     bad_dir.mkdir()
-    _doc(bad_dir / "inside.md", "insidetoken")
+    write_doc(bad_dir / "inside.md", "insidetoken")
     for i in range(9):
-        _doc(mixed / f"good{i}.md", "goodtoken")
+        write_doc(mixed / f"good{i}.md", "goodtoken")
     ragctl("wait")
-    assert _found("goodtoken") == [str(mixed / f"good{i}.md") for i in range(9)]
-    assert _found("latinonetoken") == [] and _found("insidetoken") == []
+    assert keyword_hits("goodtoken") == [str(mixed / f"good{i}.md") for i in range(9)]
+    assert keyword_hits("latinonetoken") == [] and keyword_hits("insidetoken") == []
     st = ragctl_json("status")
     summary = st["roots"][0]
     assert summary["files"] == {"EMBEDDED": 10, "SKIPPED": 2, "FAILED": 0}
@@ -92,9 +75,9 @@ def test_a_name_that_is_not_utf8_is_skipped_and_its_directory_indexed(
     assert "job for" not in agent.log()  # no directory job failed (it would be retried every minute)
     assert ragctl("status").returncode == 0
     # the directory keeps working: a later file is indexed, the odd ones stay SKIPPED
-    _doc(mixed / "later.md", "latertoken")
+    write_doc(mixed / "later.md", "latertoken")
     ragctl("wait")
-    assert _found("latertoken") == [str(mixed / "later.md")]
+    assert keyword_hits("latertoken") == [str(mixed / "later.md")]
     assert ragctl_json("status")["roots"][0]["files"]["SKIPPED"] == 2
     all_json_valid(root)
 
@@ -108,9 +91,9 @@ def test_fifos_sockets_and_broken_links_are_skipped_while_watching(agent: AgentP
     (odd / "loop.md").symlink_to(odd / "loop.md")
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(odd / "sock.md"))
-        _doc(odd / "fine.md", "finetoken")
+        write_doc(odd / "fine.md", "finetoken")
         ragctl("wait")
-        assert _found("finetoken") == [str(odd / "fine.md")]
+        assert keyword_hits("finetoken") == [str(odd / "fine.md")]
         summary = ragctl_json("status")["roots"][0]
     assert summary["files"] == {"EMBEDDED": 2, "SKIPPED": 4, "FAILED": 0} and summary["dir_errors"] == []
     assert sorted(p.name for p in (odd / ".rag").glob("*.ragjson")) == ["fine.md.ragjson"]
@@ -122,15 +105,15 @@ def test_a_sidecar_write_failure_is_retried_until_it_succeeds(agent: AgentProces
     agent's timed retry indexes it with no further change to the file."""
     agent.wait_idle()
     (root / ".rag" / "blocked.md.ragjson" / "in-the-way").mkdir(parents=True)
-    _doc(root / "blocked.md", "blockedtoken")
+    write_doc(root / "blocked.md", "blockedtoken")
     ragctl("wait")
     failures = ragctl_json("status")["roots"][0]["failures"]
     assert [f["path"] for f in failures] == [str(root / "blocked.md")]
     assert "cannot write" in failures[0]["reason"] and failures[0]["retry_at"]
-    assert _found("blockedtoken") == []
+    assert keyword_hits("blockedtoken") == []
     (root / ".rag" / "blocked.md.ragjson" / "in-the-way").rmdir()
     (root / ".rag" / "blocked.md.ragjson").rmdir()
-    poll(lambda: _found("blockedtoken") == [str(root / "blocked.md")], timeout=180, every=0.5,
+    poll(lambda: keyword_hits("blockedtoken") == [str(root / "blocked.md")], timeout=180, every=0.5,
          what="the timed retry (first back-off: 60 s)")  # fmt: skip
     ragctl("wait")
     assert ragctl_json("status")["roots"][0]["failures"] == []
@@ -152,7 +135,7 @@ def test_a_full_disk_leaves_the_file_failed_with_a_retry_time(tmp_path: Path, co
     small FAILED record still fits, with a retry time. Once writes work again, the due retry embeds it."""
     root = tmp_path / "kb"
     root.mkdir()
-    _doc(root / "small.md", "smalltoken")
+    write_doc(root / "small.md", "smalltoken")
     (root / "big.md").write_text(
         "".join(f"Paragraph {i}: bigtoken words of a long text.\n\n" for i in range(400))
     )
@@ -185,8 +168,8 @@ def test_a_full_disk_leaves_the_file_failed_with_a_retry_time(tmp_path: Path, co
                     "which drops to nobody in a forked child")  # fmt: skip
 def test_an_unreadable_file_is_failed_with_permission_denied(tmp_path: Path, config: Path) -> None:
     root = tmp_path / "kb"
-    _doc(root / "open.md", "opentoken")
-    _doc(root / "closed.md", "closedtoken").chmod(0)
+    write_doc(root / "open.md", "opentoken")
+    write_doc(root / "closed.md", "closedtoken").chmod(0)
     run = [*RAGD, "run", "--once", "--no-index", "--json", str(root)]
     proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
     summary = json.loads(proc.stdout)
@@ -208,7 +191,7 @@ def test_the_data_directory_is_private(tmp_path: Path, config: Path, monkeypatch
     """The index holds every document's text: the data directory is created 0700, and an index/ left wider by an
     older version is narrowed to 0700."""
     root = tmp_path / "kb"
-    _doc(root / "a.md", "alpha")
+    write_doc(root / "a.md", "alpha")
     data = tmp_path / "state" / "ragd"
     monkeypatch.setenv("RAGD_DATA_DIR", str(data))
     assert (

@@ -93,25 +93,33 @@ def expect(texts: list[str]) -> np.ndarray:
     return np.stack([vec(t) for t in texts])
 
 
+def behind_a_held_batch(
+    embedder: RecordingEmbedder, queue: EmbedQueue, first: list[str], calls: list[list[str]]
+) -> list[np.ndarray | EmbedError]:
+    """Run `calls` (one thread each) while the only worker is held on `first`, so their texts queue up and share
+    the next requests; then release the worker and return each call's result."""
+    held = threading.Thread(target=queue.embed, args=(first,))
+    held.start()
+    wait_until(lambda: len(embedder.batches) == 1)  # the only worker is busy with `first`
+    done: list[list[np.ndarray | EmbedError]] = []
+    runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
+    runner.start()
+    wait_until(lambda: queue.stats.queued == sum(len(c) for c in calls))
+    assert queue.stats.in_flight == len(first)
+    embedder.release.set()
+    runner.join(timeout=10)
+    held.join(timeout=10)
+    return done[0]
+
+
 def test_batches_callers_from_many_threads() -> None:
     embedder = RecordingEmbedder(hold_first=True)
     queue = EmbedQueue(embedder, batch_size=64, concurrency=1)
+    calls = [[f"c{i}-a", f"c{i}-b"] for i in range(8)]
     try:
-        first = threading.Thread(target=queue.embed, args=(["first"],))
-        first.start()
-        wait_until(lambda: len(embedder.batches) == 1)  # the only worker is busy with "first"
-        calls = [[f"c{i}-a", f"c{i}-b"] for i in range(8)]
-        done: list[list[np.ndarray | EmbedError]] = []
-        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
-        runner.start()
-        wait_until(lambda: queue.stats.queued == 16)
-        assert queue.stats.in_flight == 1
-        embedder.release.set()
-        runner.join(timeout=10)
-        first.join(timeout=10)
+        results = behind_a_held_batch(embedder, queue, ["first"], calls)
     finally:
         queue.close()
-    results = done[0]
     for texts, got in zip(calls, results, strict=True):
         assert isinstance(got, np.ndarray)
         np.testing.assert_array_equal(got, expect(texts))
@@ -135,21 +143,12 @@ def test_splits_a_large_call_and_keeps_order() -> None:
 def test_a_failed_batch_fails_only_its_callers() -> None:
     embedder = RecordingEmbedder(hold_first=True)
     queue = EmbedQueue(embedder, batch_size=2, concurrency=1)
+    calls = [["a1", "a2"], ["p1", "bad", "p3", "p4", "p5"], ["b1", "b2"]]
     try:
-        first = threading.Thread(target=queue.embed, args=(["warm", "up"],))
-        first.start()
-        wait_until(lambda: len(embedder.batches) == 1)
-        calls = [["a1", "a2"], ["p1", "bad", "p3", "p4", "p5"], ["b1", "b2"]]
-        done: list[list[np.ndarray | EmbedError]] = []
-        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
-        runner.start()
-        wait_until(lambda: queue.stats.queued == 9)
-        embedder.release.set()
-        runner.join(timeout=10)
-        first.join(timeout=10)
+        results = behind_a_held_batch(embedder, queue, ["warm", "up"], calls)
     finally:
         queue.close()
-    by_first = {c[0]: r for c, r in zip(calls, done[0], strict=True)}
+    by_first = {c[0]: r for c, r in zip(calls, results, strict=True)}
     failed = by_first["p1"]
     assert isinstance(failed, EmbedError) and "refused 'bad'" in failed.message
     for key, texts in (("a1", calls[0]), ("b1", calls[2])):
@@ -167,22 +166,13 @@ def test_an_unusable_row_fails_only_its_caller_in_a_shared_batch() -> None:
     vector for one of another: those two callers get EmbedError saying so, the other two get their vectors."""
     embedder = RecordingEmbedder(hold_first=True)
     queue = EmbedQueue(embedder, batch_size=64, concurrency=1)
+    calls = [["a1", "a2"], ["p1", "nan-row", "p3"], ["b1"], ["q1", "zero-row"]]
     try:
-        first = threading.Thread(target=queue.embed, args=(["warm", "up"],))
-        first.start()
-        wait_until(lambda: len(embedder.batches) == 1)
-        calls = [["a1", "a2"], ["p1", "nan-row", "p3"], ["b1"], ["q1", "zero-row"]]
-        done: list[list[np.ndarray | EmbedError]] = []
-        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
-        runner.start()
-        wait_until(lambda: queue.stats.queued == 8)
-        embedder.release.set()
-        runner.join(timeout=10)
-        first.join(timeout=10)
+        results = behind_a_held_batch(embedder, queue, ["warm", "up"], calls)
     finally:
         queue.close()
     assert len(embedder.batches) == 2 and len(embedder.batches[1]) == 8  # all four callers shared one request
-    got = {c[0]: r for c, r in zip(calls, done[0], strict=True)}
+    got = {c[0]: r for c, r in zip(calls, results, strict=True)}
     for key, texts in (("a1", calls[0]), ("b1", calls[2])):
         ok = got[key]
         assert isinstance(ok, np.ndarray)
@@ -206,21 +196,12 @@ def test_a_caller_with_an_unusable_row_is_dropped_from_later_batches() -> None:
     and the callers behind it are embedded."""
     embedder = RecordingEmbedder(hold_first=True)
     queue = EmbedQueue(embedder, batch_size=2, concurrency=1)
+    calls = [["inf-row", "zero-row", "p3", "p4", "p5"], ["b1", "b2"]]
     try:
-        first = threading.Thread(target=queue.embed, args=(["warm"],))
-        first.start()
-        wait_until(lambda: len(embedder.batches) == 1)
-        calls = [["inf-row", "zero-row", "p3", "p4", "p5"], ["b1", "b2"]]
-        done: list[list[np.ndarray | EmbedError]] = []
-        runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
-        runner.start()
-        wait_until(lambda: queue.stats.queued == 7)
-        embedder.release.set()
-        runner.join(timeout=10)
-        first.join(timeout=10)
+        results = behind_a_held_batch(embedder, queue, ["warm"], calls)
     finally:
         queue.close()
-    failed, ok = done[0]
+    failed, ok = results
     assert isinstance(failed, EmbedError)
     assert failed.message == (
         "the embedder recording returned a zero vector and a non-finite (NaN or infinite) vector for 2 of 2 texts"
