@@ -41,28 +41,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from ragd import sidecar
 from tests.e2e.agent import RAGCTL, AgentProcess, ragctl, ragctl_json
 from tests.e2e.conftest import write_api_config
+from tests.support import model_sync as ms
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.model_sync import (
-    DIR_NAMES,
-    EMBEDDED,
-    FILE_EXTENSIONS,
-    FILE_STEMS,
-    IGNORED_NAMES,
-    POISON_WORDS,
-    ROOT_TOPS,
-    Content,
-    FileState,
-    Tree,
-    base_name,
-    is_utf8,
-    join,
-    parent,
-    tracked_dir_under,
-    under,
-)
 
 PROFILE = os.environ.get("RAGD_MODEL_PROFILE", "ci")
 SOAK = PROFILE == "soak"
@@ -70,13 +52,18 @@ EXAMPLES = int(os.environ.get("RAGD_MODEL_EXAMPLES") or (200 if SOAK else 6))
 STEPS = int(os.environ.get("RAGD_MODEL_STEPS") or (60 if SOAK else 20))
 EXCLUDED = frozenset(filter(None, os.environ.get("RAGD_MODEL_EXCLUDE", "").split(",")))
 VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
+SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
+STATS = os.environ.get("RAGD_MODEL_STATS")
 MAX_FILES, MAX_DEPTH = 40, 4
-WAIT_S, SEARCH_SAMPLE = 60, 5
+WAIT_S = 60
 NAMES = (
     tuple(
-        s + e for s in FILE_STEMS for e in FILE_EXTENSIONS if is_utf8(s) or "non_utf8_names" not in EXCLUDED
+        s + e
+        for s in ms.FILE_STEMS
+        for e in ms.FILE_EXTENSIONS
+        if ms.is_utf8(s) or "non_utf8_names" not in EXCLUDED
     )
-    + IGNORED_NAMES
+    + ms.IGNORED_NAMES
 )
 PLAIN_NAMES = ("a.md", "b.txt", "note.md")
 
@@ -86,9 +73,9 @@ class PoisonedOpenAI(FakeOpenAI):
 
     def vector(self, text: str, dim: int | None = None) -> np.ndarray:
         size = dim or self.dim
-        if POISON_WORDS[0] in text:
+        if ms.POISON_WORDS[0] in text:
             return np.zeros(size, dtype=np.float32)
-        if POISON_WORDS[1] in text:
+        if ms.POISON_WORDS[1] in text:
             return np.full(size, np.nan, dtype=np.float32)
         return super().vector(text, dim)
 
@@ -123,10 +110,6 @@ def say(message: str) -> None:
         print(message, flush=True)
 
 
-def words(text: str) -> list[str]:
-    return text.split()
-
-
 class ModelSync(RuleBasedStateMachine):
     server: ClassVar[PoisonedOpenAI]
     workdir: ClassVar[Path]
@@ -139,17 +122,16 @@ class ModelSync(RuleBasedStateMachine):
         self.changed = True  # something happened since the last check
         self.paused = False
         self.checks = 0
-        self.touched: set[str] = set()  # tokens whose file changed since the last check
         self.home = Path(tempfile.mkdtemp(prefix="e", dir=self.workdir))
         self.saved_env = os.environ.copy()
         self._isolate()
         self.server.reset()
-        self.content = Content()
-        self.tree = Tree(self.home / "t")
+        self.content = ms.Content()
+        self.tree = ms.Tree(self.home / "t")
         self.model = self.tree.model
         self.model.config_roots = ["A"]
         for rel in ("A/a.md", "B/b.md"):
-            self._write(rel, self.content.new())
+            self.tree.write(rel, self.content.new())
         self._write_config()
         self.log_at = 0
         self.agent = self._start()
@@ -157,7 +139,7 @@ class ModelSync(RuleBasedStateMachine):
     # -- environment and agent ----------------------------------------------------------------------------------
     def _isolate(self) -> None:
         for key in list(os.environ):
-            if key.startswith("RAGD_") and not key.startswith("RAGD_MODEL_"):
+            if key.startswith("RAGD_"):
                 del os.environ[key]
         os.environ["HOME"] = str(self.home)
         for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
@@ -181,12 +163,6 @@ class ModelSync(RuleBasedStateMachine):
     def _log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.agent.log().splitlines()[-lines:])
 
-    def abs(self, rel: str) -> str:
-        return self.tree.path(rel)
-
-    def rel(self, path: str) -> str:
-        return os.path.relpath(path, self.tree.top)
-
     def quiesce(self) -> None:
         """Resume if paused (a paused agent never gets idle), then `ragctl wait`."""
         if self.paused:
@@ -200,14 +176,6 @@ class ModelSync(RuleBasedStateMachine):
     def pick(data: st.DataObject, items: Any, label: str) -> Any:
         return data.draw(st.sampled_from(sorted(items)), label=label)
 
-    def _write(self, rel: str, state: FileState) -> None:
-        old = self.model.files.get(rel)
-        self.touched.update((old.tokens if old else ()) + state.tokens)
-        self.tree.write(rel, state)
-
-    def _touch(self, rel: str) -> None:
-        self.touched.update(self.model.files[rel].tokens)
-
     def movable_dirs(self) -> list[str]:
         return sorted(d for d in self.model.dirs if not self.model.pinned(d))
 
@@ -216,31 +184,38 @@ class ModelSync(RuleBasedStateMachine):
     @rule(data=st.data())
     @step
     def create_file(self, data: st.DataObject) -> None:
-        rel = join(self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(NAMES), label="name"))
+        rel = ms.join(
+            self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(NAMES), label="name")
+        )
         say(f"create {rel!r}")
-        self._write(rel, self.content.new())
+        self.tree.write(rel, self.content.new())
 
     @precondition(lambda self: len(self.model.files) < MAX_FILES)
-    @rule(data=st.data(), kind=st.sampled_from(POISON_WORDS))
+    @rule(data=st.data(), kind=st.sampled_from(ms.POISON_WORDS))
     @step
     def create_poisoned_file(self, data: st.DataObject, kind: str) -> None:
         """A file whose text the API answers with a zero or NaN vector: it must end FAILED, alone."""
-        rel = join(
+        rel = ms.join(
             self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(PLAIN_NAMES), label="name")
         )
         say(f"create {rel!r} with {kind}")
-        self._write(rel, self.content.new(poison=kind))
+        self.tree.write(rel, self.content.new(poison=kind))
 
     @precondition(lambda self: self.model.files)
-    @rule(data=st.data(), how=st.sampled_from(["edit", "append", "truncate"]))
+    @rule(data=st.data(), how=st.sampled_from(["edit", "append", "truncate", "same-size edit", "touch"]))
     @step
     def change_file(self, data: st.DataObject, how: str) -> None:
+        """Change a file in place (it keeps its inode); `touch` changes only its modification time."""
         rel = self.pick(data, self.model.files, "file")
         say(f"{how} {rel!r}")
         old = self.model.files[rel]
+        if how == "touch":
+            self.tree.touch(rel)
+            return
         new = {"edit": self.content.new, "append": lambda: self.content.appended(old),
-               "truncate": lambda: FileState("", ())}[how]()  # fmt: skip
-        self._write(rel, new)
+               "same-size edit": lambda: self.content.same_size(old),
+               "truncate": lambda: ms.FileState("", ())}[how]()  # fmt: skip
+        self.tree.write(rel, new)
 
     @precondition(lambda self: self.model.files)
     @rule(data=st.data())
@@ -248,7 +223,6 @@ class ModelSync(RuleBasedStateMachine):
     def delete_file(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.files, "file")
         say(f"delete {rel!r}")
-        self._touch(rel)
         self.tree.delete(rel)
 
     @precondition(lambda self: self.model.files)
@@ -259,19 +233,17 @@ class ModelSync(RuleBasedStateMachine):
         original to a backup, write anew, drop the backup)."""
         rel = self.pick(data, self.model.files, "file")
         say(f"{style}-save {rel!r}")
-        d, name, new = parent(rel), base_name(rel), self.content.new()
-        self._touch(rel)
-        self.touched.update(new.tokens)
+        d, name, new = ms.parent(rel), ms.base_name(rel), self.content.new()
         if style == "vim":
-            probe = join(d, "4913")
-            self.tree.write_new(probe, FileState("", ()))
+            probe = ms.join(d, "4913")
+            self.tree.write(probe, ms.FileState("", ()), new=True)
             self.tree.delete(probe)
             self.tree.rename(rel, rel + "~")
-            self.tree.write_new(rel, new)
+            self.tree.write(rel, new, new=True)
             self.tree.delete(rel + "~")
         else:
-            temp = join(d, ".goutputstream-X1Y2Z3" if style == "gedit" else name + ".part.tmp")
-            self.tree.write_new(temp, new)
+            temp = ms.join(d, ".goutputstream-X1Y2Z3" if style == "gedit" else name + ".part.tmp")
+            self.tree.write(temp, new, new=True)
             self.tree.rename(temp, rel)
 
     @precondition(lambda self: self.model.files)
@@ -279,12 +251,9 @@ class ModelSync(RuleBasedStateMachine):
     @step
     def rename_file(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.files, "file")
-        dst = join(parent(rel), data.draw(st.sampled_from(NAMES), label="new name"))
+        dst = ms.join(ms.parent(rel), data.draw(st.sampled_from(NAMES), label="new name"))
         if dst != rel:
             say(f"rename {rel!r} -> {dst!r}")
-            self._touch(rel)
-            if dst in self.model.files:
-                self._touch(dst)
             self.tree.rename(rel, dst)
 
     @precondition(lambda self: self.model.files)
@@ -292,12 +261,9 @@ class ModelSync(RuleBasedStateMachine):
     @step
     def move_file(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.files, "file")
-        dst = join(self.pick(data, self.model.dirs, "to dir"), base_name(rel))
+        dst = ms.join(self.pick(data, self.model.dirs, "to dir"), ms.base_name(rel))
         if dst != rel:
             say(f"move {rel!r} -> {dst!r}")
-            self._touch(rel)
-            if dst in self.model.files:
-                self._touch(dst)
             self.tree.rename(rel, dst)
 
     # -- folders ------------------------------------------------------------------------------------------------
@@ -305,7 +271,9 @@ class ModelSync(RuleBasedStateMachine):
     @step
     def make_dir(self, data: st.DataObject) -> None:
         where = [d for d in self.model.dirs if d.count("/") < MAX_DEPTH - 1]
-        rel = join(self.pick(data, where, "parent"), data.draw(st.sampled_from(DIR_NAMES), label="name"))
+        rel = ms.join(
+            self.pick(data, where, "parent"), data.draw(st.sampled_from(ms.DIR_NAMES), label="name")
+        )
         if not self.tree.exists(rel):
             say(f"mkdir {rel!r}")
             self.tree.mkdir(rel)
@@ -316,8 +284,6 @@ class ModelSync(RuleBasedStateMachine):
     def delete_dir(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.movable_dirs(), "dir")
         say(f"rm -r {rel!r}")
-        for f in [f for f in self.model.files if under(f, rel)]:
-            self._touch(f)
         self.tree.rmtree(rel)
 
     @precondition(lambda self: self.movable_dirs())
@@ -328,16 +294,16 @@ class ModelSync(RuleBasedStateMachine):
         folder, out of every root or back in."""
         rel = self.pick(data, self.movable_dirs(), "dir")
         if rename:
-            dst = join(parent(rel), data.draw(st.sampled_from(DIR_NAMES), label="new name"))
+            dst = ms.join(ms.parent(rel), data.draw(st.sampled_from(ms.DIR_NAMES), label="new name"))
         else:
-            depth = max(d.count("/") for d in self.model.dirs if under(d, rel)) - rel.count("/")
-            where = [d for d in self.model.dirs if not under(d, rel) and d.count("/") + depth < MAX_DEPTH - 1]
-            dst = join(self.pick(data, where, "to"), base_name(rel))
+            depth = max(d.count("/") for d in self.model.dirs if ms.under(d, rel)) - rel.count("/")
+            where = [
+                d for d in self.model.dirs if not ms.under(d, rel) and d.count("/") + depth < MAX_DEPTH - 1
+            ]
+            dst = ms.join(self.pick(data, where, "to"), ms.base_name(rel))
         if self.tree.exists(dst):
             return
         say(f"mv {rel!r} {dst!r}")
-        for f in [f for f in self.model.files if under(f, rel)]:
-            self._touch(f)
         self.tree.move_dir(rel, dst)
 
     # -- roots and the agent ------------------------------------------------------------------------------------
@@ -347,9 +313,9 @@ class ModelSync(RuleBasedStateMachine):
     def roots_add(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.root_candidates(), "root")
         say(f"ragctl roots add {rel!r}")
-        ragctl("roots", "add", self.abs(rel))
+        ragctl("roots", "add", self.tree.path(rel))
         self.model.add_root(rel)
-        self.touched.update(t for f, s in self.model.files.items() if under(f, rel) for t in s.tokens)
+        self.tree.touch_under(rel)
 
     @precondition(lambda self: self.model.roots())
     @rule(data=st.data())
@@ -357,20 +323,20 @@ class ModelSync(RuleBasedStateMachine):
     def roots_remove(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.roots(), "root")
         say(f"ragctl roots remove {rel!r}")
-        ragctl("roots", "remove", self.abs(rel))
+        ragctl("roots", "remove", self.tree.path(rel))
         self.model.remove_root(rel)
-        self.touched.update(t for f, s in self.model.files.items() if under(f, rel) for t in s.tokens)
+        self.tree.touch_under(rel)
 
     @rule(data=st.data())
     @step
     def reload(self, data: st.DataObject) -> None:
         """`ragctl reload`, with the config file's roots changed or not."""
         if data.draw(st.booleans(), label="change the config's roots"):
-            dirs = sorted(d for d in self.model.dirs if any(tracked_dir_under(d, t) for t in ROOT_TOPS))
+            dirs = sorted(d for d in self.model.dirs if any(ms.tracked_dir_under(d, t) for t in ms.ROOT_TOPS))
             self.model.config_roots = data.draw(st.lists(st.sampled_from(dirs), max_size=2, unique=True),
                                                 label="config roots")  # fmt: skip
             self._write_config()
-            self.touched.update(t for s in self.model.files.values() for t in s.tokens)
+            self.tree.touch_under("")
         say(f"ragctl reload (config roots {self.model.config_roots})")
         ragctl("reload")
 
@@ -426,7 +392,7 @@ class ModelSync(RuleBasedStateMachine):
         """A `.mushroom` from another producer (the ragjson tool, say; it makes `.rag/` if need be): the sidecars
         stay the truth, so it changes nothing."""
         d = self.pick(data, self.model.tracked_dirs(), "dir")
-        names = [base_name(f) for f in self.model.files if parent(f) == d] + ["ghost.md"]
+        names = [ms.base_name(f) for f in self.model.files if ms.parent(f) == d] + ["ghost.md"]
         events = data.draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(["upsert", "delete"])),
                                     min_size=1, max_size=3), label="events")  # fmt: skip
         now = time.time()
@@ -437,7 +403,7 @@ class ModelSync(RuleBasedStateMachine):
             if style == "ragd"
             else f"{stamp}Z.mushroom"
         )
-        target = Path(self.abs(d)) / ".rag" / name
+        target = Path(self.tree.path(d)) / ".rag" / name
         target.parent.mkdir(exist_ok=True)
         if target.exists():
             return
@@ -454,14 +420,14 @@ class ModelSync(RuleBasedStateMachine):
     def api_outage(self, data: st.DataObject) -> None:
         """The embeddings API fails while a file is written: it ends FAILED with the reason; once the API is back,
         `ragctl sync --force --wait` embeds it."""
-        rel = join(self.pick(data, self.model.tracked_dirs(), "dir"), "outage.md")
+        rel = ms.join(self.pick(data, self.model.tracked_dirs(), "dir"), "outage.md")
         say(f"API down; write {rel!r}; wait; API back; sync --force --wait")
         self.server.fail_next(100_000, status=503, message="upstream overloaded")
-        self._write(rel, self.content.new())
+        self.tree.write(rel, self.content.new())
         self.quiesce()
         st_roots = ragctl_json("status")["roots"]
         failed = {f["path"] for r in st_roots for f in r["failures"]}
-        assert self.abs(rel) in failed, f"{rel!r} is not FAILED while the API is down: {st_roots}"
+        assert self.tree.path(rel) in failed, f"{rel!r} is not FAILED while the API is down: {st_roots}"
         self.server.reset()
         done = ragctl("sync", "--force", "--wait", "--timeout", str(WAIT_S), check=None, timeout=WAIT_S + 30)
         assert done.returncode == 0, f"sync --force --wait: {done.stderr}\n{self._log_tail()}"
@@ -502,90 +468,8 @@ class ModelSync(RuleBasedStateMachine):
         ModelSync.stats["checks"] += 1
         self.checks += 1
         self.quiesce()
-        self.tree.self_check()
-        model = self.model
-        status = ragctl_json("status")
-        listed = {self.rel(r["path"]) for r in status["roots"]}
-        assert listed == set(model.roots()), f"roots listed {sorted(listed)}, want {sorted(model.roots())}"
-        sources = {self.rel(p) for p in self.agent.call("index", {"sources": True})["sources"]}
-        want = model.indexed()
-        assert sources == want, f"index: extra {sorted(sources - want)}, missing {sorted(want - sources)}"
-        embedded = self.embedded_sidecars()
-        assert set(embedded) == sources, f"EMBEDDED sidecars {sorted(embedded)} vs index {sorted(sources)}"
-        for rel in sorted(sources):
-            chunks = self.index_chunks(self.abs(rel))
-            assert chunks == embedded[rel], f"{rel!r}: index chunks {chunks} != sidecar {embedded[rel]}"
-            text = model.files[rel].content
-            assert words(" ".join(chunks)) == words(text), f"{rel!r}: chunks {chunks} != file {text!r}"
-        self.check_status(status)
-        self.check_search()
-        self.check_debris()
-        assert ragctl_json("orphans") == {"orphans": [], "removed": 0}
-        log = self.agent.log()
-        assert "Traceback" not in log[self.log_at :], f"traceback in the agent's log:\n{log[self.log_at :]}"
-        self.log_at = len(log)
-        self.touched.clear()
+        self.log_at = ms.Judge(self.tree, self.agent).check(self.checks, self.log_at)
         self.changed = False
-
-    def check_status(self, status: dict[str, Any]) -> None:
-        for entry in status["roots"]:
-            root = self.rel(entry["path"])
-            counts = {k: v for k, v in entry["files"].items() if v}
-            want = {k: v for k, v in self.model.counts(root).items() if v}
-            assert counts == want, f"status of root {root!r}: {entry['files']}, want {want}"
-            failures = {self.rel(f["path"]) for f in entry["failures"]}
-            assert failures == self.model.failed(root), f"failures of {root!r}: {entry['failures']}"
-            assert not entry.get("dir_errors"), f"directory errors under {root!r}: {entry['dir_errors']}"
-        index = status["index"]
-        assert index["pending_mushrooms"] == 0 and not index["failed_mushrooms"], f"index: {index}"
-
-    def check_search(self) -> None:
-        indexed = sorted(self.model.indexed())
-        rng = random.Random(self.checks)
-        tokens = set(self.touched)
-        for rel in rng.sample(indexed, min(SEARCH_SAMPLE, len(indexed))):
-            tokens.add(rng.choice(self.model.files[rel].tokens))
-        for token in sorted(tokens):
-            owner = self.model.owner(token)
-            hits = ragctl_json("search", token, "--mode", "keyword", "-k", "10")["results"]
-            found = [self.rel(h["path"]) for h in hits]
-            if owner is not None and owner in indexed:
-                assert found and set(found) == {owner}, f"search {token} (in {owner!r}) found {found}"
-            else:
-                assert not found, f"search {token} (in {owner!r}, not indexed) found {found}"
-
-    def check_debris(self) -> None:
-        for d in sorted(self.model.tracked_dirs()):
-            rag = Path(self.abs(d)) / ".rag"
-            notes = sorted(p.name for p in rag.glob("*.mushroom"))
-            assert not notes, f"change notes left in {d!r}/.rag: {notes}"
-            debris = sorted(p.name for p in (rag / "tmp").glob("*.tmp"))
-            assert not debris, f"debris left in {d!r}/.rag/tmp: {debris}"
-
-    def embedded_sidecars(self) -> dict[str, list[str]]:
-        """Chunk texts of every EMBEDDED sidecar (whose source exists) in the folders under the current roots."""
-        out = {}
-        for d in self.model.tracked_dirs():
-            for en in sidecar.list_entries(Path(self.abs(d))):
-                rel = join(d, en.name)
-                entry = None if en.deleted else sidecar.try_read(en.path)
-                if entry is not None and entry.status == EMBEDDED and rel in self.model.files:
-                    out[rel] = [c.content for c in entry.chunks]
-        return out
-
-    def index_chunks(self, path: str) -> list[str]:
-        """Every chunk of `path` in the index, through the MCP tool read_chunk (at most 41 a call)."""
-        chunks: list[str] = []
-        count = 1
-        while len(chunks) < count:
-            center = len(chunks) + 20 if chunks else 0
-            args = {"path": path, "chunk_index": min(center, count - 1), "neighbors": 20}
-            res = self.agent.call("mcp_call", {"name": "read_chunk", "arguments": args})
-            assert not res.get("isError"), f"read_chunk {path}: {res}"
-            got = res["structuredContent"]
-            count = got["chunk_count"]
-            chunks += [c["content"] for c in got["chunks"] if c["chunk_index"] >= len(chunks)]
-        return chunks
 
 
 def _settings() -> settings:
@@ -609,7 +493,7 @@ def api() -> Iterator[PoisonedOpenAI]:
 @pytest.mark.slow
 @pytest.mark.timeout(0 if SOAK else 1800)
 def test_agent_follows_the_model(api: PoisonedOpenAI, tmp_path: Path) -> None:
-    run_seed = int(os.environ.get("RAGD_MODEL_SEED") or random.randrange(2**32))
+    run_seed = int(SEED or random.randrange(2**32))
     print(f"model-sync: profile {PROFILE}, {EXAMPLES} examples x {STEPS} steps, seed {run_seed} "
           f"(replay: RAGD_MODEL_SEED={run_seed})")  # fmt: skip
     ModelSync.server, ModelSync.workdir = api, tmp_path
@@ -620,5 +504,5 @@ def test_agent_follows_the_model(api: PoisonedOpenAI, tmp_path: Path) -> None:
     finally:
         figures = {**ModelSync.stats, "seed": run_seed, "seconds": round(time.monotonic() - started, 1)}
         print("model-sync figures:", json.dumps(figures))
-        if out := os.environ.get("RAGD_MODEL_STATS"):
-            Path(out).write_text(json.dumps(figures) + "\n")
+        if STATS:
+            Path(STATS).write_text(json.dumps(figures) + "\n")
