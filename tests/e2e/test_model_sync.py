@@ -1,0 +1,508 @@
+"""Model-based randomized test of the live agent (DESIGN §9): hypothesis drives a real `ragd run` through random
+sequences of tree changes, root changes, restarts, rebuilds, outside change notes and API failures, and after each
+quiet point compares the agent with a pure model of the tree (tests/support/model_sync.py):
+
+(a) the indexed sources are the model's EMBEDDED files under the current roots, and the EMBEDDED sidecars under
+    those roots; each indexed source's chunks are its sidecar's chunks, and their words the file's current words;
+(b) a token unique to a file finds that file, and only it, in keyword search; a token of text that is gone, or of
+    a file no root covers, finds nothing;
+(c) `ragctl status` lists the model's roots, each with the model's EMBEDDED/SKIPPED/FAILED counts and failures;
+(d) no `*.tmp` debris in `.rag/tmp`, no change note left pending, no orphans, no traceback in the agent's log.
+
+Profiles (environment): RAGD_MODEL_PROFILE=ci (default: a few short runs) or soak (long runs, see
+bench/soak_sync.py); RAGD_MODEL_EXAMPLES and RAGD_MODEL_STEPS override the sizes; RAGD_MODEL_SEED replays a seed
+(printed by every run); RAGD_MODEL_EXCLUDE=rule,rule leaves rules out of a soak (to look past a bug known and
+being fixed); RAGD_MODEL_STATS=FILE writes the run's figures as JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, note, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.e2e.agent import RAGCTL, AgentProcess, ragctl, ragctl_json
+from tests.e2e.conftest import write_api_config
+from tests.support import model_sync as ms
+from tests.support.fake_openai import FakeOpenAI
+
+PROFILE = os.environ.get("RAGD_MODEL_PROFILE", "ci")
+SOAK = PROFILE == "soak"
+EXAMPLES = int(os.environ.get("RAGD_MODEL_EXAMPLES") or (200 if SOAK else 6))
+STEPS = int(os.environ.get("RAGD_MODEL_STEPS") or (60 if SOAK else 20))
+EXCLUDED = frozenset(filter(None, os.environ.get("RAGD_MODEL_EXCLUDE", "").split(",")))
+VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
+SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
+STATS = os.environ.get("RAGD_MODEL_STATS")
+MAX_FILES, MAX_DEPTH = 40, 4
+WAIT_S = 60
+NAMES = (
+    tuple(
+        s + e
+        for s in ms.FILE_STEMS
+        for e in ms.FILE_EXTENSIONS
+        if ms.is_utf8(s) or "non_utf8_names" not in EXCLUDED
+    )
+    + ms.IGNORED_NAMES
+)
+PLAIN_NAMES = ("a.md", "b.txt", "note.md")
+
+
+class PoisonedOpenAI(FakeOpenAI):
+    """The fake embeddings API, except that a text holding a poison word gets a zero or a NaN vector."""
+
+    def vector(self, text: str, dim: int | None = None) -> np.ndarray:
+        size = dim or self.dim
+        if ms.POISON_WORDS[0] in text:
+            return np.zeros(size, dtype=np.float32)
+        if ms.POISON_WORDS[1] in text:
+            return np.full(size, np.nan, dtype=np.float32)
+        return super().vector(text, dim)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def step(fn: F) -> F:
+    """A rule: skipped if excluded, counted, and marks the run broken when it fails (teardown then skips its
+    checks)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: ModelSync, *args: Any, **kwargs: Any) -> Any:
+        name = fn.__name__
+        if name in EXCLUDED:
+            return None
+        ModelSync.stats["steps"] += 1
+        self.changed = self.changed or name != "check"
+        try:
+            return fn(self, *args, **kwargs)
+        except BaseException:
+            self.broken = True
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def say(message: str) -> None:
+    """Note a step for the failing example's report (and print it at once with RAGD_MODEL_VERBOSE=1)."""
+    note(message)
+    if VERBOSE:
+        print(message, flush=True)
+
+
+class ModelSync(RuleBasedStateMachine):
+    server: ClassVar[PoisonedOpenAI]
+    workdir: ClassVar[Path]
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "steps": 0, "checks": 0, "failures": 0}
+
+    def __init__(self) -> None:
+        super().__init__()
+        ModelSync.stats["examples"] += 1
+        self.broken = False
+        self.changed = True  # something happened since the last check
+        self.paused = False
+        self.checks = 0
+        self.home = Path(tempfile.mkdtemp(prefix="e", dir=self.workdir))
+        self.saved_env = os.environ.copy()
+        self._isolate()
+        self.server.reset()
+        self.content = ms.Content()
+        self.tree = ms.Tree(self.home / "t")
+        self.model = self.tree.model
+        self.model.config_roots = ["A"]
+        for rel in ("A/a.md", "B/b.md"):
+            self.tree.write(rel, self.content.new())
+        self._write_config()
+        self.log_at = 0
+        self.agent = self._start()
+
+    # -- environment and agent ----------------------------------------------------------------------------------
+    def _isolate(self) -> None:
+        for key in list(os.environ):
+            if key.startswith("RAGD_"):
+                del os.environ[key]
+        os.environ["HOME"] = str(self.home)
+        for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
+                         ("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run")):  # fmt: skip
+            (self.home / sub).mkdir(mode=0o700)
+            os.environ[var] = str(self.home / sub)
+        os.environ["RAGD_CONFIG"] = str(self.home / "ragd.toml")
+
+    def _write_config(self) -> None:
+        cfg = write_api_config(self.home / "ragd.toml", self.server)
+        roots = json.dumps([self.tree.path(r) for r in self.model.config_roots], ensure_ascii=False)
+        extra = "\n[watch]\nquiet = 0.05\nceiling = 0.5\n\n[splitter]\nchunk_size = 200\nchunk_overlap = 0\n"
+        cfg.write_text(f"roots = {roots}\n" + cfg.read_text() + extra)
+
+    def _start(self) -> AgentProcess:
+        agent = AgentProcess(self.home / "agent.log")
+        agent.wait_ready()
+        self.paused = False
+        return agent
+
+    def _log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.agent.log().splitlines()[-lines:])
+
+    def quiesce(self) -> None:
+        """Resume if paused (a paused agent never gets idle), then `ragctl wait`."""
+        if self.paused:
+            ragctl("resume")
+            self.paused = False
+        done = ragctl("wait", "--timeout", str(WAIT_S), check=None, timeout=WAIT_S + 30)
+        assert done.returncode == 0, f"the agent did not get idle: {done.stderr}\n{self._log_tail()}"
+
+    # -- drawing ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def pick(data: st.DataObject, items: Any, label: str) -> Any:
+        return data.draw(st.sampled_from(sorted(items)), label=label)
+
+    def movable_dirs(self) -> list[str]:
+        return sorted(d for d in self.model.dirs if not self.model.pinned(d))
+
+    # -- files --------------------------------------------------------------------------------------------------
+    @precondition(lambda self: len(self.model.files) < MAX_FILES)
+    @rule(data=st.data())
+    @step
+    def create_file(self, data: st.DataObject) -> None:
+        rel = ms.join(
+            self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(NAMES), label="name")
+        )
+        say(f"create {rel!r}")
+        self.tree.write(rel, self.content.new())
+
+    @precondition(lambda self: len(self.model.files) < MAX_FILES)
+    @rule(data=st.data(), kind=st.sampled_from(ms.POISON_WORDS))
+    @step
+    def create_poisoned_file(self, data: st.DataObject, kind: str) -> None:
+        """A file whose text the API answers with a zero or NaN vector: it must end FAILED, alone."""
+        rel = ms.join(
+            self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(PLAIN_NAMES), label="name")
+        )
+        say(f"create {rel!r} with {kind}")
+        self.tree.write(rel, self.content.new(poison=kind))
+
+    @precondition(lambda self: self.model.files)
+    @rule(data=st.data(), how=st.sampled_from(["edit", "append", "truncate", "same-size edit", "touch"]))
+    @step
+    def change_file(self, data: st.DataObject, how: str) -> None:
+        """Change a file in place (it keeps its inode); `touch` changes only its modification time."""
+        rel = self.pick(data, self.model.files, "file")
+        say(f"{how} {rel!r}")
+        old = self.model.files[rel]
+        if how == "touch":
+            self.tree.touch(rel)
+            return
+        new = {"edit": self.content.new, "append": lambda: self.content.appended(old),
+               "same-size edit": lambda: self.content.same_size(old),
+               "truncate": lambda: ms.FileState("", ())}[how]()  # fmt: skip
+        self.tree.write(rel, new)
+
+    @precondition(lambda self: self.model.files)
+    @rule(data=st.data())
+    @step
+    def delete_file(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.files, "file")
+        say(f"delete {rel!r}")
+        self.tree.delete(rel)
+
+    @precondition(lambda self: self.model.files)
+    @rule(data=st.data(), style=st.sampled_from(["gedit", "tmp", "vim"]))
+    @step
+    def editor_save(self, data: st.DataObject, style: str) -> None:
+        """Save as editors do: write a temporary file beside the target and rename it over (vim: move the
+        original to a backup, write anew, drop the backup)."""
+        rel = self.pick(data, self.model.files, "file")
+        say(f"{style}-save {rel!r}")
+        d, name, new = ms.parent(rel), ms.base_name(rel), self.content.new()
+        if style == "vim":
+            probe = ms.join(d, "4913")
+            self.tree.write(probe, ms.FileState("", ()), new=True)
+            self.tree.delete(probe)
+            self.tree.rename(rel, rel + "~")
+            self.tree.write(rel, new, new=True)
+            self.tree.delete(rel + "~")
+        else:
+            temp = ms.join(d, ".goutputstream-X1Y2Z3" if style == "gedit" else name + ".part.tmp")
+            self.tree.write(temp, new, new=True)
+            self.tree.rename(temp, rel)
+
+    @precondition(lambda self: self.model.files)
+    @rule(data=st.data())
+    @step
+    def rename_file(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.files, "file")
+        dst = ms.join(ms.parent(rel), data.draw(st.sampled_from(NAMES), label="new name"))
+        if dst != rel:
+            say(f"rename {rel!r} -> {dst!r}")
+            self.tree.rename(rel, dst)
+
+    @precondition(lambda self: self.model.files)
+    @rule(data=st.data())
+    @step
+    def move_file(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.files, "file")
+        dst = ms.join(self.pick(data, self.model.dirs, "to dir"), ms.base_name(rel))
+        if dst != rel:
+            say(f"move {rel!r} -> {dst!r}")
+            self.tree.rename(rel, dst)
+
+    # -- folders ------------------------------------------------------------------------------------------------
+    @rule(data=st.data())
+    @step
+    def make_dir(self, data: st.DataObject) -> None:
+        where = [d for d in self.model.dirs if d.count("/") < MAX_DEPTH - 1]
+        rel = ms.join(
+            self.pick(data, where, "parent"), data.draw(st.sampled_from(ms.DIR_NAMES), label="name")
+        )
+        if not self.tree.exists(rel):
+            say(f"mkdir {rel!r}")
+            self.tree.mkdir(rel)
+
+    @precondition(lambda self: self.movable_dirs())
+    @rule(data=st.data())
+    @step
+    def delete_dir(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.movable_dirs(), "dir")
+        say(f"rm -r {rel!r}")
+        self.tree.rmtree(rel)
+
+    @precondition(lambda self: self.movable_dirs())
+    @rule(data=st.data(), rename=st.booleans())
+    @step
+    def move_dir(self, data: st.DataObject, rename: bool) -> None:
+        """Rename a folder in place, or move it elsewhere: within a root, across roots, into or out of an ignored
+        folder, out of every root or back in."""
+        rel = self.pick(data, self.movable_dirs(), "dir")
+        if rename:
+            dst = ms.join(ms.parent(rel), data.draw(st.sampled_from(ms.DIR_NAMES), label="new name"))
+        else:
+            depth = max(d.count("/") for d in self.model.dirs if ms.under(d, rel)) - rel.count("/")
+            where = [
+                d for d in self.model.dirs if not ms.under(d, rel) and d.count("/") + depth < MAX_DEPTH - 1
+            ]
+            dst = ms.join(self.pick(data, where, "to"), ms.base_name(rel))
+        if self.tree.exists(dst):
+            return
+        say(f"mv {rel!r} {dst!r}")
+        self.tree.move_dir(rel, dst)
+
+    # -- roots and the agent ------------------------------------------------------------------------------------
+    @precondition(lambda self: self.model.root_candidates())
+    @rule(data=st.data())
+    @step
+    def roots_add(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.root_candidates(), "root")
+        say(f"ragctl roots add {rel!r}")
+        ragctl("roots", "add", self.tree.path(rel))
+        self.model.add_root(rel)
+        self.tree.touch_under(rel)
+
+    @precondition(lambda self: self.model.roots())
+    @rule(data=st.data())
+    @step
+    def roots_remove(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.roots(), "root")
+        say(f"ragctl roots remove {rel!r}")
+        ragctl("roots", "remove", self.tree.path(rel))
+        self.model.remove_root(rel)
+        self.tree.touch_under(rel)
+
+    @rule(data=st.data())
+    @step
+    def reload(self, data: st.DataObject) -> None:
+        """`ragctl reload`, with the config file's roots changed or not."""
+        if data.draw(st.booleans(), label="change the config's roots"):
+            dirs = sorted(d for d in self.model.dirs if any(ms.tracked_dir_under(d, t) for t in ms.ROOT_TOPS))
+            self.model.config_roots = data.draw(st.lists(st.sampled_from(dirs), max_size=2, unique=True),
+                                                label="config roots")  # fmt: skip
+            self._write_config()
+            self.tree.touch_under("")
+        say(f"ragctl reload (config roots {self.model.config_roots})")
+        ragctl("reload")
+
+    @rule()
+    @step
+    def pause(self) -> None:
+        say("ragctl pause")
+        ragctl("pause")
+        self.paused = True
+
+    @precondition(lambda self: self.paused)
+    @rule()
+    @step
+    def resume(self) -> None:
+        say("ragctl resume")
+        ragctl("resume")
+        self.paused = False
+
+    @precondition(lambda self: self.paused)
+    @rule()
+    @step
+    def wait_while_paused(self) -> None:
+        """`ragctl wait` on a paused agent answers at once: idle, or an error that says it is paused."""
+        say("ragctl wait (paused)")
+        try:
+            done = subprocess.run([*RAGCTL, "wait"], capture_output=True, text=True, timeout=10,
+                                  env=os.environ.copy())  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise AssertionError("`ragctl wait` hangs while the agent is paused") from None
+        assert done.returncode == 0 or (done.returncode == 1 and "paused" in done.stderr), done
+
+    @rule(how=st.sampled_from(["SIGTERM", "SIGKILL"]))
+    @step
+    def restart(self, how: str) -> None:
+        say(f"restart with {how}")
+        if how == "SIGTERM":
+            code = self.agent.stop()
+            assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
+        else:
+            self.agent.kill()
+        self.agent = self._start()
+
+    @rule()
+    @step
+    def rebuild(self) -> None:
+        say("ragctl index --rebuild")
+        ragctl("index", "--rebuild", "--json", timeout=WAIT_S)
+
+    @precondition(lambda self: self.model.tracked_dirs())
+    @rule(data=st.data(), style=st.sampled_from(["ragd", "ragjson"]))
+    @step
+    def outside_change_note(self, data: st.DataObject, style: str) -> None:
+        """A `.mushroom` from another producer (the ragjson tool, say; it makes `.rag/` if need be): the sidecars
+        stay the truth, so it changes nothing."""
+        d = self.pick(data, self.model.tracked_dirs(), "dir")
+        names = [ms.base_name(f) for f in self.model.files if ms.parent(f) == d] + ["ghost.md"]
+        events = data.draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(["upsert", "delete"])),
+                                    min_size=1, max_size=3), label="events")  # fmt: skip
+        now = time.time()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+        us = int(now * 1e6) % 1_000_000
+        name = (
+            f"{stamp}.{us:06d}Z-{os.getpid()}-{self.checks}.mushroom"
+            if style == "ragd"
+            else f"{stamp}Z.mushroom"
+        )
+        target = Path(self.tree.path(d)) / ".rag" / name
+        target.parent.mkdir(exist_ok=True)
+        if target.exists():
+            return
+        say(f"change note {name} in {d!r}: {events}")
+        staging = self.home / "producer"
+        staging.mkdir(exist_ok=True)
+        lines = "".join(json.dumps({"file": f, "status": s}) + "\n" for f, s in events)
+        (staging / name).write_text(lines, encoding="utf-8")
+        os.rename(staging / name, target)
+
+    @precondition(lambda self: self.model.tracked_dirs())
+    @rule(data=st.data())
+    @step
+    def api_outage(self, data: st.DataObject) -> None:
+        """The embeddings API fails while a file is written: it ends FAILED with the reason; once the API is back,
+        `ragctl sync --force --wait` embeds it."""
+        rel = ms.join(self.pick(data, self.model.tracked_dirs(), "dir"), "outage.md")
+        say(f"API down; write {rel!r}; wait; API back; sync --force --wait")
+        self.server.fail_next(100_000, status=503, message="upstream overloaded")
+        self.tree.write(rel, self.content.new())
+        self.quiesce()
+        st_roots = ragctl_json("status")["roots"]
+        failed = {f["path"] for r in st_roots for f in r["failures"]}
+        assert self.tree.path(rel) in failed, f"{rel!r} is not FAILED while the API is down: {st_roots}"
+        self.server.reset()
+        done = ragctl("sync", "--force", "--wait", "--timeout", str(WAIT_S), check=None, timeout=WAIT_S + 30)
+        assert done.returncode == 0, f"sync --force --wait: {done.stderr}\n{self._log_tail()}"
+
+    @rule()
+    @step
+    def check(self) -> None:
+        if self.changed:  # a check right after a check tells nothing new
+            say("check")
+            self.check_all()
+
+    @invariant()
+    def agent_alive(self) -> None:
+        if self.agent.proc.poll() is not None:
+            self.broken = True
+            raise AssertionError(f"ragd exited {self.agent.proc.returncode}\n{self._log_tail()}")
+
+    def teardown(self) -> None:
+        if VERBOSE:
+            print(f"-- end of example {ModelSync.stats['examples']}", flush=True)
+        try:
+            if not self.broken:
+                self.broken = True  # until the last checks pass
+                self.check_all()
+                code = self.agent.stop()
+                assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
+                self.broken = False
+        finally:
+            self.agent.kill()
+            os.environ.clear()
+            os.environ.update(self.saved_env)
+            if self.broken:
+                ModelSync.stats["failures"] += 1
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    # -- the invariants at a quiet point -------------------------------------------------------------------------
+    def check_all(self) -> None:
+        ModelSync.stats["checks"] += 1
+        self.checks += 1
+        self.quiesce()
+        self.log_at = ms.Judge(self.tree, self.agent).check(self.checks, self.log_at)
+        self.changed = False
+
+
+def _settings() -> settings:
+    return settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        phases=[Phase.generate, Phase.target, Phase.shrink, Phase.explain],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+
+
+@pytest.fixture
+def api() -> Iterator[PoisonedOpenAI]:
+    with PoisonedOpenAI(dim=8) as server:
+        yield server
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(0 if SOAK else 1800)
+def test_agent_follows_the_model(api: PoisonedOpenAI, tmp_path: Path) -> None:
+    run_seed = int(SEED or random.randrange(2**32))
+    print(f"model-sync: profile {PROFILE}, {EXAMPLES} examples x {STEPS} steps, seed {run_seed} "
+          f"(replay: RAGD_MODEL_SEED={run_seed})")  # fmt: skip
+    ModelSync.server, ModelSync.workdir = api, tmp_path
+    ModelSync.stats.update(examples=0, steps=0, checks=0, failures=0)
+    started = time.monotonic()
+    try:
+        run_state_machine_as_test(seed(run_seed)(ModelSync), settings=_settings())
+    finally:
+        figures = {**ModelSync.stats, "seed": run_seed, "seconds": round(time.monotonic() - started, 1)}
+        print("model-sync figures:", json.dumps(figures))
+        if STATS:
+            Path(STATS).write_text(json.dumps(figures) + "\n")

@@ -1,0 +1,403 @@
+"""A pure model of a document tree and of what a watching agent must make of it (DESIGN §9), and a `Tree` that
+changes the real tree on disk and the model in one step.
+
+Paths are relative to the tree's top, `/`-separated: `A/d1/note.md`. The top holds `A` and `B` (where roots may
+be) and `out` (never under a root: the place files and folders are moved out to and in from). File names may hold
+quotes, `%`, `_`, a newline, emoji, CJK, and bytes that are not UTF-8 (as surrogate escapes, see os.fsdecode).
+
+What the model says, from the documented rules only (docs/storage-format.md, docs/config.md), never from the
+agent's code:
+- a file is *tracked* under a root when it lies below the root with no ignored directory (dot-directory,
+  `node_modules`, `__pycache__`, `venv`, `site-packages`) on the way and its name is not ignored (dot-file, editor
+  temporary file);
+- a tracked file ends SKIPPED when its name is not UTF-8, its extension is not one this model writes text for
+  (.md, .txt), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
+  EMBEDDED otherwise;
+- the index holds exactly the EMBEDDED files tracked under at least one current root, with their current text;
+- the current roots are the config file's, plus those added with `ragctl roots add`, minus those removed with
+  `ragctl roots remove` (docs/config.md).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import random
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragd import sidecar
+from tests.e2e.agent import AgentProcess, ragctl_json
+
+TOPS = ("A", "B", "out")
+ROOT_TOPS = ("A", "B")
+SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
+IGNORED_FILES = ("*~", ".*.swp", ".*.swx", ".#*", "*.tmp", ".goutputstream-*", "4913", "~$*")
+TEXT_EXTENSIONS = frozenset({".md", ".txt"})
+EMBEDDED, SKIPPED, FAILED = "EMBEDDED", "SKIPPED", "FAILED"
+# a chunk holding one of these words gets a zero / NaN vector from PoisonedOpenAI (tests/e2e/test_model_sync.py)
+POISON_WORDS = ("zerovecpoison", "nanvecpoison")
+SEARCH_SAMPLE = 5  # indexed files searched at each check, beyond those touched since the last
+
+FILE_STEMS = (
+    "a", "b", "note", "q\"uote's", "50% off_a_b", "line\nbreak", "emoji 😀", "中文 笔记", "a\\b",
+    os.fsdecode(b"caf\xe9 latin1"), os.fsdecode(b"\xff\xfe raw"),
+)  # fmt: skip
+FILE_EXTENSIONS = (".md", ".txt", ".md", ".txt", ".dat")  # .dat: a type ragd does not index (SKIPPED)
+IGNORED_NAMES = (".hidden.md", "draft.md~", ".#lock.md", "scratch.tmp")
+DIR_NAMES = ("d1", "d2", "sub", "x y", "目录 %_", ".hidden", "node_modules")
+WORDS = (
+    "river", "stone", "lamp", "quartz", "meadow", "copper", "violet", "harbor", "signal", "garden", "ledger",
+    "orbit", "pepper", "canyon", "timber", "索引", "笔记", "文档", "搜索", "同步",
+)  # fmt: skip
+
+
+def is_utf8(name: str) -> bool:
+    """False for a name holding bytes that are not UTF-8 (os.fsdecode turns them into lone surrogates)."""
+    return not any("\udc80" <= ch <= "\udcff" for ch in name)
+
+
+def ignored_dir(name: str) -> bool:
+    return name.startswith(".") or name in SKIP_DIRS
+
+
+def ignored_file(name: str) -> bool:
+    return name.startswith(".") or any(fnmatch.fnmatchcase(name, p) for p in IGNORED_FILES)
+
+
+def parent(rel: str) -> str:
+    return rel.rpartition("/")[0]
+
+
+def base_name(rel: str) -> str:
+    return rel.rpartition("/")[2]
+
+
+def join(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
+
+
+def under(rel: str, top: str) -> bool:
+    """`rel` is `top` or lies below it."""
+    return rel == top or rel.startswith(top + "/")
+
+
+def tracked_dir_under(directory: str, root: str) -> bool:
+    """`directory` is `root` or below it with no ignored directory on the way."""
+    if not under(directory, root):
+        return False
+    rest = directory[len(root) + 1 :]
+    return not rest or not any(ignored_dir(part) for part in rest.split("/"))
+
+
+@dataclass
+class FileState:
+    content: str
+    tokens: tuple[str, ...]  # words that occur in this file's content and in no other content ever written
+
+    @property
+    def poisoned(self) -> bool:
+        return any(w in self.content for w in POISON_WORDS)
+
+
+@dataclass
+class Model:
+    """What the tree holds and which folders are roots: pure data, no I/O."""
+
+    dirs: set[str] = field(default_factory=lambda: set(TOPS))
+    files: dict[str, FileState] = field(default_factory=dict)
+    config_roots: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)  # `ragctl roots add` (kept across restarts)
+    removed: list[str] = field(default_factory=list)  # `ragctl roots remove` of a config root
+
+    # -- roots --------------------------------------------------------------------------------------------------
+    def roots(self) -> list[str]:
+        return [r for r in dict.fromkeys([*self.config_roots, *self.added]) if r not in self.removed]
+
+    def add_root(self, root: str) -> None:
+        if root in self.removed:
+            self.removed.remove(root)
+        if root not in self.added:
+            self.added.append(root)
+
+    def remove_root(self, root: str) -> None:
+        if root in self.added:
+            self.added.remove(root)
+        if root in self.config_roots and root not in self.removed:
+            self.removed.append(root)
+
+    def pinned(self, directory: str) -> bool:
+        """`directory` is or holds a folder named as a root somewhere (the test never moves or deletes those)."""
+        return directory in TOPS or any(under(r, directory) for r in [*self.config_roots, *self.added])
+
+    def root_candidates(self) -> list[str]:
+        """Folders that may become roots: below A or B, no ignored directory on the way, not a root yet."""
+        roots = self.roots()
+        return sorted(
+            d for d in self.dirs if any(tracked_dir_under(d, t) for t in ROOT_TOPS) and d not in roots
+        )
+
+    # -- what the agent must show -------------------------------------------------------------------------------
+    def tracked_under(self, rel: str, root: str) -> bool:
+        return tracked_dir_under(parent(rel), root) and not ignored_file(base_name(rel))
+
+    def state(self, rel: str) -> str:
+        """The end state of a tracked file."""
+        f = self.files[rel]
+        name = base_name(rel)
+        if not is_utf8(name) or os.path.splitext(name)[1].lower() not in TEXT_EXTENSIONS or not f.content:
+            return SKIPPED
+        return FAILED if f.poisoned else EMBEDDED
+
+    def covered(self, rel: str) -> bool:
+        return any(self.tracked_under(rel, r) for r in self.roots())
+
+    def indexed(self) -> set[str]:
+        """The files the index must hold."""
+        return {rel for rel in self.files if self.state(rel) == EMBEDDED and self.covered(rel)}
+
+    def counts(self, root: str) -> dict[str, int]:
+        """`ragctl status` counts of one root (overlapping roots each count their files)."""
+        found = Counter(self.state(rel) for rel in self.files if self.tracked_under(rel, root))
+        return {state: found.get(state, 0) for state in (EMBEDDED, SKIPPED, FAILED)}
+
+    def failed(self, root: str) -> set[str]:
+        return {rel for rel in self.files if self.tracked_under(rel, root) and self.state(rel) == FAILED}
+
+    def tracked_dirs(self) -> set[str]:
+        """Folders the agent keeps a `.rag/` for: tracked under a current root."""
+        roots = self.roots()
+        return {d for d in self.dirs if any(tracked_dir_under(d, r) for r in roots)}
+
+    def owner(self, token: str) -> str | None:
+        for rel, f in self.files.items():
+            if token in f.tokens:
+                return rel
+        return None
+
+
+class Content:
+    """Fresh text for the files: every piece carries a token no other piece ever had (e.g. `tq0007z`, one term
+    for the keyword tokenizer), plus a few common words, some of them CJK."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def _token(self) -> str:
+        self.n += 1
+        return f"tq{self.n:04d}z"
+
+    def _words(self, k: int) -> str:
+        rng = random.Random(self.n)
+        return " ".join(rng.choice(WORDS) for _ in range(k))
+
+    def new(self, poison: str | None = None) -> FileState:
+        tok = self._token()
+        extra = f" {poison}" if poison else ""
+        text = f"# Note {tok}\n\n{self._words(6)} {tok} {self._words(5)}{extra}.\n"
+        return FileState(text, (tok,))
+
+    def same_size(self, old: FileState) -> FileState:
+        """The same text with fresh tokens in place of the old ones: same size, other content (a racy edit)."""
+        text, tokens = old.content, []
+        for tok in old.tokens:
+            new = self._token()
+            text, tokens = text.replace(tok, new), [*tokens, new]
+        return FileState(text, tuple(tokens))
+
+    def appended(self, old: FileState) -> FileState:
+        tok = self._token()
+        return FileState(old.content + f"\n{self._words(7)} {tok} {self._words(6)}.\n", (*old.tokens, tok))
+
+
+class Tree:
+    """The real tree under `top` and its model, changed together; every method is one small file-system step.
+    `touched` collects the tokens of every file changed, moved or deleted since the last check."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self.model = Model()
+        self.touched: set[str] = set()
+        for d in TOPS:
+            (top / d).mkdir(parents=True, exist_ok=True)
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.top, *rel.split("/"))
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.top)
+
+    def touch_under(self, top: str) -> None:
+        self.touched.update(
+            t for rel, f in self.model.files.items() if not top or under(rel, top) for t in f.tokens
+        )
+
+    def write(self, rel: str, state: FileState, *, new: bool = False) -> None:
+        """Write in place (an existing file keeps its inode); `new`: the file must not exist yet."""
+        with open(self.path(rel), "x" if new else "w", encoding="utf-8") as fh:
+            fh.write(state.content)
+        self.touch_under(rel)
+        self.touched.update(state.tokens)
+        self.model.files[rel] = state
+
+    def touch(self, rel: str) -> None:
+        """A new modification time, the same content."""
+        st = os.stat(self.path(rel))
+        os.utime(self.path(rel), ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        self.touch_under(rel)
+
+    def delete(self, rel: str) -> None:
+        os.unlink(self.path(rel))
+        self.touch_under(rel)
+        del self.model.files[rel]
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename a file, replacing `dst` if it exists."""
+        os.replace(self.path(src), self.path(dst))
+        self.touch_under(src)
+        self.touch_under(dst)
+        self.model.files[dst] = self.model.files.pop(src)
+
+    def mkdir(self, rel: str) -> None:
+        os.mkdir(self.path(rel))
+        self.model.dirs.add(rel)
+
+    def rmtree(self, rel: str) -> None:
+        shutil.rmtree(self.path(rel))
+        self.touch_under(rel)
+        self.model.dirs = {d for d in self.model.dirs if not under(d, rel)}
+        self.model.files = {f: s for f, s in self.model.files.items() if not under(f, rel)}
+
+    def move_dir(self, src: str, dst: str) -> None:
+        """Rename or move a folder (its `.rag/` goes with it); `dst` must not exist."""
+        os.rename(self.path(src), self.path(dst))
+        self.touch_under(src)
+
+        def moved(rel: str) -> str:
+            return dst + rel[len(src) :] if under(rel, src) else rel
+
+        self.model.dirs = {moved(d) for d in self.model.dirs}
+        self.model.files = {moved(f): s for f, s in self.model.files.items()}
+
+    def exists(self, rel: str) -> bool:
+        return os.path.lexists(self.path(rel))
+
+    def self_check(self) -> None:
+        """The tree on disk (`.rag/` folders left out) is the model's: the test's check of itself."""
+        dirs, files = set(), {}
+        for dirpath, dirnames, filenames in os.walk(self.top):
+            dirnames[:] = [d for d in dirnames if d != ".rag"]
+            dirs.update(self.rel(os.path.join(dirpath, d)) for d in dirnames)
+            for name in filenames:
+                with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
+                    files[self.rel(os.path.join(dirpath, name))] = fh.read()
+        extra, gone = sorted(dirs - self.model.dirs), sorted(self.model.dirs - dirs)
+        assert not extra and not gone, f"folders on disk that should not be: {extra}; missing: {gone}"
+        want = {rel: f.content for rel, f in self.model.files.items()}
+        assert files == want, f"files on disk differ from the model: {sorted(set(files) ^ set(want))}"
+
+
+class Judge:
+    """The invariants at a quiet point (the agent idle): the live agent, its sidecars and its index against the
+    model. Each kind of divergence fails on its own line, so hypothesis reports distinct bugs apart."""
+
+    def __init__(self, tree: Tree, agent: AgentProcess) -> None:
+        self.tree, self.model, self.agent = tree, tree.model, agent
+        self.abs, self.rel = tree.path, tree.rel
+
+    def check(self, n: int, log_at: int) -> int:
+        """Check everything; `n` seeds the sample of files searched; `log_at`: how much of the agent's log was
+        seen already (returns the new mark). Clears the tree's `touched`."""
+        self.tree.self_check()
+        status = ragctl_json("status")
+        listed = {self.rel(r["path"]) for r in status["roots"]}
+        want_roots = set(self.model.roots())
+        assert listed == want_roots, f"roots listed {sorted(listed)}, want {sorted(want_roots)}"
+        self.check_index()
+        self.check_status(status)
+        self.check_search(self.tree.touched, random.Random(n))
+        self.check_debris()
+        assert ragctl_json("orphans") == {"orphans": [], "removed": 0}
+        log = self.agent.log()
+        assert "Traceback" not in log[log_at:], f"traceback in the agent's log:\n{log[log_at:]}"
+        self.tree.touched.clear()
+        return len(log)
+
+    def check_index(self) -> None:
+        """(a) index sources == the model's EMBEDDED files == the EMBEDDED sidecars; chunks == sidecar chunks."""
+        sources = {self.rel(p) for p in self.agent.call("index", {"sources": True})["sources"]}
+        want = self.model.indexed()
+        assert sources == want, f"index: extra {sorted(sources - want)}, missing {sorted(want - sources)}"
+        embedded = self.embedded_sidecars()
+        assert set(embedded) == sources, f"EMBEDDED sidecars {sorted(embedded)} vs index {sorted(sources)}"
+        for rel in sorted(sources):
+            chunks = self.index_chunks(self.abs(rel))
+            assert chunks == embedded[rel], f"{rel!r}: index chunks {chunks} != sidecar {embedded[rel]}"
+            text = self.model.files[rel].content
+            assert " ".join(chunks).split() == text.split(), f"{rel!r}: chunks {chunks} != file {text!r}"
+
+    def check_status(self, status: dict[str, Any]) -> None:
+        """(c) per root: the model's counts and failures, no directory errors; no change note pending."""
+        for entry in status["roots"]:
+            root = self.rel(entry["path"])
+            counts = {k: v for k, v in entry["files"].items() if v}
+            want = {k: v for k, v in self.model.counts(root).items() if v}
+            assert counts == want, f"status of root {root!r}: {entry['files']}, want {want}"
+            failures = {self.rel(f["path"]) for f in entry["failures"]}
+            assert failures == self.model.failed(root), f"failures of {root!r}: {entry['failures']}"
+            assert not entry.get("dir_errors"), f"directory errors under {root!r}: {entry['dir_errors']}"
+        index = status["index"]
+        assert index["pending_mushrooms"] == 0 and not index["failed_mushrooms"], f"index: {index}"
+
+    def check_search(self, touched: set[str], rng: random.Random) -> None:
+        """(b) a file's token finds that file only; a token of text gone or not indexed finds nothing. Searched:
+        every token touched since the last check, and one token of each of a few indexed files."""
+        indexed = sorted(self.model.indexed())
+        tokens = set(touched)
+        for rel in rng.sample(indexed, min(SEARCH_SAMPLE, len(indexed))):
+            tokens.add(rng.choice(self.model.files[rel].tokens))
+        for token in sorted(tokens):
+            owner = self.model.owner(token)
+            hits = ragctl_json("search", token, "--mode", "keyword", "-k", "10")["results"]
+            found = [self.rel(h["path"]) for h in hits]
+            if owner is not None and owner in indexed:
+                assert found and set(found) == {owner}, f"search {token} (in {owner!r}) found {found}"
+            else:
+                assert not found, f"search {token} (in {owner!r}, not indexed) found {found}"
+
+    def check_debris(self) -> None:
+        """(d) no change note left in, and no `*.tmp` debris under, the `.rag/` of a folder under a root."""
+        for d in sorted(self.model.tracked_dirs()):
+            rag = Path(self.abs(d)) / ".rag"
+            notes = sorted(p.name for p in rag.glob("*.mushroom"))
+            assert not notes, f"change notes left in {d!r}/.rag: {notes}"
+            debris = sorted(p.name for p in (rag / "tmp").glob("*.tmp"))
+            assert not debris, f"debris left in {d!r}/.rag/tmp: {debris}"
+
+    def embedded_sidecars(self) -> dict[str, list[str]]:
+        """Chunk texts of every EMBEDDED sidecar (whose source exists) in the folders under the current roots."""
+        out = {}
+        for d in self.model.tracked_dirs():
+            for en in sidecar.list_entries(Path(self.abs(d))):
+                rel = join(d, en.name)
+                entry = None if en.deleted else sidecar.try_read(en.path)
+                if entry is not None and entry.status == EMBEDDED and rel in self.model.files:
+                    out[rel] = [c.content for c in entry.chunks]
+        return out
+
+    def index_chunks(self, path: str) -> list[str]:
+        """Every chunk of `path` in the index, through the MCP tool read_chunk (at most 41 a call)."""
+        chunks: list[str] = []
+        count = 1
+        while len(chunks) < count:
+            center = len(chunks) + 20 if chunks else 0
+            args = {"path": path, "chunk_index": min(center, count - 1), "neighbors": 20}
+            res = self.agent.call("mcp_call", {"name": "read_chunk", "arguments": args})
+            assert not res.get("isError"), f"read_chunk {path}: {res}"
+            got = res["structuredContent"]
+            count = got["chunk_count"]
+            chunks += [c["content"] for c in got["chunks"] if c["chunk_index"] >= len(chunks)]
+        return chunks
