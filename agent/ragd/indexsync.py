@@ -18,6 +18,7 @@ from . import mushroom, sidecar
 from .errors import RagdError
 from .index import IndexBackend, IndexChunk
 from .model import EmbeddingIdentity, vector_problem
+from .modes import display_name, valid_name
 from .paths import is_under, outermost, root_of
 from .scan import Expected, Ignore, indexable, walk_dirs
 from .sidecar import FileEntry
@@ -115,6 +116,13 @@ class IndexSync:
 
     # -- mushrooms -----------------------------------------------------------------------------------------
     def apply_event(self, directory: Path, ev: mushroom.Event) -> None:
+        if not valid_name(ev.file):  # another producer's note: such a name is never tracked nor indexed
+            log.warning(
+                "change note in %s names %s, which is not valid UTF-8: ignored",
+                directory,
+                display_name(ev.file),
+            )
+            return
         target = directory / ev.file
         if ev.status in (mushroom.UPSERT, mushroom.DELETE):
             self.sync_source(directory, ev.file)

@@ -173,3 +173,26 @@ def test_known_answers_hybrid_beats_each_mode_alone(bilingual_index: tuple[Confi
     mrr = {name: sum(1 / v for v in r.values() if v) for name, r in
            (("hybrid", hybrid), ("vector", vector), ("keyword", keyword))}  # fmt: skip
     assert mrr["hybrid"] >= max(mrr["vector"], mrr["keyword"]) * 0.95, mrr
+
+
+def test_a_note_naming_a_file_that_is_not_utf8_is_applied_without_it(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Another producer's note may name such a file (JSON escapes a lone surrogate): the index cannot hold the name,
+    so that event is left out and the note's other events are applied (it failed, and was retried, forever)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "good.md").write_text("a good file about wombats\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    note = root / ".rag" / "20261201T095411Z.mushroom"
+    note.write_text(
+        '{"file": "caf\\udce9.txt", "status": "delete"}\n{"file": "good.md", "status": "upsert"}\n'
+    )
+    idx = _open(cfg)
+    try:
+        report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch([note])
+        assert report.failed == [] and report.events == 2
+        assert not note.exists() and set(idx.sources()) == {str(root / "good.md")}
+    finally:
+        idx.close()
