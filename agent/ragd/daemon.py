@@ -294,7 +294,7 @@ class Agent:
     def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
         if result is not None:
             self._record(result)
-        elif isinstance(err, FileNotFoundError | NotADirectoryError):
+        elif isinstance(err, FileNotFoundError | NotADirectoryError) or not directory.is_dir():
             self.tracker.forget(directory)  # gone meanwhile: its parent's job records the deletion
             if root_of(directory.parent, self.roots) and directory.parent.is_dir():
                 self.debouncer.touch(directory.parent)

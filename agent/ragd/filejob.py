@@ -125,6 +125,10 @@ class FileTask:
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on
+            if isinstance(err, FileNotFoundError) and not os.path.lexists(self.path):
+                return FileOutcome(
+                    self.name, "UNCHANGED", reason="vanished during the job"
+                )  # the next job records it
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
                                  "please report this with the log", code="internal")  # fmt: skip

@@ -96,7 +96,8 @@ class IndexSync:
         """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED)."""
         path = directory / name
         entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
-        if not indexable(entry, self.identity) or not path.exists():
+        outside = root_of(path, self.roots) is None  # e.g. a job's note applied after its root was removed
+        if outside or not indexable(entry, self.identity) or not path.exists():
             self.index.delete_source(str(path))
             return
         assert entry is not None

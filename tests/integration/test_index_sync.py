@@ -196,3 +196,24 @@ def test_a_note_naming_a_file_that_is_not_utf8_is_applied_without_it(
         assert not note.exists() and set(idx.sources()) == {str(root / "good.md")}
     finally:
         idx.close()
+
+
+def test_a_note_applied_after_its_root_was_removed_indexes_nothing(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A job still running when its root is removed hands its note over afterwards: the source is outside every
+    root, so it must leave the index, not enter it (it stayed there for good, found by search and by nothing
+    else)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "late.md").write_text("a late file about numbats\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg, index=False)
+    notes = mushroom.pending(root)
+    assert notes
+    idx = _open(cfg)
+    try:
+        report = IndexSync(idx, cfg.identity, [], Ignore(cfg.ignore)).apply_batch(notes)  # no root any more
+        assert report.failed == [] and idx.sources() == {}
+    finally:
+        idx.close()
