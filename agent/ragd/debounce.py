@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import under_any
+from .paths import dropped
 
 
 @dataclass
@@ -105,7 +105,7 @@ class Debouncer:
         except those under a directory of `keep` (a nested root that stays)."""
         keep = list(keep)
         with self._cond:
-            for d in [d for d in self._pending if d.is_relative_to(prefix) and not under_any(d, keep)]:
+            for d in [d for d in self._pending if dropped(d, prefix, keep)]:
                 del self._pending[d]  # its heap entries are skipped when they come up
 
     def is_pending(self, directory: Path) -> bool:

@@ -96,8 +96,8 @@ class IndexSync:
         """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED)."""
         path = directory / name
         entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
-        outside = root_of(path, self.roots) is None  # e.g. a job's note applied after its root was removed
-        if outside or not indexable(entry, self.identity) or not path.exists():
+        root = root_of(path, self.roots)  # None: e.g. a job's note applied after its root was removed
+        if root is None or not indexable(entry, self.identity) or not path.exists():
             self.index.delete_source(str(path))
             return
         assert entry is not None
@@ -107,7 +107,6 @@ class IndexSync:
                       "`ragctl sync %s --force`", path, why, path)  # fmt: skip
             self.index.delete_source(str(path))
             return
-        root = root_of(path, self.roots) or directory
         self.index.replace_source(str(path), entry.source.md5_hash, str(root), to_index_chunks(path, entry))
 
     def sync_subtree(self, top: Path) -> int:

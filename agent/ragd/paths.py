@@ -15,6 +15,11 @@ def under_any(path: Path, tops: Iterable[Path]) -> bool:
     return any(is_under(path, t) for t in tops)
 
 
+def dropped(path: Path, top: Path, keep: Iterable[Path]) -> bool:
+    """`path` leaves with the subtree `top`: it is under `top` and under none of `keep` (nested roots that stay)."""
+    return is_under(path, top) and not under_any(path, keep)
+
+
 def outermost(roots: Sequence[Path]) -> list[Path]:
     """The roots that lie under no other root, in their order (a nested root's files are already theirs)."""
     return [r for r in roots if not any(o != r and is_under(r, o) for o in roots)]

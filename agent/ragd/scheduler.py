@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .dirjob import DirResult
-from .paths import is_under, under_any
+from .paths import dropped, is_under
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Scheduler:
         keep = list(keep)
 
         def gone(d: Path) -> bool:
-            return is_under(d, top) and not under_any(d, keep)
+            return dropped(d, top, keep)
 
         with self._cond:
             for queue in (self._urgent, self._background):

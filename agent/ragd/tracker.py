@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .dirjob import DirResult
-from .paths import is_under, under_any
+from .paths import dropped, is_under
 from .sidecar import EMBEDDED, FAILED, SKIPPED
 
 MAX_FAILURES_LISTED = 50
@@ -89,7 +89,7 @@ class Tracker:
         a directory of `keep` (roots nested in a removed root, which stay)."""
 
         def gone(d: Path) -> bool:
-            return is_under(d, top) and not under_any(d, keep)
+            return dropped(d, top, keep)
 
         with self._lock:
             for d in [d for d in self._dirs if gone(d)]:
