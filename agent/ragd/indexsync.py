@@ -152,6 +152,9 @@ class IndexSync:
             try:
                 n = self.consume(p)
             except (RagdError, OSError) as err:
+                if not p.exists():  # its folder was deleted or moved meanwhile: the note went with it
+                    log.debug("mushroom %s gone before it was applied", p)
+                    continue
                 log.error("mushroom %s not applied: %s", p, err)
                 report.failed.append((p, str(err)))
                 continue

@@ -217,3 +217,34 @@ def test_a_note_applied_after_its_root_was_removed_indexes_nothing(
         assert report.failed == [] and idx.sources() == {}
     finally:
         idx.close()
+
+
+def test_a_note_whose_folder_was_deleted_before_it_was_applied_is_gone_not_failed(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Another producer makes `new/.rag/` and drops a note; the folder is deleted before the writer reaches it. The
+    note went with its folder: nothing to apply, nothing to retry (it was reported as a failed note, 'cannot lock
+    new/.rag/tmp', and `ragctl wait` returned while its retry was due; found by the model-based soak)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "kept.md").write_text("a kept file about quokkas\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    folder = root / "new"
+    (folder / ".rag").mkdir(parents=True)  # the producer's store: no `tmp/` of ours yet
+    note = folder / ".rag" / "20261201T101136Z.mushroom"
+    note.write_text('{"file": "ghost.md", "status": "upsert"}\n')
+    here = folder / ".rag" / "20261201T101137Z.mushroom"
+    here.write_text('{"file": "ghost.md", "status": "delete"}\n')
+    shutil.rmtree(folder)
+    kept = root / "also" / ".rag"
+    kept.mkdir(parents=True)  # a folder that stays, its store made by the producer too: applied
+    note_kept = kept / "20261201T101138Z.mushroom"
+    note_kept.write_text('{"file": "ghost.md", "status": "delete"}\n')
+    idx = _open(cfg)
+    try:
+        report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch([note, here, note_kept])
+        assert report.failed == [] and report.mushrooms == 1
+        assert not note_kept.exists() and set(idx.sources()) == {str(root / "kept.md")}
+    finally:
+        idx.close()
