@@ -127,8 +127,8 @@ def bench_reconcile(n: int, tmp: Path) -> None:
 
     from bench.corpus import generate
     from ragd.config import Config
-    from ragd.indexsync import IndexSync
-    from ragd.scan import Ignore, walk_dirs
+    from ragd.index.sync import IndexSync
+    from ragd.pipeline.scan import Ignore, walk_dirs
     from tests.support.fake_openai import FakeOpenAI
 
     root = tmp / "tree"

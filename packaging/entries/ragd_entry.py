@@ -6,7 +6,7 @@
 
 import sys
 
-from ragd.cli import main
+from ragd.edges.cli import main
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--ragd-index-probe"]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd import sidecar
+from ragd.pipeline import sidecar
 from tests.e2e.agent import (
     AgentProcess,
     files_in,

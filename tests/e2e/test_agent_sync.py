@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from ragctl.protocol import Client, socket_path
-from ragd import mushroom, sidecar
 from ragd.config import data_dir, load_config
 from ragd.index import collection_dir, health
+from ragd.pipeline import mushroom, sidecar
 from tests.e2e.agent import (
     AgentProcess,
     files_in,

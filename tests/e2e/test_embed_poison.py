@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragd import sidecar
+from ragd.pipeline import sidecar
 from tests.e2e.agent import AgentProcess, keyword_hits, poll, ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import write_api_config
 from tests.support.fake_openai import FakeOpenAI

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ragd import sidecar
 from ragd.config import data_dir, load_config
 from ragd.index import collection_dir, health
+from ragd.pipeline import sidecar
 from tests.e2e.conftest import ragd, ragd_json
 
 

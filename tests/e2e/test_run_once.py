@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd import mushroom, sidecar
+from ragd.pipeline import mushroom, sidecar
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI

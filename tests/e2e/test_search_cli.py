@@ -10,11 +10,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from ragd import mushroom
 from ragd.config import data_dir, load_config
 from ragd.index import open_index
-from ragd.indexsync import IndexSync
-from ragd.scan import Ignore, walk_dirs
+from ragd.index.sync import IndexSync
+from ragd.pipeline import mushroom
+from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 

@@ -6,12 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
-from ragd import mushroom, sidecar
 from ragd.config import Config
-from ragd.dirjob import JobContext
-from ragd.embed import LazyEmbedQueue
-from ragd.runonce import RunSummary, run_once, skip_policy
-from ragd.scan import Ignore
+from ragd.pipeline import mushroom, sidecar
+from ragd.pipeline.dirjob import JobContext
+from ragd.pipeline.embed import LazyEmbedQueue
+from ragd.pipeline.scan import Ignore
+from ragd.resident.once import RunSummary, run_once, skip_policy
 from tests.conftest import DATA
 from tests.support.fake_openai import FakeOpenAI
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ragctl import protocol as p
-from ragd.control import ControlServer, Stream
-from ragd.instance import bind_control_socket
+from ragd.edges.control import ControlServer, Stream
+from ragd.resident.instance import bind_control_socket
 
 
 def _slow(args: dict[str, Any], stream: Stream) -> Any:

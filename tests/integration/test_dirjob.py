@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ragd import mushroom, sidecar
 from ragd.config import Config
-from ragd.mushroom import Event
-from ragd.runonce import RunSummary
-from ragd.sidecar import EMBEDDED, FAILED, SKIPPED
+from ragd.pipeline import mushroom, sidecar
+from ragd.pipeline.mushroom import Event
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ragd.resident.once import RunSummary
 from tests.integration import helpers
 from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry
 from tests.support.fake_openai import FakeOpenAI

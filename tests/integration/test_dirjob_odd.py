@@ -16,12 +16,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ragd import mushroom, sidecar
-from ragd.dirjob import FileOutcome, run_directory
-from ragd.filejob import FileTask
-from ragd.scan import Change, walk_dirs
-from ragd.sidecar import EMBEDDED, FAILED, SKIPPED
-from ragd.tracker import Tracker
+from ragd.pipeline import mushroom, sidecar
+from ragd.pipeline.dirjob import FileOutcome, run_directory
+from ragd.pipeline.filejob import FileTask
+from ragd.pipeline.scan import Change, walk_dirs
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ragd.resident.tracker import Tracker
 from tests.integration import helpers
 from tests.integration.helpers import all_json_valid, api_config, context, entry
 from tests.support.fake_openai import FakeOpenAI

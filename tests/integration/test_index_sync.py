@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ragd import mushroom
 from ragd.config import Config, data_dir
 from ragd.index import IndexBackend, open_index
-from ragd.indexsync import IndexSync
-from ragd.scan import Ignore, walk_dirs
-from ragd.search import SearchService
+from ragd.index.search import SearchService
+from ragd.index.sync import IndexSync
+from ragd.pipeline import mushroom
+from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.conftest import DATA
 from tests.integration.helpers import api_config, copy_fixture, run
 from tests.support.fake_openai import FakeOpenAI
@@ -142,7 +142,7 @@ def bilingual_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, P
 
 
 def _ranks(cfg: Config, root: Path, mode: str) -> dict[str, int | None]:
-    from ragd.embed import make_embedder
+    from ragd.pipeline.embed import make_embedder
 
     queries = json.loads((BILINGUAL / "queries.json").read_text())
     embedder = make_embedder(cfg.embedding)

@@ -32,14 +32,14 @@ from mcp_types import TextResourceContents
 
 from ragctl.protocol import Client as ControlClient
 from ragd.config import Config
-from ragd.control import ControlServer
-from ragd.handlers import make_handlers
-from ragd.instance import bind_control_socket, peer_allowed
-from ragd.lifecycle import Lifecycle
+from ragd.edges.control import ControlServer
+from ragd.edges.handlers import make_handlers
+from ragd.edges.lifecycle import Lifecycle
 from ragd.mcp import schema
 from ragd.mcp.calls import wire
 from ragd.mcp.server import McpService
 from ragd.mcp.verbs import mcp_verbs
+from ragd.resident.instance import bind_control_socket, peer_allowed
 from tests.integration.helpers import copy_fixture
 from tests.support.fake_openai import FakeOpenAI
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragd import sidecar
+from ragd.pipeline import sidecar
 from tests.e2e.agent import AgentProcess, ragctl_json
 
 TOPS = ("A", "B", "out")

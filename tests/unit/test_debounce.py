@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.debounce import Debouncer
+from ragd.resident.debounce import Debouncer
 
 A, B, C = Path("/r/a"), Path("/r/b"), Path("/r/a/c")
 

@@ -16,12 +16,12 @@ import pytest
 from pydantic import SecretStr
 
 from ragd.config import EmbeddingConfig
-from ragd.embed import EmbedQueue, make_embedder
-from ragd.embed.base import Embedder, clean_text, redact
-from ragd.embed.local import LocalEmbedder
-from ragd.embed.openai_api import OpenAIEmbedder, safe_url
-from ragd.embed.retry import backoff_delay, next_delay, retry_after
 from ragd.errors import EmbedError
+from ragd.pipeline.embed import EmbedQueue, make_embedder
+from ragd.pipeline.embed.base import Embedder, clean_text, redact
+from ragd.pipeline.embed.local import LocalEmbedder
+from ragd.pipeline.embed.openai_api import OpenAIEmbedder, safe_url
+from ragd.pipeline.embed.retry import backoff_delay, next_delay, retry_after
 from tests.support import fake_openai
 from tests.support.fake_openai import FakeOpenAI
 

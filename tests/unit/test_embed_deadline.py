@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from ragd.config import EmbeddingConfig
-from ragd.embed import EmbedQueue, make_embedder
-from ragd.embed.openai_api import OpenAIEmbedder
 from ragd.errors import EmbedError
+from ragd.pipeline.embed import EmbedQueue, make_embedder
+from ragd.pipeline.embed.openai_api import OpenAIEmbedder
 from tests.support.fake_openai import FakeOpenAI
 from tests.unit.test_embed_queue import wait_until
 

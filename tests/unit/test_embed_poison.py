@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ragd.config import EmbeddingConfig
-from ragd.embed import EmbedQueue, make_embedder
 from ragd.errors import EmbedError
+from ragd.pipeline.embed import EmbedQueue, make_embedder
 from tests.support.fake_openai import FakeOpenAI
 from tests.unit.test_embed_queue import run_callers, wait_until
 

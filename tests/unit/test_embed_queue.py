@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from ragd.config import EmbeddingConfig
-from ragd.embed import EmbedQueue, make_embedder
-from ragd.embed.base import NOT_FINITE, ZERO, row_problems
 from ragd.errors import EmbedError
+from ragd.pipeline.embed import EmbedQueue, make_embedder
+from ragd.pipeline.embed.base import NOT_FINITE, ZERO, row_problems
 from tests.support.fake_openai import FakeOpenAI
 
 DIM = 4

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.instance import (
+from ragd.resident.instance import (
     SUN_PATH_MAX,
     AlreadyRunning,
     ControlSocketError,
@@ -30,7 +30,7 @@ from ragd.instance import (
 HOLDER = """
 import sys
 from pathlib import Path
-from ragd.instance import InstanceLock
+from ragd.resident.instance import InstanceLock
 InstanceLock(Path(sys.argv[1])).acquire()
 print("locked", flush=True)
 sys.stdin.read()

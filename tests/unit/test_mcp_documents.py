@@ -7,7 +7,7 @@ import pytest
 from ragd.errors import RagdError
 from ragd.mcp.documents import MAX_DOCUMENT_CHARS, assemble, select_lines
 from ragd.model import md5_hex
-from ragd.sidecar import StoredChunk
+from ragd.pipeline.sidecar import StoredChunk
 
 
 def chunk(text: str, start: int, end: int, **meta: object) -> StoredChunk:

@@ -8,7 +8,7 @@ import pytest
 
 from ragd.config import IgnoreConfig
 from ragd.mcp.paths import PathRefused, SafePath, check_path, check_tracked
-from ragd.scan import Ignore
+from ragd.pipeline.scan import Ignore
 
 
 @pytest.fixture

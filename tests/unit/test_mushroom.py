@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ragd import mushroom
 from ragd.errors import StorageError
-from ragd.mushroom import Event
-from ragd.sidecar import DirLock
+from ragd.pipeline import mushroom
+from ragd.pipeline.mushroom import Event
+from ragd.pipeline.sidecar import DirLock
 from tests.conftest import DATA
 
 

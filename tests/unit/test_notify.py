@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.notify import Notifier, progress_text, watchdog_interval
+from ragd.resident.notify import Notifier, progress_text, watchdog_interval
 
 
 class FakeClock:
@@ -185,7 +185,7 @@ def test_reloading_reloaded_stopping(systemd: Systemd) -> None:
 def test_send_errors_are_swallowed_and_logged(
     systemd: Systemd, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="ragd.notify")
+    caplog.set_level(logging.DEBUG, logger="ragd.resident.notify")
     gone = Notifier({"NOTIFY_SOCKET": str(tmp_path / "missing.sock")})
     assert not gone.enabled
     n = systemd.notifier()

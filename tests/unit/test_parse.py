@@ -13,7 +13,7 @@ import pytest
 
 from ragd.config import LimitsConfig
 from ragd.errors import FileSkipped, ParseError
-from ragd.parse import SUPPORTED_EXTENSIONS, parse
+from ragd.pipeline.parse import SUPPORTED_EXTENSIONS, parse
 from tests.support import docgen
 
 LIMITS = LimitsConfig()
@@ -48,7 +48,7 @@ def test_supported_extensions_are_lower_case_with_dot() -> None:
 
 def test_importing_parse_loads_no_heavy_library() -> None:
     code = (
-        "import sys, ragd.parse\n"
+        "import sys, ragd.pipeline.parse\n"
         "names = ('markitdown', 'pypdfium2', 'charset_normalizer', 'magika', 'pandas')\n"
         "heavy = [m for m in names if m in sys.modules]\n"
         "print(heavy)"

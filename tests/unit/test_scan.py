@@ -6,12 +6,12 @@ import threading
 import time
 from pathlib import Path
 
-from ragd import sidecar
 from ragd.config import IgnoreConfig
 from ragd.errors import FileSkipped
 from ragd.model import EmbeddingIdentity, SplitterSettings
-from ragd.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
-from ragd.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
+from ragd.pipeline import sidecar
+from ragd.pipeline.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
 
 IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
 

@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
-from ragd.dirjob import DirResult
-from ragd.scheduler import Scheduler
+from ragd.pipeline.dirjob import DirResult
+from ragd.resident.scheduler import Scheduler
 
 
 def _poll(cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ from ragd.config import IndexConfig
 from ragd.errors import RagdError
 from ragd.index import IndexBackend, open_index
 from ragd.index.fts import MAX_TERMS, query_string
-from ragd.search import SearchService, snippet
+from ragd.index.search import SearchService, snippet
 from tests.unit.test_index_zvec import CORPUS, IDENTITY, embed, load_corpus
 
 Env = tuple[IndexBackend, Path, Path]

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragd import modes, sidecar
+from ragd import modes
 from ragd.errors import StorageError
-from ragd.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
+from ragd.pipeline import sidecar
+from ragd.pipeline.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
 from tests.conftest import DATA
 
 FIXTURE = DATA / "ragjson-0.5.1" / "tree"

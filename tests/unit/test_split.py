@@ -1,4 +1,4 @@
-"""Tests of the split stage (ragd.split): invariants over many random texts, plus the specific rules."""
+"""Tests of the split stage (ragd.pipeline.split): invariants over many random texts, plus the specific rules."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from ragd.errors import ConfigError
 from ragd.model import Chunk, Document, PageSpan, SplitterSettings
-from ragd.split import context_header, split
+from ragd.pipeline.split import context_header, split
 
 ZH_PUNCT = "。！？；，、："
 ZH_CHARS = (
@@ -318,7 +318,7 @@ def test_one_long_line_without_separators_is_hard_cut() -> None:
 def test_private_use_characters_fall_back_without_masking(caplog: pytest.LogCaptureFixture) -> None:
     text = "Odd \U000f0001 char.\n\n```\n" + "code\n" * 100 + "```\n"
     settings = SplitterSettings("recursive", 100, 10)
-    with caplog.at_level(logging.WARNING, logger="ragd.split"):
+    with caplog.at_level(logging.WARNING, logger="ragd.pipeline.split"):
         chunks = split(doc_of(text), settings)
     check_invariants(doc_of(text), settings, chunks)
     assert "private-use" in caplog.text

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragd.dirjob import DirResult
-from ragd.filejob import FileOutcome
-from ragd.tracker import Tracker
+from ragd.pipeline.dirjob import DirResult
+from ragd.pipeline.filejob import FileOutcome
+from ragd.resident.tracker import Tracker
 
 
 def _result(d: str, *files: FileOutcome) -> DirResult:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.lifecycle import TICK_S
+from ragd.edges.lifecycle import TICK_S
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "packaging" / "installer"))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from ragd.config import IgnoreConfig
-from ragd.scan import Ignore
-from ragd.watcher import (
+from ragd.pipeline.scan import Ignore
+from ragd.resident.watcher import (
     OVERFLOW_MESSAGE,
     WATCHDOG_INOTIFY_LOGGER,
     Watcher,
@@ -292,8 +292,8 @@ LIMIT_SCRIPT = textwrap.dedent(
     except OSError:
         sys.exit(77)
     from ragd.config import IgnoreConfig
-    from ragd.scan import Ignore
-    from ragd.watcher import Watcher, inotify_watch_available
+    from ragd.pipeline.scan import Ignore
+    from ragd.resident.watcher import Watcher, inotify_watch_available
 
     root, second = Path(sys.argv[1]), Path(sys.argv[2])
     events = []

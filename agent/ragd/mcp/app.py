@@ -28,7 +28,7 @@ from ..errors import RagdError
 from . import resources, tools
 
 if TYPE_CHECKING:
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

@@ -20,10 +20,10 @@ from typing import Any
 
 from ragctl import protocol as p
 
-from .. import sidecar
 from ..errors import RagdError
-from ..parse import TEXT_EXTENSIONS
-from ..parse.text import decode, normalise_newlines
+from ..pipeline import sidecar
+from ..pipeline.parse import TEXT_EXTENSIONS
+from ..pipeline.parse.text import decode, normalise_newlines
 
 MAX_DOCUMENT_CHARS = 100_000  # one answer; a longer document is read in line windows
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from ragctl import protocol as p
 
 from ..errors import RagdError
-from ..scan import Ignore
+from ..pipeline.scan import Ignore
 
 MAX_PATH_CHARS = 4096
 

@@ -19,15 +19,15 @@ from urllib.parse import quote
 
 from ragctl import protocol as p
 
-from .. import sidecar
 from ..errors import RagdError, StorageError
-from ..scan import list_dir
+from ..pipeline import sidecar
+from ..pipeline.scan import list_dir
 from .paths import SafePath, check_path, check_tracked, leads_inside
 from .tools import chunk_dict, ready
 
 if TYPE_CHECKING:
-    from ..daemon import Agent
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
+    from ..resident.agent import Agent
 
 KINDS = ("dir", "file", "chunks", "orphans")
 

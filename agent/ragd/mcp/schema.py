@@ -25,7 +25,7 @@ from .app import build_server
 from .calls import WIRE_VERSION, wire
 
 if TYPE_CHECKING:
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
 
 
 def _no_agent() -> Lifecycle:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from ..config import McpConfig
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
     from .app import Guard
 
 log = logging.getLogger(__name__)

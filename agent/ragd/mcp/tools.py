@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from ragctl import protocol as p
 
 from ..errors import RagdError
-from ..status_agent import status_result
+from ..verbs.status import status_result
 from .documents import read_document_text, select_lines
 from .paths import check_path, check_tracked
 
 if TYPE_CHECKING:
-    from ..daemon import Agent
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
+    from ..resident.agent import Agent
 
 MAX_NEIGHBORS = 20
 

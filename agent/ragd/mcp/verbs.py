@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ragctl import protocol as p
 
-from ..control import Handler, Stream
+from ..edges.control import Handler, Stream
 from ..errors import RagdError
 
 if TYPE_CHECKING:
-    from ..lifecycle import Lifecycle
+    from ..edges.lifecycle import Lifecycle
     from .server import McpService
 
 

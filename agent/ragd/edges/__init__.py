@@ -1,0 +1,5 @@
+"""The edges: where a person, a client or the system meets the agent.
+
+lifecycle (`ragd run`: signals, start-up, main loop, shutdown), control (the control socket server), cli (the
+`ragd` command), console (its output), filestatus (`ragd status`: per-file state read from the sidecars).
+"""

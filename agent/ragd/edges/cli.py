@@ -1,0 +1,166 @@
+"""The `ragd` command: run the agent (`run --once` for a single pass), offline status, config check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..config import Config, data_dir, load_config
+from ..errors import RagdError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RUNNING = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragd", description="Keep folders of documents searchable, offline.")
+    p.add_argument("--version", action="version", version=f"ragd {__version__}")
+    p.add_argument("--config", type=Path, help="config file (default: $RAGD_CONFIG or the user config dir)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run", help="run the agent: watch the roots and keep them indexed (--once: one pass)"
+    )
+    run.add_argument("roots", nargs="*", type=Path, help="folders to index (default: roots from the config)")
+    run.add_argument("--root", dest="extra_roots", action="append", type=Path, default=[], help="add a root")
+    run.add_argument(
+        "--once", action="store_true", help="reconcile every directory once, print a summary, exit"
+    )
+    run.add_argument("-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs)")
+    run.add_argument("--force", action="store_true", help="re-process every file even when unchanged")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument(
+        "--rebuild-index", action="store_true", help="drop the index and rebuild it from the sidecars"
+    )
+    run.add_argument("--no-index", action="store_true", help="write sidecars and change notes only")
+    se = sub.add_parser("search", help="search the index (when no agent holds it)")
+    se.add_argument("query")
+    se.add_argument("-k", "--top-k", dest="k", type=int, default=5, help="results (default 5)")
+    se.add_argument("--path", action="append", default=[], help="only under this directory (repeatable)")
+    se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
+    se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
+    se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
+    se.add_argument("--json", action="store_true")
+    orph = sub.add_parser("orphans", help="indexed sources whose file or sidecar is gone")
+    orph.add_argument("path", nargs="?", type=Path, help="only under this directory")
+    orph.add_argument("--clean", action="store_true", help="remove them from the index")
+    orph.add_argument("--json", action="store_true")
+    st = sub.add_parser("status", help="per-file state from the sidecars (works without the agent)")
+    st.add_argument("path", nargs="?", type=Path, default=Path("."))
+    st.add_argument("-r", "--recursive", action="store_true")
+    st.add_argument("--json", action="store_true")
+    cfg = sub.add_parser("config", help="configuration")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
+    check = cfg_sub.add_parser("check", help="validate and print the effective config (secrets redacted)")
+    check.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .console import setup_logging
+
+    setup_logging(-1 if args.quiet else args.verbose)
+    try:
+        config = load_config(args.config)
+        return _dispatch(args, config)
+    except RagdError as err:
+        print(f"ragd: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return EXIT_USAGE if err.code in ("config", "usage") else EXIT_FAILED
+    except KeyboardInterrupt:
+        print("ragd: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    if args.command == "run":
+        return _cmd_run(args, config)
+    if args.command == "status":
+        return _cmd_status(args, config)
+    if args.command == "search":
+        from .console import run_search
+
+        return run_search(args, config)
+    if args.command == "orphans":
+        from .console import run_orphans
+
+        return run_orphans(args, config)
+    return _cmd_config_check(args, config)
+
+
+def _cmd_run(args: argparse.Namespace, config: Config) -> int:
+    roots = [*args.roots, *args.extra_roots]
+    if not args.once:  # the agent watches these on top of the config's roots (and keeps them across reloads)
+        return _cmd_agent(args, config, roots)
+    if roots:
+        config = config.with_roots(roots)
+    from ..resident.once import run_once
+    from .console import Progress, print_summary
+
+    if args.rebuild_index:
+        from ..index import destroy_index
+
+        destroy_index(data_dir(config), config.identity)
+    summary = run_once(
+        config,
+        jobs=args.jobs,
+        force=args.force,
+        progress=None if args.json or args.quiet else Progress(),
+        index=not args.no_index,
+    )
+    if args.json:
+        print(json.dumps(summary.to_json(), ensure_ascii=False))
+    else:
+        print_summary(summary)
+    return EXIT_OK if summary.ok else EXIT_FAILED
+
+
+def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> int:
+    from ..resident.instance import AlreadyRunning
+    from .lifecycle import run_agent
+
+    for flag in ("json", "force", "rebuild_index", "no_index"):
+        if getattr(args, flag):
+            raise RagdError(f"--{flag.replace('_', '-')} needs --once", "the resident agent runs without it",
+                            code="usage")  # fmt: skip
+    try:
+        return run_agent(config, args.config, roots)
+    except AlreadyRunning as err:
+        print(f"ragd: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return EXIT_RUNNING
+
+
+def _cmd_status(args: argparse.Namespace, config: Config) -> int:
+    from ..resident.once import skip_policy
+    from .console import print_states
+    from .filestatus import collect, counts
+
+    if not args.path.exists():
+        raise RagdError(f"{args.path} does not exist", "name a tracked folder or file", code="usage")
+    states = collect(args.path, config, recursive=args.recursive, policy=skip_policy(config))
+    if args.json:
+        print(
+            json.dumps(
+                {"entries": [s.to_json() for s in states], "counts": counts(states)}, ensure_ascii=False
+            )
+        )
+    else:
+        print_states(states)
+    return EXIT_OK
+
+
+def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:
+    data = config.redacted()
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(f"# effective configuration (from {config.source}); secrets redacted")
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    return EXIT_OK

@@ -1,0 +1,180 @@
+"""Human output of the `ragd` command: progress bar on a terminal, plain lines otherwise, summaries."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..config import Config, data_dir
+from ..errors import RagdError
+from ..index import collection_dir
+from ..pipeline.dirjob import DirResult
+from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ..resident.once import RunSummary
+from .filestatus import FileState, counts
+
+
+def setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
+    journald = "JOURNAL_STREAM" in os.environ or "INVOCATION_ID" in os.environ
+    fmt = (
+        "%(levelname)s %(name)s: %(message)s"
+        if journald
+        else "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
+
+
+class Progress:
+    """Redraws one status line on a TTY (at most ~10 times a second); prints changed directories otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last = 0.0
+
+    def __call__(self, summary: RunSummary, result: DirResult | None) -> None:
+        if self.tty:
+            now = time.monotonic()
+            if now - self._last >= 0.1 or summary.dirs_done == summary.dirs:
+                self._last = now
+                self._draw(summary)
+        elif result is not None:
+            self._plain(result)
+
+    def _draw(self, s: RunSummary) -> None:
+        width = max(10, min(40, shutil.get_terminal_size().columns - 70))
+        done = s.dirs_done / s.dirs if s.dirs else 1.0
+        bar = "#" * int(done * width) + "." * (width - int(done * width))
+        line = (
+            f"\r[{bar}] {s.dirs_done}/{s.dirs} dirs  {s.embedded} embedded  {s.unchanged} unchanged  "
+            f"{s.skipped} skipped  {len(s.failed)} failed"
+        )
+        self.stream.write(line)
+        if s.dirs_done == s.dirs:
+            self.stream.write("\n")
+        self.stream.flush()
+
+    def _plain(self, r: DirResult) -> None:
+        changed = [f for f in r.files if f.state in (EMBEDDED, SKIPPED, FAILED)]
+        if not changed and not r.events:
+            return
+        n = {st: sum(f.state == st for f in changed) for st in (EMBEDDED, SKIPPED, FAILED)}
+        self.stream.write(
+            f"{r.directory}: {n[EMBEDDED]} embedded, {n[SKIPPED]} skipped, {n[FAILED]} failed, "
+            f"{len(r.events)} events\n"
+        )
+        self.stream.flush()
+
+
+def _index_line(index: dict[str, object]) -> str:
+    if not index:
+        return ""
+    if index.get("held_by_agent"):
+        return "index: held by the running agent, which applies these changes itself\n"
+    failed = index.get("mushrooms_failed") or []
+    line = (f"index: {index.get('chunks')} chunks; {index.get('mushrooms_applied')} change notes applied, "
+            f"{index.get('repaired')} sources repaired")  # fmt: skip
+    if index.get("rebuilt"):
+        line += "; rebuilt from the sidecars"
+    if failed:
+        line += f"; {len(failed)} change notes FAILED (kept and retried next run)"  # type: ignore[arg-type]
+    return line + "\n"
+
+
+def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
+    rate = s.embedded / s.elapsed if s.elapsed else 0.0
+    out.write(
+        f"{s.embedded} files embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
+        f"{len(s.failed)} failed in {s.dirs} directories\n"
+    )
+    out.write(
+        f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
+        f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n"
+    )
+    out.write(_index_line(s.index))
+    for path, reason in s.failed:
+        out.write(f"FAILED {path}: {reason}\n")
+    for path, reason in s.failed_dirs:
+        out.write(f"FAILED directory {path}: {reason}\n")
+
+
+def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
+    for st in states:
+        name = str(st.path) + ("/" if st.is_dir else "")
+        extra = f"  ({st.reason})" if st.reason else ""
+        out.write(
+            f"{st.state:<9} {name!s}{extra}\n" if "\n" not in name else f"{st.state:<9} {name!r}{extra}\n"
+        )
+    tally = ", ".join(f"{v} {k.lower()}" for k, v in counts(states).items())
+    out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")
+
+
+def _require_index(config: Config) -> None:
+    if not collection_dir(data_dir(config), config.identity).exists():
+        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
+                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
+
+
+def run_search(args: Any, config: Config) -> int:
+    """`ragd search`: open the index read-only, embed the query, print results."""
+    from ..index import open_index
+    from ..index.search import SearchService
+    from ..pipeline.embed import make_embedder
+
+    _require_index(config)
+    idx = open_index(data_dir(config), config.identity, config.index, read_only=True)
+    try:
+        embedder = make_embedder(config.embedding)  # loads nothing until a query needs a vector
+        service = SearchService(idx, lambda q: embedder.embed([q])[0], config.roots)
+        prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
+        results = service.search(args.query, k=args.k, mode=args.mode, path_prefixes=prefixes,
+                                 extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
+    finally:
+        idx.close()
+    if args.json:
+        print(json.dumps({"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]},
+                         ensure_ascii=False))  # fmt: skip
+        return 0
+    for n, r in enumerate(results, 1):
+        where = " > ".join(r.heading_path)
+        loc = f"page {r.page}" if r.page else f"lines {r.start_line}-{r.end_line}"
+        print(f"{n}. {r.path}  [{loc}{'; ' + where if where else ''}]  score {r.score:.4f}")
+        print("   " + r.snippet.replace("\n", " ") + "\n")
+    if not results:
+        print("no results")
+    return 0
+
+
+def run_orphans(args: Any, config: Config) -> int:
+    """`ragd orphans [PATH] [--clean]`: sources in the index whose file or live sidecar is gone."""
+    from ..index import open_index
+    from ..index.sync import IndexSync
+    from ..pipeline.scan import Ignore
+
+    _require_index(config)
+    idx = open_index(data_dir(config), config.identity, config.index, read_only=not args.clean)
+    try:
+        sync = IndexSync(idx, config.identity, list(config.roots), Ignore(config.ignore))
+        prefix = args.path.expanduser().resolve() if args.path else None
+        found = sync.orphans(prefix)
+        for path in found if args.clean else ():
+            idx.delete_source(path)
+        if args.clean and found:
+            idx.flush()
+    finally:
+        idx.close()
+    if args.json:
+        print(json.dumps({"orphans": found, "removed": len(found) if args.clean else 0}, ensure_ascii=False))
+    else:
+        for path in found:
+            print(path)
+        verb = "removed" if args.clean else "found (remove them with --clean)"
+        print(f"{len(found)} orphans {verb}" if found else "no orphans")
+    return 0

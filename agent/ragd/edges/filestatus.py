@@ -1,0 +1,96 @@
+"""`ragd status`: per-file state read from the sidecars (offline; nothing is written)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config
+from ..modes import display_name
+from ..pipeline import sidecar
+from ..pipeline.scan import Change, Ignore, classify, list_dir, walk_dirs
+from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
+
+STATES = ("EMBEDDED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "FAILED", "SKIPPED", "TRACKED")
+
+
+@dataclass(frozen=True)
+class FileState:
+    path: Path
+    state: str
+    reason: str = ""
+    chunks: int = 0
+    is_dir: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"path": str(self.path), "state": self.state, "is_dir": self.is_dir}
+        if self.reason:
+            data["reason"] = self.reason
+        if self.chunks:
+            data["chunks"] = self.chunks
+        return data
+
+
+def _file_state(
+    path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str, now: float
+) -> FileState:
+    if entry is None:
+        return FileState(path, "NEW")
+    change = classify(entry, path, st, config.identity, policy, now)
+    reason = str((entry.error or {}).get("message", ""))
+    if change == Change.CHANGED:
+        return FileState(path, "CHANGED")
+    if entry.status in (FAILED, SKIPPED):
+        return FileState(path, entry.status, reason, len(entry.chunks))
+    if change == Change.RETRY:
+        if entry.status != EMBEDDED:
+            return FileState(path, "PENDING", f"processing stopped at {entry.status}")
+        return FileState(
+            path,
+            "STALE",
+            f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
+            len(entry.chunks),
+        )
+    return FileState(path, EMBEDDED, chunks=len(entry.chunks))
+
+
+def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:
+    listing = list_dir(directory, ignore)
+    found = sidecar.load_entries(directory)
+    live, deleted, unreadable = found.live, found.deleted, found.unreadable
+    now = time.time()
+    for name in listing.dirs:
+        tracked = name in live and live[name] is None
+        yield FileState(directory / name, "TRACKED" if tracked else "NEW", is_dir=True)
+    for name, st in sorted(listing.files.items()):
+        if name in unreadable:
+            yield FileState(directory / name, "CHANGED", unreadable[name])
+        else:
+            yield _file_state(directory / name, live.get(name), st, config, policy, now)
+    for name, why in sorted({**listing.undecodable, **listing.special}.items()):
+        yield FileState(directory / name, "SKIPPED", why)  # display names: never recorded, safe in --json
+    for name, entry in sorted(live.items()):
+        if name not in listing.files and name not in listing.dirs:
+            yield FileState(directory / display_name(name), "DELETED", "not yet recorded as deleted",
+                            is_dir=entry is None)  # fmt: skip
+    for name in sorted(deleted - set(live) - set(listing.files) - set(listing.dirs)):
+        yield FileState(directory / display_name(name), "DELETED")
+
+
+def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileState]:
+    ignore = Ignore(config.ignore)
+    path = path.expanduser().resolve()
+    if path.is_file():
+        return [s for s in directory_states(path.parent, config, ignore, policy) if s.path == path]
+    dirs = walk_dirs(path, ignore) if recursive else iter([path])
+    return [s for d in dirs for s in directory_states(d, config, ignore, policy)]
+
+
+def counts(states: list[FileState]) -> dict[str, int]:
+    out = {s: 0 for s in STATES}
+    for st in states:
+        out[st.state] += 1
+    return {k: v for k, v in out.items() if v}

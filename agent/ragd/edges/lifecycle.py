@@ -1,0 +1,209 @@
+"""`ragd run`: the agent's process lifecycle — capture signals, start up, main loop, graceful shutdown.
+
+Start-up order (systemd `Type=notify`): take the instance lock, bind the control socket and start serving it
+(so `ragctl status` answers from the first moment), open the index, start the threads and the initial reconcile,
+then READY=1. The first full indexing runs after READY, with its progress in STATUS= and `ragctl status`.
+
+Shutdown (SIGTERM, SIGINT): STOPPING=1, stop watching, let running directory jobs finish for a short grace
+period, then close the embedder (files still waiting for vectors stay CHUNKED and are redone at the next start),
+let the index writer apply what it holds, close the index, remove the socket. A second SIGINT exits at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from ragctl.protocol import socket_path
+
+from ..config import Config, load_config
+from ..errors import ConfigError
+from ..mcp.server import McpService
+from ..mcp.verbs import mcp_verbs
+from ..resident.agent import Agent
+from ..resident.instance import InstanceLock, bind_control_socket, peer_allowed
+from ..resident.notify import Notifier, progress_text
+from .control import ControlServer
+from .handlers import make_handlers
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.25
+STOP_GRACE_S = (
+    3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
+)
+COVERAGE_CHECK_S = 30.0
+
+
+class Lifecycle:
+    def __init__(self, config: Config, config_path: Path | None, cli_roots: list[Path]) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.agent = Agent(config, cli_roots)
+        self.mcp = McpService(self)
+        self.notifier = Notifier()
+        self.stop_requested = threading.Event()
+        self.reload_requested = threading.Event()
+        self._interrupts = 0
+        self.socket_path = socket_path()
+        self.server: ControlServer | None = None
+        self.reload_error: str | None = None
+        self.main_loop_error: str | None = None
+
+    # -- signals --------------------------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_stop(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT:
+            self._interrupts += 1
+            if self._interrupts > 1:
+                os.write(2, b"ragd: second interrupt, exiting now\n")
+                os._exit(130)
+        self.stop_requested.set()
+
+    def _on_hup(self, _signum: int, _frame: FrameType | None) -> None:
+        self.reload_requested.set()
+
+    # -- run ------------------------------------------------------------------------------------------------
+    def run(self) -> int:
+        self.install_signals()
+        lock = InstanceLock(self.agent.data_dir)
+        lock.acquire()
+        try:
+            sock = bind_control_socket(self.socket_path)
+            self.server = ControlServer(
+                sock, {**make_handlers(self), **mcp_verbs(self, self.mcp)}, peer_allowed
+            )
+            self.server.start()
+            try:
+                self.agent.start()
+                self.notifier.ready(self.status_text())
+                log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
+                         self.socket_path, len(self.agent.roots))  # fmt: skip
+                self.mcp.start()  # after READY: importing the MCP stack takes ~0.7 s
+                self.main_loop()
+            finally:
+                self.shutdown()
+        finally:
+            lock.release()
+        return 0
+
+    def main_loop(self) -> None:
+        interval = self.config.watch.reconcile_interval
+        next_rescan = time.monotonic() + interval if interval else None
+        next_coverage = time.monotonic() + COVERAGE_CHECK_S
+        verify_every = self.config.watch.verify_interval
+        next_verify = time.monotonic() + verify_every if verify_every else None
+        while not self.stop_requested.wait(TICK_S):
+            now = time.monotonic()
+            try:
+                if self.reload_requested.is_set():
+                    self.reload_requested.clear()
+                    self._reload_logged()
+                self.agent.scheduler.tick(now)
+                self.agent.check_phase()
+                if next_rescan is not None and now >= next_rescan:
+                    self.agent.rescan(list(self.agent.roots))
+                    next_rescan = now + interval
+                if next_verify is not None and now >= next_verify and self.agent.current_state() == "idle":
+                    self.agent.verifier.request("periodic")
+                    next_verify = now + verify_every
+                if now >= next_coverage:
+                    self.agent.watcher.check_coverage()
+                    next_coverage = now + COVERAGE_CHECK_S
+                self.notifier.status(self.status_text())
+                self.main_loop_error = None
+            except Exception as err:  # the main loop's boundary: log, report unhealthy, keep going
+                log.exception("internal error in the main loop")
+                self.main_loop_error = f"{type(err).__name__}: {err}"
+            self.notifier.tick(healthy=self.healthy())
+
+    def _reload_logged(self) -> None:
+        with contextlib.suppress(ConfigError):  # logged by reload(); the running configuration stays
+            self.reload()
+
+    def healthy(self) -> bool:
+        names = {t.name for t in threading.enumerate() if t.is_alive()}
+        return self.main_loop_error is None and {"indexer", "control", "debounce"} <= names
+
+    def status_text(self) -> str:
+        """systemd's STATUS= line: "indexing: 120/3400 directories, 1180 files, 2 failed", "idle: 3400 files"."""
+        agent = self.agent
+        known, failed = agent.tracker.totals()
+        prog = agent.tracker.progress
+        state = agent.current_state()
+        if prog.phase:
+            verb = {"initial": "indexing", "sync": "syncing"}.get(prog.phase, "rescanning")
+            text = f"{verb}: {prog.dirs_done}/{prog.dirs_total} directories, {prog.files_done} files"
+            text += f", {failed} failed" if failed else ""
+        elif state == "indexing":
+            pending, running = agent.dirs_to_do()
+            text = f"indexing: {pending + running} directories to do, {known} files"
+            text += f", {failed} failed" if failed else ""
+        elif state == "idle":
+            text = progress_text(known, known, failed, state)
+        else:  # starting, paused, stopping
+            text = f"{state}: {known} files" + (f", {failed} failed" if failed else "")
+        return f"{text}; {self.reload_error}" if self.reload_error else text
+
+    # -- reload ---------------------------------------------------------------------------------------------
+    def reload(self) -> dict[str, list[str]]:
+        """Re-read the config (SIGHUP, `ragctl reload`): roots are added and removed at once."""
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as err:
+            self.reload_error = "reload failed: " + err.message.splitlines()[0]
+            log.error("reload failed, keeping the running configuration: %s", err.message)
+            self.notifier.reloaded()
+            raise
+        self.reload_error = None
+        for section in ("embedding", "splitter", "index", "ignore", "limits", "run", "data_dir", "mcp"):
+            if getattr(new, section) != getattr(self.config, section):
+                log.warning("the [%s] settings changed; they take effect when the agent restarts", section)
+        self.config = self.config.model_copy(update={"roots": new.roots, "watch": new.watch})
+        self.agent.config = self.agent.config.model_copy(update={"roots": new.roots, "watch": new.watch})
+        added, removed = self.agent.set_roots(self.agent.resolve_roots())
+        log.info("configuration reloaded: %d root(s) added, %d removed", len(added), len(removed))
+        self.notifier.reloaded()
+        return {"added": [str(r) for r in added], "removed": [str(r) for r in removed]}
+
+    # -- shutdown -------------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        agent = self.agent
+        log.info("stopping")
+        agent.state = "stopping"
+        self.notifier.stopping("stopping")
+        self.mcp.stop()
+        agent.watcher.stop()
+        agent.debouncer.close()
+        finished = agent.scheduler.wait_running(STOP_GRACE_S)
+        agent.embed.close()  # whatever still waits for vectors is left CHUNKED, redone at the next start
+        if not finished:
+            log.info("left unfinished files for the next start")
+        agent.scheduler.close(timeout=30.0)
+        if hasattr(agent, "indexer"):
+            agent.indexer.stop()
+            agent.indexer.index.close()
+        agent.state = "stopped"
+        if self.server is not None:
+            self.server.close()
+        try:
+            if self.socket_path.is_socket():
+                self.socket_path.unlink()
+        except OSError:
+            pass
+        log.info("stopped")
+
+
+def run_agent(config: Config, config_path: Path | None, cli_roots: list[Path]) -> int:
+    return Lifecycle(config, config_path, cli_roots).run()

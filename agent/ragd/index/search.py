@@ -1,0 +1,229 @@
+"""Search service: validate a query, embed it (cached), ask the index, and shape the hits for people and tools.
+
+`control` and `mcp` are thin adapters over `SearchService.search`; both get the same validation and results.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import RagdError
+from . import MAX_K, Hit, IndexBackend
+from .filters import is_under
+from .fts import fold_char, terms
+
+MODES = ("hybrid", "vector", "keyword")
+MAX_QUERY_CHARS = 4000
+SNIPPET_CHARS = 240
+ONE_PER_FILE_FACTOR = 5  # candidates fetched per wanted result when only the best chunk of each file is kept
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    path: str  # absolute
+    rel_path: str  # relative to `root`
+    root: str
+    chunk_index: int
+    score: float  # cosine similarity (vector), BM25 (keyword) or reciprocal-rank fusion (hybrid): higher is better
+    content: str
+    heading_path: tuple[str, ...]
+    page: int | None
+    start_line: int
+    end_line: int
+    snippet: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["heading_path"] = list(self.heading_path)
+        return data
+
+
+def _usage(message: str, hint: str) -> RagdError:
+    return RagdError(message, hint, code="usage")
+
+
+def _norm(path: str | Path) -> str:
+    return os.path.normpath(os.path.expanduser(str(path)))
+
+
+class SearchService:
+    def __init__(
+        self,
+        index: IndexBackend,
+        embed_query: Callable[[str], np.ndarray],
+        roots: Sequence[Path],
+        *,
+        cache_size: int = 256,
+    ) -> None:
+        self._index = index
+        # longest first, so that a file in nested roots belongs to the innermost one
+        self._roots = sorted({_norm(r) for r in roots}, key=len, reverse=True)
+
+        def embed(text: str) -> np.ndarray:
+            vec = np.array(embed_query(text), dtype=np.float32).reshape(-1)
+            vec.setflags(write=False)  # shared by every caller of the cache
+            return vec
+
+        self._embed = functools.lru_cache(maxsize=cache_size)(embed)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        mode: str = "hybrid",
+        path_prefixes: Sequence[str] = (),
+        roots: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+        one_per_file: bool = False,
+    ) -> list[SearchResult]:
+        """The best `k` chunks for `query`. Raises RagdError(code="usage") on invalid input."""
+        text = self._check(query, k, mode)
+        exts = self._extensions(extensions)
+        scope = self._scope(path_prefixes, roots)
+        if scope is None:
+            return []
+        vector = self._embed(text) if mode != "keyword" else None
+        fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
+        hits = self._index.query(
+            vector=vector,
+            text=text if mode != "vector" else None,
+            k=fetch,
+            path_prefixes=scope,
+            extensions=exts,
+        )
+        if one_per_file:
+            hits = _best_per_file(hits)
+        return [self._result(h, text) for h in hits[:k]]
+
+    @staticmethod
+    def _check(query: str, k: int, mode: str) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise _usage("the search query is empty", "give some words to search for")
+        if len(query) > MAX_QUERY_CHARS:
+            raise _usage(
+                f"the search query is too long ({len(query)} characters)",
+                f"use at most {MAX_QUERY_CHARS} characters",
+            )
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise _usage(f"k must be a whole number from 1 to {MAX_K}, not {k!r}", "ask for fewer results")
+        if mode not in MODES:
+            raise _usage(f"unknown search mode {mode!r}", f"use one of: {', '.join(MODES)}")
+        return query.strip()
+
+    @staticmethod
+    def _extensions(extensions: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
+            raise _usage(
+                f"invalid extensions {extensions!r}", 'give a list of file extensions, e.g. ["md", "pdf"]'
+            )
+        return tuple(extensions)
+
+    def _scope(self, path_prefixes: Sequence[str], roots: Sequence[str]) -> list[str] | None:
+        """The path prefixes a query is limited to ([] = everything), or None when nothing can match."""
+        chosen = [_norm(r) for r in roots]
+        unknown = [r for r in chosen if r not in self._roots]
+        if unknown:
+            raise _usage(
+                f"not a configured root: {unknown[0]}", f"roots are: {', '.join(self._roots) or '(none)'}"
+            )
+        bases = chosen or self._roots
+        prefixes: list[str] = []
+        for p in path_prefixes:
+            if not isinstance(p, str) or not p.strip():
+                raise _usage(f"invalid path prefix {p!r}", "give a directory, absolute or relative to a root")
+            if os.path.isabs(_norm(p)):
+                prefixes.append(_norm(p))
+            else:
+                prefixes.extend(_norm(os.path.join(b, p)) for b in bases)
+        if not prefixes:
+            return list(bases)
+        if not bases:
+            return prefixes
+        kept = [p for p in prefixes if any(is_under(p, b) for b in bases)]
+        kept += [b for b in bases if any(is_under(b, p) for p in prefixes)]
+        return list(dict.fromkeys(kept)) or None
+
+    def _root_of(self, hit: Hit) -> str:
+        for r in self._roots:
+            if is_under(hit.source_path, r):
+                return r
+        return hit.root
+
+    def _result(self, hit: Hit, query: str) -> SearchResult:
+        root = self._root_of(hit)
+        rel = (
+            os.path.relpath(hit.source_path, root)
+            if root and is_under(hit.source_path, root)
+            else hit.source_path
+        )
+        return SearchResult(
+            path=hit.source_path,
+            rel_path=rel,
+            root=root,
+            chunk_index=hit.chunk_index,
+            score=hit.score,
+            content=hit.content,
+            heading_path=hit.heading_path,
+            page=hit.page,
+            start_line=hit.start_line,
+            end_line=hit.end_line,
+            snippet=snippet(hit.content, query),
+        )
+
+
+def _best_per_file(hits: list[Hit]) -> list[Hit]:
+    seen: set[str] = set()
+    out = []
+    for h in hits:
+        if h.source_path not in seen:
+            seen.add(h.source_path)
+            out.append(h)
+    return out
+
+
+def _candidates(query: str) -> list[str]:
+    out = []
+    for t in terms(query):
+        out.append(t.text)
+        if not t.phrase:  # a CJK run: its words are unknown here, so also try its shorter pieces
+            run = t.text[:12]
+            out += [run[i : i + n] for n in range(len(run) - 1, 1, -1) for i in range(len(run) - n + 1)]
+    return out
+
+
+def _find(content: str, query: str) -> tuple[int, int] | None:
+    """(position, length) of the longest query term found in `content`, case-insensitively."""
+    hay = "".join(fold_char(ch) for ch in content)  # same length as content: offsets stay valid
+    best: tuple[int, int] | None = None
+    for cand in _candidates(query):
+        pos = hay.find(cand.lower())
+        if pos >= 0 and (best is None or len(cand) > best[1]):
+            best = (pos, len(cand))
+    return best
+
+
+def snippet(content: str, query: str, width: int = SNIPPET_CHARS) -> str:
+    """About `width` characters of `content` around the best matching query term (else its start)."""
+    found = _find(content, query)
+    start = 0
+    if found is not None:
+        pos, length = found
+        start = max(0, min(pos - (width - length) // 3, len(content) - width))
+        space = content.rfind(" ", max(0, start - 15), start + 1)
+        start = space + 1 if start > 0 and space >= 0 else start
+    end = min(len(content), start + width)
+    if end < len(content):
+        space = content.rfind(" ", end - 15, end)
+        end = space if space > start else end
+    text = _SPACES.sub(" ", content[start:end]).strip()
+    return ("…" if start > 0 else "") + text + ("…" if end < len(content) else "")

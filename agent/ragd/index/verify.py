@@ -1,0 +1,301 @@
+"""Self-verification: the index checked against the sidecars of every root, and repaired where they differ.
+
+A pass walks the directories of every root (a stat of each file, and the sidecars, which are read again only when
+they changed since the previous pass), compares each source's md5 and chunk count with what the index holds, and
+lists the differences: sources missing from the index or stale there, and indexed sources that no EMBEDDED sidecar
+under a current root accounts for. Every difference is checked again on the index writer thread, with the
+directory's lock held, before it is repaired, so work in progress (a running job, a change note not applied yet)
+never passes for damage; such directories are left for the next pass. A repair means a bug somewhere: each one is
+logged as a warning with its path.
+
+The walk runs on its own thread and reads only, so search goes on while it runs; the index writer lists the index
+at the start of a pass (so a rebuild never swaps the index under the listing) and makes the repairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..model import EmbeddingIdentity
+from ..paths import is_under, outermost
+from ..pipeline import mushroom, sidecar
+from ..pipeline.scan import Expected, Ignore, list_dir, walk_dirs
+from . import SourceSummary
+from .sync import IndexSync, servable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_LISTED = 50  # paths listed in a report
+YIELD_EVERY = 64  # directories walked between two short pauses (the walk never hogs the interpreter)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    trigger: str  # "rescan", "periodic", "request", ...
+    finished_at: str
+    elapsed_s: float
+    dirs: int  # directories walked
+    sources: int  # sources the sidecars say the index should hold (in the directories checked)
+    indexed: int  # sources the index held when the pass began
+    busy_dirs: int  # skipped: a job or a change note was pending there (checked by the next pass)
+    notes: int  # change notes found on disk that the index writer did not know of (handed to it)
+    repaired: tuple[str, ...] = ()  # sources re-synced from their sidecars
+    removed: tuple[str, ...] = ()  # indexed sources with no EMBEDDED sidecar under a current root
+
+    @property
+    def ok(self) -> bool:
+        return not self.repaired and not self.removed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trigger": self.trigger, "finished_at": self.finished_at, "elapsed_s": self.elapsed_s,
+                "dirs": self.dirs, "sources": self.sources, "indexed": self.indexed,
+                "busy_dirs": self.busy_dirs, "notes": self.notes,
+                "repaired": len(self.repaired), "removed": len(self.removed),
+                "repaired_paths": list(self.repaired[:MAX_LISTED]),
+                "removed_paths": list(self.removed[:MAX_LISTED])}  # fmt: skip
+
+
+@dataclass
+class _Pass:
+    dirs: int = 0
+    sources: int = 0
+    busy: int = 0
+    notes: int = 0
+    suspects: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VerifyHooks:
+    """What the verifier needs of the agent."""
+
+    roots: Callable[[], list[Path]]
+    write: Callable[[Callable[[IndexSync], Any]], Future[Any]]  # run on the index writer thread
+    busy: Callable[[Path], bool]  # a job of this directory is queued, waiting or running
+    hand_note: Callable[
+        [Path], bool
+    ]  # a change note found on disk: the writer applies it (False: it knew it)
+
+
+class SidecarCache:
+    """What each file entry says the index should hold, re-read only when the entry file's stat changes."""
+
+    def __init__(self, identity: EmbeddingIdentity) -> None:
+        self.identity = identity
+        self._seen: dict[Path, tuple[tuple[int, int, int], Expected | None]] = {}
+        self._next: dict[Path, tuple[tuple[int, int, int], Expected | None]] = {}
+
+    def expected(self, directory: Path, files: Sequence[str]) -> dict[str, Expected]:
+        """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""
+        out = {}
+        for name in files:
+            want = self.one(sidecar.entry_path(directory, name))
+            if want is not None:
+                out[str(directory / name)] = want
+        return out
+
+    def one(self, entry: Path) -> Expected | None:
+        try:
+            st = os.stat(entry)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._seen.get(entry)
+        if cached is None or cached[0] != key:
+            found = sidecar.try_read(entry)
+            want = Expected(found.source.md5_hash, len(found.chunks)) if found and servable(found, self.identity) else None  # fmt: skip
+            cached = (key, want)
+        self._next[entry] = cached
+        return cached[1]
+
+    def end_pass(self) -> None:
+        """Keep only the entries seen in this pass (bounded by the tree, not by its history)."""
+        self._seen, self._next = self._next, {}
+
+
+def differs(want: Expected | None, have: SourceSummary | None) -> bool:
+    if want is None or have is None:
+        return (want is None) != (have is None)
+    return have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count
+
+
+class Verifier:
+    def __init__(self, identity: EmbeddingIdentity, ignore: Ignore, hooks: VerifyHooks) -> None:
+        self.identity = identity
+        self.ignore = ignore
+        self.hooks = hooks
+        self.cache = SidecarCache(identity)
+        self.last: VerifyReport | None = None
+        self.repaired_total = 0
+        self.passes = 0
+        self._lock = threading.Lock()  # one pass at a time
+        self._state = threading.Lock()
+        self._running = False
+        self._again: str | None = None
+
+    # -- triggers ---------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def request(self, trigger: str) -> None:
+        """Verify in the background; a request during a pass runs one more pass after it."""
+        with self._state:
+            if self._running:
+                self._again = trigger
+                return
+            self._running = True
+        threading.Thread(target=self._background, args=(trigger,), name="verify", daemon=True).start()
+
+    def _background(self, trigger: str) -> None:
+        while True:
+            try:
+                self.run(trigger)
+            except Exception:  # the verify thread's boundary: report it, the next pass tries again
+                log.exception("internal error while verifying the index")
+            with self._state:
+                if self._again is None:
+                    self._running = False
+                    return
+                trigger, self._again = self._again, None
+
+    # -- a pass -----------------------------------------------------------------------------------------------
+    def run(self, trigger: str, progress: Callable[[int], None] | None = None) -> VerifyReport:
+        with self._lock:
+            started = time.monotonic()
+            roots = list(self.hooks.roots())
+            # listed on the writer thread: a rebuild (which swaps the index) never runs under the listing
+            indexed = self.hooks.write(lambda s: s.index.sources(None)).result()
+            found = self._walk(roots, indexed, progress)
+            repaired, removed = self.hooks.write(lambda s: self._repair(s, found.suspects)).result()
+            self.cache.end_pass()
+            report = VerifyReport(trigger, sidecar.utc_stamp(), round(time.monotonic() - started, 3),
+                                  found.dirs, found.sources, len(indexed), found.busy, found.notes,
+                                  tuple(repaired), tuple(removed))  # fmt: skip
+            self.last = report
+            self.passes += 1
+            self.repaired_total += len(repaired) + len(removed)
+        if report.ok:
+            log.debug(
+                "index verified: %d sources in %d directories, nothing to repair", report.sources, report.dirs
+            )
+        else:
+            log.warning(
+                "index verified (%s): %d sources repaired, %d removed", trigger, len(repaired), len(removed)
+            )
+        return report
+
+    def _walk(
+        self, roots: list[Path], indexed: dict[str, SourceSummary], progress: Callable[[int], None] | None
+    ) -> _Pass:
+        by_dir: dict[Path, dict[str, SourceSummary]] = {}
+        for path, summary in indexed.items():
+            by_dir.setdefault(Path(path).parent, {})[path] = summary
+        found = _Pass()
+        walked: set[Path] = set()
+        for root in outermost(roots):
+            for d in walk_dirs(root, self.ignore):
+                walked.add(d)
+                found.dirs += 1
+                if found.dirs % YIELD_EVERY == 0:
+                    time.sleep(0.001)
+                    if progress:
+                        progress(found.dirs)
+                self._check_dir(d, by_dir.get(d, {}), found)
+        for d, have in by_dir.items():  # outside every root, in an ignored directory, or a directory now gone
+            if d not in walked:
+                found.suspects += have
+        return found
+
+    def _check_dir(self, d: Path, have: dict[str, SourceSummary], found: _Pass) -> None:
+        if self.hooks.busy(d):
+            found.busy += 1
+            return
+        notes = mushroom.pending(d)
+        if notes:  # not applied yet: the index may lag here for now. Notes the watcher missed are handed over
+            found.notes += sum(1 for note in notes if self.hooks.hand_note(note))
+            found.busy += 1
+            return
+        try:
+            files = list(list_dir(d, self.ignore).files)
+        except OSError:
+            files = []  # gone meanwhile: its indexed sources are suspects, re-checked below
+        want = self.cache.expected(d, files)
+        found.sources += len(want)
+        found.suspects += [p for p in {*want, *have} if differs(want.get(p), have.get(p))]
+
+    # -- repairs, on the index writer thread ------------------------------------------------------------------
+    def _repair(self, sync: IndexSync, suspects: list[str]) -> tuple[list[str], list[str]]:
+        repaired: list[str] = []
+        removed: list[str] = []
+        roots = outermost(self.hooks.roots())
+        for path in sorted(suspects):
+            p = Path(path)
+            with _try_lock(p.parent) as locked:
+                if not locked or mushroom.pending(p.parent) or self.hooks.busy(p.parent):
+                    continue  # work in progress there: the next pass looks again
+                want = self._expected_now(p, roots)
+                have = sync.index.sources(path).get(path)
+                if not differs(want, have):
+                    continue
+                if want is None:
+                    sync.index.delete_source(path)
+                    removed.append(path)
+                    log.warning(
+                        "verify: %s was in the index with no EMBEDDED sidecar under a root; removed", path
+                    )
+                else:
+                    sync.sync_source(p.parent, p.name)
+                    repaired.append(path)
+                    what = "missing from" if have is None else "stale in"
+                    log.warning("verify: %s was %s the index; re-synced from its sidecar", path, what)
+        if repaired or removed:
+            sync.index.flush()
+        return repaired, removed
+
+    def _expected_now(self, path: Path, roots: list[Path]) -> Expected | None:
+        if not self._tracked(path, roots) or not path.is_file():
+            return None
+        entry = sidecar.try_read(sidecar.entry_path(path.parent, path.name))
+        if entry is None or not servable(entry, self.identity):
+            return None
+        return Expected(entry.source.md5_hash, len(entry.chunks))
+
+    def _tracked(self, path: Path, roots: list[Path]) -> bool:
+        """Under a root, with no ignored folder between the root and the file, and not an ignored name."""
+        for root in roots:
+            if is_under(path, root) and path != root:
+                parts = path.relative_to(root).parts
+                return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
+        return False
+
+
+@contextlib.contextmanager
+def _try_lock(directory: Path) -> Iterator[bool]:
+    """The directory's lock if it is free now (True), or False if a job holds it. A directory without a `.rag/`
+    has no job to wait for: True without a lock."""
+    tmp = sidecar.rag_dir(directory) / sidecar.TMP_DIR
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)

@@ -1,0 +1,208 @@
+"""The index writer: one thread that applies every change to the zvec collection (DESIGN §5, index sync).
+
+zvec allows one writer or many readers; queries run on the control and MCP threads, every write runs here, in
+order: mushrooms as directory jobs hand them over (or the watcher finds other producers' ones), and requested
+operations (reconcile, orphan clean-up, rebuild) as callables. A mushroom that fails stays on disk and is retried
+with backoff. When the unoptimized share of the collection grows, the collection is optimized here too, while
+queries go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import RagdError
+from . import IndexBackend
+from .sync import BATCH, IndexSync, SyncReport
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
+
+
+@dataclass
+class _Call:
+    fn: Callable[[IndexSync], Any]
+    future: Future[Any]
+
+
+_STOP = object()
+
+
+class Indexer:
+    def __init__(self, sync: IndexSync) -> None:
+        self.sync = sync
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
+        self._queued: set[Path] = set()
+        self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
+        self._working = False
+        self.optimizing = False
+        self.applied = 0
+        self.chunks = 0
+        self._thread = threading.Thread(target=self._loop, name="indexer", daemon=True)
+
+    @property
+    def index(self) -> IndexBackend:
+        return self.sync.index
+
+    def start(self) -> None:
+        self.chunks = self.index.count()
+        self._thread.start()
+
+    # -- input ------------------------------------------------------------------------------------------------
+    def put_mushroom(self, path: Path) -> None:
+        with self._lock:
+            if path in self._queued:
+                return
+            self._queued.add(path)
+            self._failed.pop(path, None)
+        self._queue.put(path)
+
+    def offer(self, path: Path) -> bool:
+        """Queue a change note found on disk unless it is queued already or waiting for its retry."""
+        with self._lock:
+            if path in self._queued or path in self._failed:
+                return False
+            self._queued.add(path)
+        self._queue.put(path)
+        return True
+
+    def call(self, fn: Callable[[IndexSync], T]) -> Future[T]:
+        """Run `fn(sync)` on the writer thread; the future carries its result or exception."""
+        fut: Future[T] = Future()
+        self._queue.put(_Call(fn, fut))
+        return fut
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queued)
+
+    def busy(self) -> bool:
+        """Mushrooms or calls waiting or being applied (failed mushrooms waiting for a retry do not count)."""
+        with self._lock:
+            return bool(self._queued) or self._working or not self._queue.empty()
+
+    def failed(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                {"path": str(p), "reason": r, "attempts": n} for p, (r, _, n) in sorted(self._failed.items())
+            ]
+
+    # -- the thread -------------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        carry: Any = None
+        while True:
+            if carry is not None:
+                item, carry = carry, None
+            else:
+                try:
+                    item = self._queue.get(timeout=self._retry_wait())
+                except queue.Empty:
+                    self._release_retries()
+                    continue
+            if item is _STOP:
+                return
+            with self._lock:
+                self._working = True
+            try:
+                if isinstance(item, _Call):
+                    self._call(item)
+                else:
+                    batch, carry = self._drain([item])
+                    self._apply(batch)
+            finally:
+                with self._lock:
+                    self._working = False
+            with contextlib.suppress(RagdError):  # for status: kept current while the writer works
+                self.chunks = self.index.count()
+            if carry is None and self._queue.empty():
+                self._after_batch()
+
+    def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
+        """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
+        while len(batch) < BATCH:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, None
+            if not isinstance(item, Path):
+                return batch, item
+            batch.append(item)
+        return batch, None
+
+    def _call(self, item: _Call) -> None:
+        if item.future.set_running_or_notify_cancel():
+            try:
+                item.future.set_result(item.fn(self.sync))
+            except BaseException as err:  # handed to the caller, who translates it
+                item.future.set_exception(err)
+
+    def _apply(self, paths: list[Path]) -> None:
+        try:
+            report = self.sync.apply_batch(paths)
+        except Exception as err:  # the writer loop's boundary (e.g. the flush failed): keep the notes, retry
+            log.exception("internal error applying %d change notes", len(paths))
+            report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
+        self.applied += report.events
+        failed = dict(report.failed)
+        with self._lock:
+            for p in paths:
+                self._queued.discard(p)
+                if p not in failed:
+                    self._failed.pop(p, None)
+                    continue
+                attempts = self._failed.get(p, ("", 0.0, 0))[2] + 1
+                wait = min(RETRY_MIN_S * 2 ** (attempts - 1), RETRY_MAX_S)
+                self._failed[p] = (failed[p], time.monotonic() + wait, attempts)
+                log.error("change note %s not applied (attempt %d, retry in %.0f s)", p, attempts, wait)
+
+    def _after_batch(self) -> None:
+        try:
+            if self.index.needs_optimize:
+                self.optimizing = True
+                started = time.monotonic()
+                self.index.optimize()
+                log.info("index optimized in %.1f s (%d chunks)", time.monotonic() - started, self.chunks)
+        except RagdError as err:
+            log.error("index maintenance failed: %s", err)
+        finally:
+            self.optimizing = False
+
+    def _retry_wait(self) -> float:
+        with self._lock:
+            if not self._failed:
+                return 1.0
+            soonest = min(t for _, t, _ in self._failed.values())
+        return max(0.05, min(1.0, soonest - time.monotonic()))
+
+    def _release_retries(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = [p for p, (_, t, _) in self._failed.items() if t <= now]
+        for p in due:
+            if p.exists():
+                with self._lock:
+                    reason, _, attempts = self._failed[p]
+                    self._failed[p] = (reason, float("inf"), attempts)  # back in the queue; keep the count
+                    self._queued.add(p)
+                self._queue.put(p)
+            else:
+                with self._lock:
+                    self._failed.pop(p, None)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Apply what is queued, then stop the thread."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout)

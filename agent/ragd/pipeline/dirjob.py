@@ -1,0 +1,250 @@
+"""The directory job: reconcile one directory with its `.rag/` entries, under the directory's lock.
+
+The only module that sequences the stages: parse -> split -> embed -> sidecar -> mushroom.
+
+A job first plans (classifies every name), writes a mushroom announcing the planned events, then carries
+the plan out and rewrites that mushroom with the final events. The index consumer takes the same lock, so it
+only ever sees the final mushroom, unless the job died: then the planned events stand, and the sidecars they
+point at say how far the job got (the next job picks up from there).
+
+Names that cannot be recorded (not valid UTF-8: sidecars and mushrooms are UTF-8 JSON) and entries that are not
+regular files (FIFOs, sockets, devices, dangling links, link loops) are never opened nor recorded: each gets a SKIPPED
+outcome with the reason, under its display name (undecodable bytes as `\\xNN`), and the rest of the directory goes
+on. A directory whose own path is not valid UTF-8 is not tracked: its parent's job reports it SKIPPED.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from .. import modes
+from ..modes import valid_name
+from . import mushroom, sidecar
+from .filejob import FileOutcome, FileTask, JobContext
+from .mushroom import Event
+from .scan import Change, Expected, Listing, classify, indexable, list_dir
+from .sidecar import EMBEDDED, SKIPPED, FileEntry
+
+__all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
+
+log = logging.getLogger(__name__)
+
+FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
+
+
+@dataclass(frozen=True)
+class DirResult:
+    directory: Path
+    files: tuple[FileOutcome, ...] = ()
+    subdirs: tuple[Path, ...] = ()
+    events: tuple[Event, ...] = ()
+    mushroom: Path | None = None
+    indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
+    new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
+
+
+@dataclass
+class _Plan:
+    listing: Listing
+    entries: dict[str, FileEntry | None]  # live entries by name (None: directory entry)
+    deleted: set[str]
+    work: list[tuple[str, Change]] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
+    stray: list[str] = field(default_factory=list)
+
+
+def _plan(ctx: JobContext, directory: Path) -> _Plan:
+    listing = list_dir(directory, ctx.ignore)
+    found = sidecar.load_entries(directory)
+    for name, why in found.unreadable.items():
+        log.warning("%s; treating %s as new", why, name)
+    entries = {n: e for n, e in found.live.items() if valid_name(n)}
+    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)})
+    plan.stray = [n for n in found.live if n not in entries]
+    deleted = plan.deleted
+    for name, entry in entries.items():
+        is_dir_entry = entry is None
+        if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
+            plan.events.append(Event(name, mushroom.DIR_DELETE if is_dir_entry else mushroom.DELETE))
+    for name in listing.dirs:
+        if name in entries and entries[name] is None:
+            continue
+        if name not in entries and (name in deleted or _moved_in(directory / name)):
+            plan.events.append(Event(name, mushroom.DIR_RECOVER))
+    now = time.time()
+    for name, st in listing.files.items():
+        entry = entries.get(name)
+        recovered = entry is None and name in deleted
+        if recovered:
+            entry = _read_deleted(directory, name)
+        change = (
+            Change.RETRY
+            if ctx.force
+            else classify(entry, directory / name, st, ctx.identity, ctx.policy, now)
+        )
+        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED):
+            plan.work.append((name, change))
+        else:
+            plan.unchanged.append(name)
+        if recovered or change in (Change.NEW, Change.CHANGED, Change.RETRY):
+            plan.events.append(Event(name, mushroom.UPSERT))
+    return plan
+
+
+def _moved_in(sub: Path) -> bool:
+    """A subdirectory new to this directory arrived with sidecars of its own (renamed, moved from another folder
+    or root, or in from outside): its entries still match its files, so its own jobs upsert nothing, and the index
+    has to re-sync its subtree. A `.rag/` that only its own first job is filling (no file entry yet, or its change
+    note still pending) is not that: the job announces its files itself."""
+    if mushroom.pending(sub):
+        return False
+    return any(not en.deleted for en in sidecar.list_entries(sub))
+
+
+def _read_deleted(directory: Path, name: str) -> FileEntry | None:
+    return sidecar.try_read(sidecar.entry_path(directory, name, deleted=True))
+
+
+def run_directory(ctx: JobContext, directory: Path) -> DirResult:
+    """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised."""
+    if not valid_name(str(directory)):
+        log.debug("%s is not tracked: its path is not valid UTF-8", modes.display_name(str(directory)))
+        return DirResult(directory)
+    with sidecar.DirLock(directory):
+        plan = _plan(ctx, directory)
+        fresh = tuple(
+            directory / d for d in plan.listing.dirs if not (d in plan.entries and plan.entries[d] is None)
+        )
+        note = mushroom.write(directory, plan.events) if plan.events else None
+        _apply_structure(directory, plan)
+        outcomes = [_unchanged(directory, n, plan) for n in plan.unchanged]
+        outcomes += _not_tracked(directory, plan.listing)
+        outcomes += _run_files(ctx, directory, plan)
+        final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
+        note = _finish_mushroom(directory, note, plan.events, final)
+    subdirs = tuple(directory / d for d in plan.listing.dirs)
+    expected = _expected(ctx, directory, plan, outcomes)
+    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh)
+
+
+def _expected(
+    ctx: JobContext, directory: Path, plan: _Plan, outcomes: list[FileOutcome]
+) -> dict[str, Expected]:
+    out: dict[str, Expected] = {}
+    for f in outcomes:
+        path = str(directory / f.name)
+        if f.state in (EMBEDDED, "TOUCHED") and f.md5:
+            out[path] = Expected(f.md5, f.chunks)
+        elif f.state == "UNCHANGED":
+            entry = plan.entries.get(f.name)
+            if entry is not None and indexable(entry, ctx.identity):
+                out[path] = Expected(entry.source.md5_hash, len(entry.chunks))
+    return out
+
+
+def _unchanged(directory: Path, name: str, plan: _Plan) -> FileOutcome:
+    entry = plan.entries.get(name)
+    _keep_private(directory, name, plan.listing.files[name])
+    if entry is None or entry.status == EMBEDDED:
+        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=len(entry.chunks) if entry else 0)
+    error = entry.error or {}
+    return FileOutcome(name, "UNCHANGED", recorded=entry.status, reason=str(error.get("message", "")),
+                       retry_at=error.get("retry_at"))  # fmt: skip
+
+
+def _keep_private(directory: Path, name: str, st: os.stat_result) -> None:
+    """Narrow an entry written more readable than its source (by an older version or another tool)."""
+    try:
+        modes.restrict(sidecar.entry_path(directory, name), st)
+    except OSError as err:
+        log.warning(
+            "cannot narrow the permissions of the entry of %s: %s", directory / name, err.strerror or err
+        )
+
+
+def _not_tracked(directory: Path, listing: Listing) -> list[FileOutcome]:
+    for name, why in listing.undecodable.items():  # only a rename by the user helps: say so in the log too
+        log.warning("%s/%s: %s", directory, name, why)
+    skipped = {**listing.undecodable, **listing.special}
+    return [FileOutcome(name, SKIPPED, reason=why) for name, why in skipped.items()]
+
+
+def _finish_mushroom(
+    directory: Path, note: Path | None, planned: list[Event], final: list[Event]
+) -> Path | None:
+    if note is None or final == planned:
+        return note
+    if not final:
+        note.unlink(missing_ok=True)
+        return None
+    return mushroom.rewrite(note, final)
+
+
+def _apply_structure(directory: Path, plan: _Plan) -> None:
+    """Renames for deleted and returning names; entries for new subdirectories."""
+    for name in plan.stray:  # no event can name it, and it can never be tracked again: remove it
+        sidecar.entry_path(directory, name).unlink(missing_ok=True)
+    for ev in plan.events:
+        if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
+            sidecar.mark_deleted(directory, ev.file)
+        elif ev.status == mushroom.DIR_RECOVER and ev.file in plan.deleted:
+            sidecar.recover(directory, ev.file)
+        elif ev.status == mushroom.DIR_RECOVER:
+            sidecar.write_dir_entry(directory, ev.file)
+    for name in plan.listing.dirs:
+        if name not in plan.entries and not any(e.file == name for e in plan.events):
+            sidecar.write_dir_entry(directory, name)
+        elif name in plan.entries and plan.entries[name] is not None:
+            sidecar.write_dir_entry(directory, name)  # a file became a directory of the same name
+    for name in plan.listing.files:
+        if name not in plan.entries and name in plan.deleted:
+            sidecar.recover(directory, name)
+            plan.entries[name] = sidecar.try_read(sidecar.entry_path(directory, name))
+
+
+class _ReusePool:
+    """content_hash -> stored vector, from this directory's entries (live and deleted) and ctx.reuse."""
+
+    def __init__(self, ctx: JobContext, directory: Path, plan: _Plan) -> None:
+        self._ctx, self._dir, self._plan = ctx, directory, plan
+        self._pool: dict[str, str] | None = None
+
+    def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
+        if self._pool is None:
+            entries = [e for e in self._plan.entries.values() if e is not None]
+            entries += [e for n in self._plan.deleted if (e := _read_deleted(self._dir, n)) is not None]
+            ident = self._ctx.identity
+            self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
+        found = {h: self._pool[h] for h in hashes if h in self._pool}
+        missing = [h for h in hashes if h not in found]
+        if missing and self._ctx.reuse is not None:
+            found.update(self._ctx.reuse(missing))
+        return found
+
+
+def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
+    """Prepare a round of files (their texts go to the shared embed queue together), then finish them."""
+    reuse = _ReusePool(ctx, directory, plan)
+    outcomes: list[FileOutcome] = []
+    for start in range(0, len(plan.work), FILES_PER_ROUND):
+        waiting = []
+        for name, change in plan.work[start : start + FILES_PER_ROUND]:
+            task = FileTask(ctx, directory, name, change, plan.entries.get(name))
+            out = task.guard(partial(task.prepare, reuse.lookup))
+            if out is None:
+                waiting.append(task)
+            else:
+                outcomes.append(out)
+        for task in waiting:
+            out = task.guard(task.finish)
+            assert out is not None
+            outcomes.append(out)
+    return outcomes

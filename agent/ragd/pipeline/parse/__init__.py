@@ -1,0 +1,104 @@
+"""Parse stage: a source file -> `Document` (markdown or plain text, title, page spans).
+
+Formats, by extension (case-insensitive):
+
+| extensions | how | text |
+|---|---|---|
+| .md .markdown | decoded here | markdown |
+| .txt .text .rst .org .log .json .yaml .yml .toml | decoded here | plain (`is_markdown=False`) |
+| .pdf | pypdfium2, page by page; `pages` holds each page's offsets | plain |
+| .html .htm .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
+| .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
+
+Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else charset-normalizer's
+detection (GBK/GB18030, Big5, Shift-JIS, cp125x, ...; `Document.encoding` records it). JSON is plain text too:
+markitdown would only decode it the same way. Newlines become `\\n`. Titles: HTML `<title>`, OOXML core
+properties, PDF metadata, YAML front matter / Org `#+TITLE:`; else the first markdown heading (HTML,
+.docx, .pptx, prose text types); else the line under a man-page `NAME` header; else None. Data formats
+(.json, .yaml, .toml, .log, .csv, spreadsheets) get no heading-derived title.
+
+Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file, no text after extraction
+(e.g. a scanned PDF), text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
+`ParseError` for encrypted, corrupt or binary-junk files and converter failures. OSError reading the file
+(vanished, unreadable) propagates to the caller. Heavy libraries are imported on first use only.
+Only .doc/.ppt honour `limits.parse_timeout`; the in-process converters cannot be interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ...config import LimitsConfig
+from ...errors import FileSkipped
+from ...model import Document
+from .legacy import LEGACY_EXTENSIONS, parse_legacy
+from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
+from .pdf import parse_pdf
+from .text import decode, heading_title, man_title, normalise_newlines
+
+__all__ = ["SUPPORTED_EXTENSIONS", "parse"]
+
+log = logging.getLogger(__name__)
+
+MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown"})
+PROSE_EXTENSIONS = frozenset({".txt", ".text", ".rst", ".org"})  # plain text that may carry a title
+DATA_EXTENSIONS = frozenset({".json", ".yaml", ".yml", ".toml", ".log"})  # plain text, no title
+TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | PROSE_EXTENSIONS | DATA_EXTENSIONS
+SUPPORTED_EXTENSIONS: frozenset[str] = (
+    TEXT_EXTENSIONS | MARKITDOWN_EXTENSIONS | LEGACY_EXTENSIONS | frozenset({".pdf"})
+)
+
+
+def parse(path: Path, limits: LimitsConfig) -> Document:
+    """Turn the file at `path` into a Document; raise FileSkipped or ParseError (see the module docstring)."""
+    ext = path.suffix.lower()
+    if ext not in SUPPORTED_EXTENSIONS:
+        raise FileSkipped(
+            f"unsupported file type {ext or '(no extension)'!r}",
+            f"supported: {' '.join(sorted(SUPPORTED_EXTENSIONS))}",
+        )
+    size = path.stat().st_size
+    if size == 0:
+        raise FileSkipped("empty file (0 bytes)")
+    if size > limits.max_file_size:
+        raise FileSkipped(
+            f"file too large: {size} bytes > limits.max_file_size {limits.max_file_size}",
+            "raise limits.max_file_size to index it",
+        )
+    doc = _dispatch(path, ext, limits)
+    if not doc.text.strip():
+        raise FileSkipped("no extractable text (the file holds only whitespace or markup)")
+    if len(doc.text) > limits.max_text_chars:
+        raise FileSkipped(
+            f"text too long: {len(doc.text)} characters > max_text_chars {limits.max_text_chars}",
+            "raise limits.max_text_chars, or split the file",
+        )
+    log.debug("parsed %s with %s: %d characters", path, doc.parser, len(doc.text))
+    return doc
+
+
+def _dispatch(path: Path, ext: str, limits: LimitsConfig) -> Document:
+    if ext in TEXT_EXTENSIONS:
+        return _parse_text(path, ext)
+    if ext == ".pdf":
+        return parse_pdf(path)
+    if ext in LEGACY_EXTENSIONS:
+        return parse_legacy(path, ext, limits.parse_timeout)
+    return parse_markitdown(path, ext)
+
+
+def _parse_text(path: Path, ext: str) -> Document:
+    text, encoding = decode(path.read_bytes())
+    text = normalise_newlines(text)
+    title = None
+    if ext in MARKDOWN_EXTENSIONS or ext in PROSE_EXTENSIONS:
+        title = heading_title(text) or man_title(text)
+    return Document(
+        path=path,
+        text=text,
+        parser="text",
+        title=title,
+        is_markdown=ext in MARKDOWN_EXTENSIONS,
+        encoding=encoding,
+    )

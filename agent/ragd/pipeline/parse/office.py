@@ -1,0 +1,138 @@
+"""HTML, CSV and Office files through markitdown's converters.
+
+Each extension goes straight to its markitdown converter class (one instance per extension, built lazily and
+cached). The `MarkItDown` facade is not used: its constructor loads the magika model (~0.1 s) and every
+`convert` runs magika on the stream (~16 ms) and then tries other converters on a guess, which can turn a
+corrupt file into garbage text. We already know the type from the extension and check the container ourselves.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any, BinaryIO
+from xml.etree import ElementTree
+
+from ...errors import ParseError
+from ...model import Document
+from .text import check_clean, clean_title, decode, heading_title, normalise_newlines
+
+CFB_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")  # OLE2 compound file: legacy Office, or encrypted OOXML
+_ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
+_CONVERTER_CLASSES = {
+    ".html": "HtmlConverter",
+    ".htm": "HtmlConverter",
+    ".csv": "CsvConverter",
+    ".docx": "DocxConverter",
+    ".pptx": "PptxConverter",
+    ".xlsx": "XlsxConverter",
+    ".xls": "XlsConverter",
+}
+MARKITDOWN_EXTENSIONS = frozenset(_CONVERTER_CLASSES)
+OOXML_EXTENSIONS = frozenset({".docx", ".pptx", ".xlsx"})
+_TEXTUAL = frozenset({".html", ".htm", ".csv"})  # decoded (and checked for junk) by us before conversion
+_HEADING_TITLE = frozenset({".html", ".htm", ".docx", ".pptx"})  # first heading is a sensible title
+_CORE_XML = "docProps/core.xml"
+_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+_PASSWORD_HINT = "save a copy without the password to index it"
+_REPAIR_HINT = "open it in its application and save it again"
+
+_converters: dict[str, Any] = {}
+_converters_lock = threading.Lock()
+
+
+def parse_markitdown(
+    path: Path, ext: str, *, parser: str = "markitdown", source: Path | None = None
+) -> Document:
+    """Convert `path` (of type `ext`) to markdown.
+
+    `source` is the user's file when `path` is a converted copy of it (see legacy.py).
+    """
+    if ext in _TEXTUAL:
+        text, title, encoding = _convert_textual(path, ext)
+    else:
+        text, title, encoding = _convert_binary(path, ext), None, None
+    text = normalise_newlines(text).strip()
+    check_clean(text)
+    if title is None and ext in OOXML_EXTENSIONS:
+        title = ooxml_title(path)
+    if title is None and ext in _HEADING_TITLE:
+        title = heading_title(text)
+    return Document(
+        path=source or path, text=text, parser=parser, title=title, is_markdown=True, encoding=encoding
+    )
+
+
+def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]:
+    text, encoding = decode(path.read_bytes())
+    # Hand the converter UTF-8 so it does not guess again (markitdown's HTML path assumes UTF-8 otherwise).
+    result = _run(ext, io.BytesIO(text.encode("utf-8")), charset="utf-8")
+    title = clean_title(str(result.title)) if result.title else None
+    return result.markdown, title, encoding
+
+
+def _convert_binary(path: Path, ext: str) -> str:
+    check_container(path, ext)
+    with path.open("rb") as fh:
+        return str(_run(ext, fh).markdown)
+
+
+def check_container(path: Path, ext: str) -> None:
+    """Refuse an OOXML file that is not a zip: encrypted (an OLE container) or corrupt."""
+    if ext not in OOXML_EXTENSIONS:
+        return
+    with path.open("rb") as fh:
+        head = fh.read(len(CFB_MAGIC))
+    if head == CFB_MAGIC:
+        if _ENCRYPTED_STREAM in path.read_bytes():
+            raise ParseError(f"encrypted (password-protected) {ext} file", _PASSWORD_HINT)
+        raise ParseError(
+            f"encrypted (password-protected) or legacy-format {ext} file: an OLE container, "
+            "not a zip archive",
+            f"{_PASSWORD_HINT}, or save it in the real {ext} format",
+        )
+    if not zipfile.is_zipfile(path):
+        raise ParseError(f"corrupt {ext} file: not a zip archive", _REPAIR_HINT)
+
+
+def _run(ext: str, stream: BinaryIO, charset: str | None = None) -> Any:
+    from markitdown import StreamInfo
+
+    converter = _converter(ext)
+    try:
+        return converter.convert(stream, StreamInfo(extension=ext, charset=charset))
+    except Exception as exc:  # stage boundary: markitdown's back-ends raise many unrelated exception types
+        raise _conversion_error(ext, exc) from exc
+
+
+def _converter(ext: str) -> Any:
+    with _converters_lock:
+        converter = _converters.get(ext)
+        if converter is None:
+            from markitdown import converters
+
+            converter = _converters[ext] = getattr(converters, _CONVERTER_CLASSES[ext])()
+        return converter
+
+
+def _conversion_error(ext: str, exc: Exception) -> ParseError:
+    detail = " ".join(str(exc).split())[:300]
+    if "encrypt" in detail.lower() or "password" in detail.lower():
+        return ParseError(f"encrypted (password-protected) {ext} file ({detail})", _PASSWORD_HINT)
+    return ParseError(f"corrupt or unreadable {ext} file: {type(exc).__name__}: {detail}", _REPAIR_HINT)
+
+
+def ooxml_title(path: Path) -> str | None:
+    """The title in an OOXML package's core properties (docProps/core.xml), if set."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            info = zf.getinfo(_CORE_XML)
+            if info.file_size > 1024**2:
+                return None
+            root = ElementTree.fromstring(zf.read(info))
+    except (KeyError, OSError, zipfile.BadZipFile, ElementTree.ParseError):
+        return None
+    element = root.find(_DC_TITLE)
+    return clean_title(element.text) if element is not None and element.text else None

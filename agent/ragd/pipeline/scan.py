@@ -1,0 +1,226 @@
+"""Directory listing, ignore rules and change detection (DESIGN §4) — read-only, shared by jobs and status."""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from ..config import IgnoreConfig
+from ..errors import FileSkipped
+from ..model import EmbeddingIdentity
+from ..modes import display_name, valid_name
+from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, parse_stamp
+
+HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a directory holds that ragd tracks, and what it shows as SKIPPED without tracking it."""
+
+    files: dict[str, os.stat_result]
+    dirs: tuple[str, ...]
+    # shown as SKIPPED, never opened nor recorded: display name -> reason
+    undecodable: dict[str, str] = field(default_factory=dict)  # names that are not valid UTF-8
+    special: dict[str, str] = field(default_factory=dict)  # FIFOs, sockets, devices, broken symbolic links
+
+
+class Ignore:
+    def __init__(self, cfg: IgnoreConfig) -> None:
+        self.patterns = cfg.file_patterns
+        self.skip_dirs = frozenset(cfg.skip_dirs)
+
+    def file(self, name: str) -> bool:
+        return name.startswith(".") or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    def dir(self, name: str) -> bool:
+        """Not tracked: ignored by the rules, or a name that cannot be recorded (not valid UTF-8)."""
+        return self.dir_rule(name) or not valid_name(name)
+
+    def dir_rule(self, name: str) -> bool:
+        return name.startswith(".") or name in self.skip_dirs or name == RAG_DIR
+
+
+def list_dir(directory: Path, ignore: Ignore) -> Listing:
+    """Regular files (symlinks to files followed) and real subdirectories (symlinked ones are not descended).
+
+    What cannot be tracked but is not ignored either is listed with the reason: names that are not valid UTF-8 in
+    `undecodable` (by display name); FIFOs, sockets, devices, dangling symbolic links and link loops in `special`.
+    Nothing is opened."""
+    files: dict[str, os.stat_result] = {}
+    dirs: list[str] = []
+    undecodable: dict[str, str] = {}
+    special: dict[str, str] = {}
+    with os.scandir(directory) as it:
+        for de in it:
+            try:
+                is_dir = de.is_dir(follow_symlinks=False)
+            except OSError:
+                continue  # vanished
+            if ignore.dir_rule(de.name) if is_dir else ignore.file(de.name):
+                continue
+            if not valid_name(de.name):
+                undecodable[display_name(de.name)] = bad_name_reason(de.name, is_dir=is_dir)
+            elif is_dir:
+                dirs.append(de.name)
+            elif isinstance(found := _follow(de), os.stat_result):
+                files[de.name] = found
+            elif found:
+                special[de.name] = found
+    return Listing(files, tuple(sorted(dirs)), undecodable, special)
+
+
+def bad_name_reason(name: str, *, is_dir: bool = False) -> str:
+    what, action = ("directory", "to index its files") if is_dir else ("file", "to index it")
+    return f"{what} name is not valid UTF-8 ({os.fsencode(name)!r}); rename it {action}"
+
+
+def _follow(de: os.DirEntry[str]) -> os.stat_result | str | None:
+    """A regular file's stat (symlinks followed), or why it is skipped; None: vanished, or a symlinked directory."""
+    try:
+        st = de.stat(follow_symlinks=True)
+    except OSError as err:
+        return _broken_link(de, err)
+    if stat.S_ISREG(st.st_mode):
+        return st
+    return None if stat.S_ISDIR(st.st_mode) else not_regular(st.st_mode)
+
+
+def not_regular(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
+             (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "directory"))  # fmt: skip
+    return f"not a regular file ({next((k for test, k in kinds if test(mode)), 'unknown type')})"
+
+
+def _broken_link(de: os.DirEntry[str], err: OSError) -> str | None:
+    try:
+        if not de.is_symlink():
+            return None  # vanished
+        target = display_name(os.readlink(de.path))
+    except OSError:
+        return None
+    if err.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if err.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"dangling symbolic link to {target}"
+    return f"symbolic link to {target} cannot be followed: {err.strerror}"
+
+
+def walk_dirs(root: Path, ignore: Ignore) -> Iterator[Path]:
+    """Every tracked directory under root (root first), without following symlinks."""
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        yield d
+        try:
+            with os.scandir(d) as it:
+                subs = [
+                    Path(de.path) for de in it if de.is_dir(follow_symlinks=False) and not ignore.dir(de.name)
+                ]
+        except OSError:
+            continue
+        stack.extend(sorted(subs, reverse=True))
+
+
+def md5_file(path: Path) -> str:
+    """The md5 of a regular file. Opened without blocking, so a FIFO put in its place is refused (FileSkipped)."""
+    h = hashlib.md5(usedforsecurity=False)
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise FileSkipped(not_regular(mode))
+        while block := fh.read(HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _same_content(entry: FileEntry, path: Path) -> bool:
+    if not entry.source.md5_hash:
+        return False
+    try:
+        return md5_file(path) == entry.source.md5_hash
+    except (OSError, FileSkipped):
+        return False  # unreadable, gone, or no longer a regular file: the file's job says which
+
+
+class Change(Enum):
+    NEW = "new"
+    UNCHANGED = "unchanged"
+    TOUCHED = "touched"  # stat differs but the content (md5) is the same: refresh the recorded stat only
+    CHANGED = "changed"
+    RETRY = "retry"  # a failed file whose retry time has come, or a skipped one whose policy changed
+
+
+def stat_matches(entry: FileEntry, st: os.stat_result) -> bool:
+    src = entry.source
+    if src.size_bytes != st.st_size or src.inode != st.st_ino:
+        return False
+    if src.mtime_ns is not None:
+        return src.mtime_ns == st.st_mtime_ns and src.ctime_ns in (None, st.st_ctime_ns)
+    return src.mtime == int(st.st_mtime)
+
+
+def is_racy(entry: FileEntry, st: os.stat_result) -> bool:
+    """The file may have changed again within the second it was recorded in (DESIGN §4)."""
+    recorded = parse_stamp(entry.modify_dt)
+    return recorded is None or int(st.st_mtime) >= int(recorded)
+
+
+def identity_matches(entry: FileEntry, identity: EmbeddingIdentity) -> bool:
+    if entry.model_name != identity.model_name or entry.dimension != identity.dimension:
+        return False
+    return entry.splitter is None or entry.splitter == identity.splitter.fingerprint
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the index should hold for one source, according to its sidecar."""
+
+    source_md5: str
+    chunk_count: int
+
+
+def indexable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
+    """Whether the entry's chunks belong in the index of `identity` (EMBEDDED, same identity, all vectors)."""
+    return (
+        entry is not None
+        and entry.status == EMBEDDED
+        and identity_matches(entry, identity)
+        and all(c.vector_base64 is not None for c in entry.chunks)
+    )
+
+
+def classify(
+    entry: FileEntry | None,
+    path: Path,
+    st: os.stat_result,
+    identity: EmbeddingIdentity,
+    policy: str,
+    now: float,
+) -> Change:
+    """Decide what a file needs. Hashes the file only when the stat fast path cannot decide."""
+    if entry is None:
+        return Change.NEW
+    if entry.status == SKIPPED:
+        same = stat_matches(entry, st) and (entry.error or {}).get("policy") == policy
+        return Change.UNCHANGED if same else Change.RETRY
+    settled = stat_matches(entry, st) and not is_racy(entry, st)
+    if not settled and not _same_content(entry, path):
+        return Change.CHANGED
+    if entry.status == FAILED:
+        error = entry.error or {}
+        if "retry_at" not in error:  # e.g. written by another tool: try again
+            return Change.RETRY
+        retry_at = error["retry_at"]  # None: only a change to the file can help
+        due = retry_at is not None and (parse_stamp(retry_at) or 0) <= now
+        return Change.RETRY if due else Change.UNCHANGED
+    if entry.status != EMBEDDED or not identity_matches(entry, identity):
+        return Change.RETRY
+    return Change.UNCHANGED if settled else Change.TOUCHED

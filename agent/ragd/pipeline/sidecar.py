@@ -1,0 +1,411 @@
+"""The `.rag/` sidecar store (RAG-Storage-Spec v2.4), interoperable with the ragjson tool.
+
+Layout beside each tracked directory D:
+    D/.rag/<file>.ragjson           file entry
+    D/.rag/<subdir>.ragjson         directory entry: exactly {"ragjson_version": "2.4"}
+    D/.rag/<name>.ragjson.deleted   entry of a deleted source (renamed back if it returns)
+    D/.rag/tmp/                     staging for atomic writes; its fd is the flock(2) target for D
+    D/.rag/*.mushroom               pending change notes for the index (see mushroom.py)
+
+Every write is tmp + fsync + rename() under the directory's lock (see DirLock). An entry is never more readable than
+its source, `.rag/` never more open than its directory, `.rag/tmp/` is 0700, and names that are not valid UTF-8 are
+never written (see modes.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .. import modes
+from ..errors import StorageError
+from ..model import vector_problem
+from ..modes import display_name, private_mode, valid_name
+
+log = logging.getLogger(__name__)
+
+RAG_DIR = ".rag"
+TMP_DIR = "tmp"
+VERSION = "2.4"
+ENTRY_SUFFIX = ".ragjson"
+DELETED_SUFFIX = ".ragjson.deleted"
+DIR_ENTRY = {"ragjson_version": VERSION}
+
+# processing.status values
+INITIAL, CHUNKING, CHUNKED, EMBEDDING, EMBEDDED = "INITIAL", "CHUNKING", "CHUNKED", "EMBEDDING", "EMBEDDED"
+SKIPPED, FAILED = "SKIPPED", "FAILED"
+CHUNK_META_KEYS = ("start_index", "end_index", "start_line", "end_line", "heading_path", "page", "header")
+
+
+def utc_stamp(ts: float | None = None) -> str:
+    """`2026-11-30T16:30:32Z`, the spec's timestamp form."""
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_stamp(value: str) -> float | None:
+    """Unix seconds of a `2026-11-30T16:30:32Z` stamp (None if it is not one)."""
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(data: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(data), dtype="<f4")
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """`source` of a file entry. mtime_ns/ctime_ns are ragd's optional extras (the ragjson tool omits them)."""
+
+    file_name: str
+    md5_hash: str
+    size_bytes: int
+    mtime: int
+    inode: int
+    mtime_ns: int | None = None
+    ctime_ns: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "file_name": self.file_name,
+            "md5_hash": self.md5_hash,
+            "size_bytes": self.size_bytes,
+            "mtime": self.mtime,
+            "inode": self.inode,
+        }
+        if self.mtime_ns is not None:
+            data["mtime_ns"] = self.mtime_ns
+            data["ctime_ns"] = self.ctime_ns
+        return data
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    content: str
+    content_hash: str
+    overlap_size: int = 0
+    vector_base64: str | None = None  # None while the chunk is not embedded yet
+    meta: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # start_index, end_index, start_line, heading_path, ...
+
+    @property
+    def vector(self) -> np.ndarray | None:
+        return None if self.vector_base64 is None else decode_vector(self.vector_base64)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "overlap_size": self.overlap_size,
+        }
+        if self.vector_base64 is not None:
+            data["vector_base64"] = self.vector_base64
+        data.update({k: v for k, v in self.meta.items() if v is not None})
+        return data
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    status: str
+    create_dt: str
+    modify_dt: str
+    source: SourceInfo
+    model_name: str
+    dimension: int
+    chunks: tuple[StoredChunk, ...] = ()
+    parser: str | None = None
+    splitter: str | None = None
+    error: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "ragjson_version": VERSION,
+            "processing": {"status": self.status, "create_dt": self.create_dt, "modify_dt": self.modify_dt},
+            "source": self.source.to_json(),
+            "embedding": {"model_name": self.model_name, "dimension": self.dimension},
+            "chunks": [c.to_json() for c in self.chunks],
+        }
+        for key in ("parser", "splitter", "error"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+    def with_status(self, status: str, **changes: Any) -> FileEntry:
+        return replace(self, status=status, modify_dt=utc_stamp(), **changes)
+
+
+def _chunk_from_json(raw: Mapping[str, Any]) -> StoredChunk:
+    meta = {k: raw[k] for k in CHUNK_META_KEYS if k in raw}
+    vec = raw.get("vector_base64")
+    return StoredChunk(
+        content=raw["content"],
+        content_hash=raw["content_hash"],
+        overlap_size=int(raw.get("overlap_size", 0)),
+        vector_base64=vec if isinstance(vec, str) and vec else None,
+        meta=meta,
+    )
+
+
+def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
+    """A file entry, or None for a directory entry. Raises KeyError/TypeError/ValueError on malformed data."""
+    if set(data) == {"ragjson_version"}:
+        return None
+    proc, src, emb = data["processing"], data["source"], data["embedding"]
+    source = SourceInfo(
+        file_name=src["file_name"],
+        md5_hash=src["md5_hash"],
+        size_bytes=int(src["size_bytes"]),
+        mtime=int(src["mtime"]),
+        inode=int(src["inode"]),
+        mtime_ns=src.get("mtime_ns"),
+        ctime_ns=src.get("ctime_ns"),
+    )
+    return FileEntry(
+        status=proc["status"],
+        create_dt=proc.get("create_dt", ""),
+        modify_dt=proc.get("modify_dt", ""),
+        source=source,
+        model_name=emb["model_name"],
+        dimension=int(emb["dimension"]),
+        chunks=tuple(_chunk_from_json(c) for c in data.get("chunks") or ()),
+        parser=data.get("parser"),
+        splitter=data.get("splitter"),
+        error=data.get("error"),
+    )
+
+
+def rag_dir(directory: Path) -> Path:
+    return directory / RAG_DIR
+
+
+def entry_path(directory: Path, name: str, *, deleted: bool = False) -> Path:
+    return rag_dir(directory) / (name + (DELETED_SUFFIX if deleted else ENTRY_SUFFIX))
+
+
+def read_entry(path: Path) -> FileEntry | None:
+    """Read one entry file; a directory entry gives None. Unreadable or malformed -> StorageError."""
+    try:
+        data = orjson.loads(path.read_bytes())
+        return entry_from_json(data)
+    except (OSError, orjson.JSONDecodeError, ValueError, KeyError, TypeError) as err:
+        raise StorageError(
+            f"cannot read sidecar {path}: {type(err).__name__}: {err}",
+            "the entry is rebuilt from the source on the next run",
+        ) from None
+
+
+def try_read(path: Path) -> FileEntry | None:
+    """The file entry at `path`, or None when it is missing, unreadable, or a directory entry."""
+    try:
+        return read_entry(path)
+    except StorageError:
+        return None
+
+
+@dataclass(frozen=True)
+class EntryName:
+    """One name found in a `.rag/` folder."""
+
+    name: str  # the source's name in the directory
+    path: Path
+    deleted: bool
+
+
+def list_entries(directory: Path) -> Iterator[EntryName]:
+    """Names of the entries (live and .deleted) in directory/.rag/, without reading them."""
+    try:
+        with os.scandir(rag_dir(directory)) as it:
+            for de in it:
+                if de.name.endswith(ENTRY_SUFFIX):
+                    yield EntryName(de.name[: -len(ENTRY_SUFFIX)], Path(de.path), False)
+                elif de.name.endswith(DELETED_SUFFIX):
+                    yield EntryName(de.name[: -len(DELETED_SUFFIX)], Path(de.path), True)
+    except FileNotFoundError:
+        return
+
+
+@dataclass
+class Entries:
+    """Everything in one `.rag/` folder: live entries by name (None: a directory entry), deleted names, and the
+    names whose entry could not be read (with why)."""
+
+    live: dict[str, FileEntry | None] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+
+def load_entries(directory: Path) -> Entries:
+    found = Entries()
+    for en in list_entries(directory):
+        if en.deleted:
+            found.deleted.add(en.name)
+            continue
+        try:
+            found.live[en.name] = read_entry(en.path)
+        except StorageError as err:
+            found.unreadable[en.name] = err.message
+    return found
+
+
+def write_atomic(
+    directory: Path,
+    target_name: str,
+    payload: bytes,
+    *,
+    like: os.stat_result | None = None,
+    mode: int = 0o666,
+) -> Path:
+    """Write `.rag/<target_name>` atomically: `.rag/tmp/<name>.tmp`, fsync, rename over the target.
+
+    The file is created with `mode` (less the umask); with `like`, the stat of the file the payload describes, it is
+    never more readable than that file (see modes.py)."""
+    rd = rag_dir(directory)
+    target = rd / target_name
+    if not valid_name(target_name):
+        raise StorageError(f"cannot write {display_name(str(target))}: the name is not valid UTF-8",
+                           "rename the file to a UTF-8 name")  # fmt: skip
+    tmp = rd / TMP_DIR / f"{target_name}.{os.getpid()}.tmp"
+    try:
+        with open(modes.create(tmp, mode, like), "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as err:
+        with contextlib.suppress(OSError):  # best effort: what is reported is why the write failed
+            tmp.unlink()
+        raise StorageError(
+            f"cannot write {target}: {err.strerror or err}",
+            "check free space and write permission on the directory",
+        ) from None
+    return target
+
+
+def dumps(data: Mapping[str, Any]) -> bytes:
+    """Indented UTF-8 JSON like the ragjson tool's (orjson: the stdlib encoder is pure Python when indenting)."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+
+
+def write_entry(directory: Path, entry: FileEntry, like: os.stat_result | None = None) -> Path:
+    """Write a file entry; `like` is the source's stat (the entry is never more readable than the source)."""
+    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()), like=like)
+
+
+def write_dir_entry(directory: Path, name: str) -> Path:
+    return write_atomic(directory, name + ENTRY_SUFFIX, json.dumps(DIR_ENTRY).encode())
+
+
+def mark_deleted(directory: Path, name: str) -> None:
+    """Rename `<name>.ragjson` to `<name>.ragjson.deleted` (replacing an older deleted entry)."""
+    os.replace(entry_path(directory, name), entry_path(directory, name, deleted=True))
+
+
+def recover(directory: Path, name: str) -> None:
+    """Rename `<name>.ragjson.deleted` back to `<name>.ragjson`."""
+    os.replace(entry_path(directory, name, deleted=True), entry_path(directory, name))
+
+
+class DirLock:
+    """flock(2) on `D/.rag/tmp`: serialises work on one directory across threads and processes.
+
+    Taking the lock creates the store when `create` (`.rag/` never more open than D, `.rag/tmp/` 0700; older, wider
+    ones are narrowed) and removes `*.tmp` debris left by a crashed writer.
+    """
+
+    def __init__(self, directory: Path, *, create: bool = True) -> None:
+        self.directory = directory
+        self.create = create
+        self._fd: int | None = None
+
+    def __enter__(self) -> DirLock:
+        tmp = rag_dir(self.directory) / TMP_DIR
+        try:
+            try:
+                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                if not self.create:
+                    raise
+                self._fd = _make_store(self.directory)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except OSError as err:
+            self._release()
+            raise StorageError(
+                f"cannot lock {tmp}: {err.strerror or err}", "check write permission on the directory"
+            ) from None
+        if self.create:
+            _keep_private(self.directory, self._fd)
+        clean_debris(tmp)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the fd drops the flock
+            self._fd = None
+
+
+def _make_store(directory: Path) -> int:
+    """Create `.rag/` (never more open than `directory`) and `.rag/tmp/` (0700); return the fd of tmp."""
+    rd = rag_dir(directory)
+    like = os.stat(directory)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(rd, private_mode(like, like.st_gid, directory=True))  # its group is checked by _keep_private
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(rd / TMP_DIR, 0o700)
+    return os.open(rd / TMP_DIR, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _keep_private(directory: Path, tmp_fd: int) -> None:
+    """Narrow a store made wider than the rules (by an older version or another tool); never fatal."""
+    try:
+        if os.fstat(tmp_fd).st_mode & 0o077:
+            os.fchmod(tmp_fd, 0o700)
+        modes.restrict(rag_dir(directory), os.stat(directory))
+    except OSError as err:
+        log.warning("cannot narrow the permissions of %s: %s", rag_dir(directory), err.strerror or err)
+
+
+def clean_debris(tmp: Path) -> int:
+    removed = 0
+    for p in tmp.glob("*.tmp"):
+        try:
+            p.unlink()
+            removed += 1
+        except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
+            pass
+    return removed
+
+
+def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: int) -> dict[str, str]:
+    """content_hash -> vector_base64 from entries of the same embedding identity (for reuse); a vector that is
+    zero, not finite or of the wrong length (another tool's, or an older version's) is never passed on."""
+    found: dict[str, str] = {}
+    for entry in entries:
+        if entry.model_name != model_name or entry.dimension != dimension:
+            continue
+        for chunk in entry.chunks:
+            vec = chunk.vector
+            if vec is not None and vec.shape[0] == dimension and vector_problem(vec) is None:
+                found.setdefault(chunk.content_hash, chunk.vector_base64)  # type: ignore[arg-type]
+    return found

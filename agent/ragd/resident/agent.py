@@ -1,0 +1,386 @@
+"""The resident agent's parts wired together: watcher -> debouncer -> scheduler -> directory jobs -> indexer.
+
+`Agent` owns the components and the reactions between them (what a watch event, a finished job, a rescan or a
+reload does). The process lifecycle (signals, main loop, sd_notify, shutdown order) is in `lifecycle.py`; the
+control verbs are in `handlers.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..config import Config, data_dir
+from ..edges.control import Stream
+from ..errors import RagdError
+from ..index import IndexBackend, destroy_index, open_index, open_or_rebuild
+from ..index.search import SearchService
+from ..index.sync import IndexSync
+from ..index.verify import Verifier, VerifyHooks
+from ..index.writer import Indexer
+from ..paths import is_under, root_of, under_any
+from ..pipeline.dirjob import DirResult, JobContext, run_directory
+from ..pipeline.embed import LazyEmbedQueue
+from ..pipeline.mushroom import writer_pid
+from ..pipeline.scan import Ignore, walk_dirs
+from . import rootstate
+from .debounce import Debouncer
+from .once import skip_policy
+from .scheduler import Scheduler
+from .tracker import Tracker
+from .watcher import Watcher, WatchEvent
+
+log = logging.getLogger(__name__)
+
+DIR_RETRY_S = 60.0  # a directory whose job failed as a whole is tried again after this
+SETTLE_S = 0.6  # `wait` needs this long without new events (watchdog holds a lone move-out for 0.5 s)
+
+
+class Agent:
+    def __init__(self, config: Config, cli_roots: Iterable[Path] = ()) -> None:
+        self.config = config
+        self.cli_roots = [Path(r).expanduser().resolve() for r in cli_roots]
+        self.data_dir = data_dir(config)
+        self.started = time.time()
+        self.state = "starting"
+        self.roots: list[Path] = []
+        self.missing_roots: dict[Path, str] = {}
+        self.tracker = Tracker()
+        self.ignore = Ignore(config.ignore)
+        self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
+        self.embed = LazyEmbedQueue(config.embedding)
+        self.scheduler = Scheduler(self._job, self._job_done, config.run.jobs)
+        self.watcher = Watcher(self.ignore, self.on_watch_event)
+        self.last_event = 0.0
+        self.rebuilding = False
+        self._rescans = 0  # rescan threads still walking
+        self._lock = threading.RLock()
+        self._forced: set[Path] = set()
+        self._job_dir = threading.local()  # the directory whose job runs on this thread
+        self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
+        self._ctx = JobContext(config, self._submit, self.ignore, skip_policy(config))
+        self.indexer: Indexer
+        self.search_service: SearchService
+        self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
+            roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
+            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
+
+    def _job_context(self, force: bool) -> JobContext:
+        roots = tuple(Path(os.path.realpath(r)) for r in self.roots)
+        return replace(self._ctx, force=force, roots=roots)
+
+    # -- start-up -------------------------------------------------------------------------------------------
+    def open_index(self) -> bool:
+        """Open the index (True: it had to be recreated, and must be refilled from the sidecars)."""
+        index, rebuilt = open_or_rebuild(self.data_dir, self.config.identity, self.config.index)
+        if rebuilt:
+            log.warning("the index was unreadable and has been recreated; it is refilled from the sidecars")
+        self._use_index(index)
+        return rebuilt
+
+    def _use_index(self, index: IndexBackend) -> None:
+        sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
+        self.indexer = Indexer(sync)
+        self.search_service = self._search_over(index)
+
+    def _search_over(self, index: IndexBackend) -> SearchService:
+        return SearchService(index, self._embed_query, self.roots)
+
+    def _embed_query(self, text: str) -> np.ndarray:
+        vectors: np.ndarray = self.embed.submit([text], priority=True).result()
+        return vectors[0]
+
+    def resolve_roots(self) -> list[Path]:
+        overlay = rootstate.load(self.data_dir)
+        return overlay.apply([*self.config.roots, *self.cli_roots])
+
+    def start(self) -> None:
+        """Index open, threads running, every root watched and its initial reconcile under way."""
+        self.roots = []
+        rebuilt = self.open_index()
+        self.indexer.start()
+        threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
+        self.set_roots(self.resolve_roots(), phase="initial")
+        if rebuilt:  # before the first verification, which would otherwise "repair" every source
+            self.indexer.call(_refill)
+        self.state = "indexing"
+
+    # -- roots ----------------------------------------------------------------------------------------------
+    def set_roots(self, wanted: list[Path], phase: str = "rescan") -> tuple[list[Path], list[Path]]:
+        """Watch and index `wanted`; stop watching and drop from the index the roots no longer wanted."""
+        with self._lock:
+            current = list(self.roots)
+            added = [r for r in wanted if r not in current]
+            removed = [r for r in current if r not in wanted]
+            for r in removed:
+                self._drop_root(r, [w for w in wanted if w in current])
+            ok = [r for r in added if self._add_root(r)]
+            self.roots[:] = [r for r in wanted if r in current or r in ok]
+            self.indexer.sync.roots = list(self.roots)
+            self.search_service = self._search_over(self.indexer.index)
+        if ok:
+            self.rescan(ok, phase)
+        return ok, removed
+
+    def _add_root(self, root: Path) -> bool:
+        if not root.is_dir():
+            reason = "does not exist" if not root.exists() else "is not a directory"
+            log.error("root %s %s; it is not watched (add it again once it exists)", root, reason)
+            self.missing_roots[root] = reason
+            return False
+        self.missing_roots.pop(root, None)
+        mode = self.watcher.add_root(root, poll=root in self.config.watch.poll,
+                                     poll_interval=self.config.watch.poll_interval)  # fmt: skip
+        log.info("watching %s (%s)", root, mode)
+        return True
+
+    def _drop_root(self, root: Path, staying: list[Path]) -> None:
+        """Stop watching `root`; what no staying root holds leaves the tracker, the queues and the index."""
+        self.watcher.remove_root(root)
+        outer = [r for r in staying if is_under(root, r)]
+        if outer:
+            log.info(
+                "no longer watching %s on its own; its files stay indexed under the root %s", root, outer[0]
+            )
+            return
+        log.info("no longer watching %s; its entries leave the index", root)
+        nested = [r for r in staying if is_under(r, root)]
+        self.debouncer.discard_under(root, keep=nested)
+        self.scheduler.discard_under(root, keep=nested)
+        self.tracker.forget(root, keep=nested)
+        self.indexer.call(lambda s: _drop_subtree(s, root, nested))
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def on_watch_event(self, ev: WatchEvent) -> None:
+        self.last_event = time.monotonic()
+        if ev.kind == "mushroom":
+            if ev.path is not None and writer_pid(ev.path.name) != os.getpid():
+                self.indexer.put_mushroom(ev.path)
+        elif ev.kind == "rescan":
+            self.rescan([ev.directory], "rescan")
+        elif ev.kind == "gone":
+            self.tracker.forget(ev.directory)
+            self.scheduler.discard_under(ev.directory)
+            self.debouncer.discard_under(ev.directory)
+            if ev.directory.parent.is_dir() and root_of(ev.directory.parent, self.roots):
+                self.debouncer.touch(ev.directory.parent)
+        elif root_of(ev.directory, self.roots):
+            self.debouncer.touch(ev.directory)
+
+    def _schedule_loop(self) -> None:
+        while True:
+            due = self.debouncer.wait_due(timeout=0.5)
+            if self.state in ("stopping", "stopped"):
+                return
+            if due:
+                self.scheduler.enqueue(due, urgent=True)
+
+    def rescan(self, roots: list[Path], phase: str = "rescan", *, urgent: bool = False) -> None:
+        """Walk the roots (stat only) in a thread and queue a job for every directory."""
+        with self._lock:
+            self._rescans += 1
+            if self.tracker.progress.phase is None:
+                self.tracker.start_phase(phase)
+        threading.Thread(target=self._walk, args=(roots, urgent), name="rescan", daemon=True).start()
+
+    def _walk(self, roots: list[Path], urgent: bool) -> None:
+        try:
+            dirs = [d for root in roots if root.is_dir() for d in walk_dirs(root, self.ignore)]
+            self.indexer.call(
+                lambda s: s.apply_pending(dirs)
+            )  # notes left by a stopped agent or another tool
+            self.tracker.add_to_phase(dirs)
+            self.scheduler.enqueue(dirs, urgent=urgent)
+        except OSError as err:
+            log.error("rescan of %s failed: %s", ", ".join(map(str, roots)), err)
+        finally:
+            with self._lock:
+                self._rescans -= 1
+
+    def run_dirs(self, dirs: list[Path], phase: str) -> None:
+        """Run these directories' jobs now, as a phase: when they are done, the index is verified."""
+        with self._lock:
+            if self.tracker.progress.phase is None:
+                self.tracker.start_phase(phase)
+            self.tracker.add_to_phase(dirs)
+        self.scheduler.enqueue(dirs, urgent=True)
+
+    def check_phase(self) -> None:
+        """End a rescan phase once its jobs are done; then have the index verified against every root."""
+        with self._lock:
+            if self.tracker.progress.phase is None or self._rescans or self.scheduler.busy():
+                return
+            self.tracker.end_phase()
+        self.verifier.request("rescan")
+
+    def dir_busy(self, directory: Path) -> bool:
+        """Work on `directory` is under way or due: its index entries may lag its sidecars for now."""
+        return self.scheduler.has(directory) or self.debouncer.is_pending(directory)
+
+    # -- directory jobs -------------------------------------------------------------------------------------
+    def _job(self, directory: Path) -> DirResult:
+        with self._lock:
+            forced = directory in self._forced
+            self._forced.discard(directory)
+        self._job_dir.path = directory
+        try:
+            return run_directory(self._job_context(forced), directory)
+        finally:
+            self._job_dir.path = None
+
+    def _submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+        """The embed queue's submit, counting the files of each directory that wait for their vectors."""
+        fut = self.embed.submit(texts)
+        directory = getattr(self._job_dir, "path", None)
+        if directory is not None:
+            with self._lock:
+                self._waiting[directory] = self._waiting.get(directory, 0) + 1
+            fut.add_done_callback(lambda _f, d=directory: self._unwait(d))  # type: ignore[misc]
+        return fut
+
+    def _unwait(self, directory: Path) -> None:
+        with self._lock:
+            n = self._waiting.get(directory, 0) - 1
+            if n > 0:
+                self._waiting[directory] = n
+            else:
+                self._waiting.pop(directory, None)
+
+    def waiting_files(self, top: Path | None = None) -> int:
+        """Files (under `top`) whose texts wait for the embedder now."""
+        with self._lock:
+            return sum(n for d, n in self._waiting.items() if top is None or is_under(d, top))
+
+    def force_next(self, dirs: Iterable[Path]) -> None:
+        """The next job of each of these directories re-processes its files even when unchanged."""
+        with self._lock:
+            self._forced.update(dirs)
+
+    # -- index rebuild --------------------------------------------------------------------------------------
+    def rebuild_index(self, stream: Stream) -> dict[str, object]:
+        """Drop the collection and refill it from the sidecars (on the writer thread); searches wait it out."""
+        self.rebuilding = True
+        started = time.monotonic()
+        try:
+            fut = self.indexer.call(self._rebuild)
+            while True:
+                try:
+                    result = fut.result(timeout=0.5)
+                    break
+                except FutureTimeout:
+                    stream.send({"phase": "rebuilding", "elapsed_s": round(time.monotonic() - started, 1)})
+        finally:
+            self.rebuilding = False
+        return {**result, "elapsed_s": round(time.monotonic() - started, 3)}
+
+    def _rebuild(self, sync: IndexSync) -> dict[str, object]:
+        sync.index.close()
+        destroy_index(self.data_dir, self.config.identity)
+        sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
+        self.search_service = self._search_over(sync.index)
+        report = sync.reconcile(None)
+        sync.index.flush()
+        return {"chunks": sync.index.count(), "sources": report.repaired}
+
+    def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
+        if result is not None:
+            self._record(result)
+        elif isinstance(err, FileNotFoundError | NotADirectoryError) or not directory.is_dir():
+            self.tracker.forget(directory)  # gone meanwhile: its parent's job records the deletion
+            if root_of(directory.parent, self.roots) and directory.parent.is_dir():
+                self.debouncer.touch(directory.parent)
+        else:
+            reason = str(err) if isinstance(err, RagdError | OSError) else f"internal error: {err!r}"
+            log.error("job for %s failed: %s (retry in %.0f s)", directory, reason, DIR_RETRY_S)
+            self.tracker.record_error(directory, reason)
+            self.scheduler.retry_later(directory, time.monotonic() + DIR_RETRY_S)
+
+    def _record(self, result: DirResult) -> None:
+        self.tracker.record(result)
+        if result.mushroom is not None:
+            self.indexer.put_mushroom(result.mushroom)
+        for sub in result.new_subdirs:
+            dirs = list(walk_dirs(sub, self.ignore))
+            self.tracker.add_to_phase(dirs)
+            self.scheduler.enqueue(dirs, urgent=True)
+        if result.new_subdirs:
+            self.watcher.check_coverage()
+        retry = _soonest_retry(result)
+        if retry is not None:
+            self.scheduler.retry_later(
+                result.directory, time.monotonic() + max(0.0, retry - time.time()) + 0.5
+            )
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def is_idle(self) -> bool:
+        if self.state == "starting":
+            return False
+        stats = self.embed.stats
+        with self._lock:
+            walking = self._rescans > 0 or self.tracker.progress.phase is not None
+        return not (
+            walking
+            or self.verifier.running
+            or self.debouncer.pending()
+            or self.scheduler.busy()
+            or stats.queued
+            or stats.in_flight
+            or self.indexer.busy()
+        )
+
+    def dirs_to_do(self) -> tuple[int, int]:
+        """(directories waiting: debouncing or queued, directories whose job is running)."""
+        pending, running = self.scheduler.counts()
+        return pending + self.debouncer.pending(), running
+
+    def settled(self, since: float) -> bool:
+        """Idle, with no watch event for SETTLE_S, and at least SETTLE_S after `since` (a request's start)."""
+        now = time.monotonic()
+        return now - since >= SETTLE_S and now - self.last_event >= SETTLE_S and self.is_idle()
+
+    def current_state(self) -> str:
+        if self.state in ("starting", "stopping"):
+            return self.state
+        if self.scheduler.paused:
+            return "paused"
+        return "idle" if self.is_idle() else "indexing"
+
+    def version(self) -> str:
+        return __version__
+
+
+def _soonest_retry(result: DirResult) -> float | None:
+    from ..pipeline.sidecar import parse_stamp
+
+    stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == "FAILED" and f.retry_at]
+    times = [t for t in stamps if t is not None]
+    return min(times) if times else None
+
+
+def _refill(sync: IndexSync) -> int:
+    report = sync.reconcile(None)
+    log.info("the recreated index was refilled from the sidecars: %d sources", report.repaired)
+    return report.repaired
+
+
+def _drop_subtree(sync: IndexSync, root: Path, keep: list[Path]) -> int:
+    """Remove a root's sources from the index, except those under a nested root that stays."""
+    if not keep:
+        n = sync.index.delete_subtree(str(root))
+    else:
+        n = 0
+        for path in sync.index.sources(str(root)):
+            if not under_any(Path(path), keep):
+                n += sync.index.delete_source(path)
+    sync.index.flush()
+    return n

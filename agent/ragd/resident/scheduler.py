@@ -1,0 +1,164 @@
+"""The scheduler: runs directory jobs in parallel, at most one per directory (DESIGN §5).
+
+Directories arrive from the debouncer (urgent: something changed there) or from a rescan (background: every
+directory of a root). Urgent ones go first, so an edit is picked up promptly even during the initial indexing. A
+directory that gets dirty again while its job runs is run once more after it. Timed retries (files whose
+embedding failed, directories whose job failed) are kept in a heap and released when due.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from ..paths import dropped, is_under
+from ..pipeline.dirjob import DirResult
+
+log = logging.getLogger(__name__)
+
+JobFn = Callable[[Path], DirResult]
+DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
+
+
+class Scheduler:
+    def __init__(self, run_job: JobFn, on_done: DoneFn, jobs: int) -> None:
+        self._run_job = run_job
+        self._on_done = on_done
+        self._jobs = jobs
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob")
+        self._cond = threading.Condition()
+        self._urgent: dict[Path, None] = {}  # insertion-ordered sets
+        self._background: dict[Path, None] = {}
+        self._running: set[Path] = set()
+        self._rerun: set[Path] = set()
+        self._timers: list[tuple[float, Path]] = []
+        self._paused = False
+        self._closed = False
+
+    # -- input ------------------------------------------------------------------------------------------------
+    def enqueue(self, dirs: Iterable[Path], *, urgent: bool = True) -> int:
+        n = 0
+        with self._cond:
+            for d in dirs:
+                n += 1
+                if d in self._running:
+                    self._rerun.add(d)
+                elif urgent:
+                    self._background.pop(d, None)
+                    self._urgent[d] = None
+                elif d not in self._urgent:
+                    self._background[d] = None
+            self._dispatch()
+        return n
+
+    def retry_later(self, directory: Path, when: float) -> None:
+        """Run `directory` again at monotonic time `when` (the earliest of several requests wins)."""
+        with self._cond:
+            heapq.heappush(self._timers, (when, directory))
+
+    def tick(self, now: float | None = None) -> float | None:
+        """Release due retries; return seconds until the next one (None: none waiting)."""
+        now = time.monotonic() if now is None else now
+        due = []
+        with self._cond:
+            while self._timers and self._timers[0][0] <= now:
+                due.append(heapq.heappop(self._timers)[1])
+            nxt = self._timers[0][0] - now if self._timers else None
+        if due:
+            self.enqueue(dict.fromkeys(due))
+        return nxt
+
+    def discard_under(self, top: Path, keep: Iterable[Path] = ()) -> None:
+        """Drop the queued work of `top` and below, except under a directory of `keep` (a nested root that stays)."""
+        keep = list(keep)
+
+        def gone(d: Path) -> bool:
+            return dropped(d, top, keep)
+
+        with self._cond:
+            for queue in (self._urgent, self._background):
+                for d in [d for d in queue if gone(d)]:
+                    del queue[d]
+            self._rerun = {d for d in self._rerun if not gone(d)}
+            self._timers = [(t, d) for t, d in self._timers if not gone(d)]
+            heapq.heapify(self._timers)
+
+    def pause(self) -> None:
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._dispatch()
+
+    # -- state ------------------------------------------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def busy(self) -> bool:
+        with self._cond:
+            return bool(self._urgent or self._background or self._running or self._rerun)
+
+    def has(self, directory: Path) -> bool:
+        """A job of `directory` is queued or running (timed retries do not count)."""
+        with self._cond:
+            return any(directory in q for q in (self._urgent, self._background, self._running, self._rerun))
+
+    def counts_under(self, top: Path) -> tuple[int, int]:
+        """(pending, running) directory jobs under `top`."""
+        with self._cond:
+            pending = sum(1 for q in (self._urgent, self._background) for d in q if is_under(d, top))
+            pending += sum(1 for d in self._rerun if is_under(d, top))
+            return pending, sum(1 for d in self._running if is_under(d, top))
+
+    def counts(self) -> tuple[int, int]:
+        with self._cond:
+            return len(self._urgent) + len(self._background) + len(self._rerun), len(self._running)
+
+    # -- running ----------------------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        """Start jobs while there is room (caller holds the condition)."""
+        while not self._paused and not self._closed and len(self._running) < self._jobs:
+            queue = self._urgent if self._urgent else self._background
+            if not queue:
+                return
+            directory = next(iter(queue))
+            del queue[directory]
+            self._running.add(directory)
+            fut = self._pool.submit(self._run_job, directory)
+            fut.add_done_callback(lambda f, d=directory: self._finished(d, f))  # type: ignore[misc]
+
+    def _finished(self, directory: Path, fut: Future[DirResult]) -> None:
+        err = fut.exception()
+        result = None if err is not None else fut.result()
+        try:
+            self._on_done(directory, result, err)
+        except Exception:  # the scheduler's loop boundary: a bug in a result handler must not stall the queue
+            log.exception("internal error while recording the job of %s", directory)
+        with self._cond:
+            self._running.discard(directory)
+            if directory in self._rerun:
+                self._rerun.discard(directory)
+                self._urgent[directory] = None
+            self._dispatch()
+            self._cond.notify_all()
+
+    def close(self, timeout: float) -> bool:
+        """Start nothing more; wait up to `timeout` s for running jobs. True when all finished."""
+        with self._cond:
+            self._closed = True
+        finished = self.wait_running(timeout)
+        self._pool.shutdown(wait=finished, cancel_futures=True)
+        return finished
+
+    def wait_running(self, timeout: float) -> bool:
+        """Wait up to `timeout` s until no job runs. True when none does."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._running, timeout)

@@ -1,0 +1,157 @@
+"""What the agent knows about every file under its roots: the state each directory job left it in.
+
+Fed by directory job results (and by the removal of directories and roots); read by `status` without touching the
+disk, so that `ragctl status` stays fast with tens of thousands of files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..paths import dropped, is_under
+from ..pipeline.dirjob import DirResult
+from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+
+MAX_FAILURES_LISTED = 50
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    state: str  # EMBEDDED, SKIPPED, FAILED
+    reason: str = ""
+    retry_at: str | None = None
+
+
+@dataclass
+class Progress:
+    """A rescan phase: the directories it covers, and those of them whose job has finished (each counted once,
+    however often it ran: an edit during the phase runs a directory again)."""
+
+    phase: str | None = None  # "initial" | "rescan" | None
+    dirs: set[Path] = field(default_factory=set)
+    done: dict[Path, int] = field(default_factory=dict)  # finished directory -> files it holds
+    failed_dirs: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def dirs_total(self) -> int:
+        return len(self.dirs)
+
+    @property
+    def dirs_done(self) -> int:
+        return len(self.done)
+
+    @property
+    def files_done(self) -> int:
+        return sum(self.done.values())
+
+    def to_json(self, failed_files: int) -> dict[str, Any]:
+        return {"phase": self.phase, "dirs_total": self.dirs_total, "dirs_done": self.dirs_done,
+                "files_done": self.files_done, "failed": failed_files,
+                "failed_dirs": [{"path": p, "reason": r} for p, r in self.failed_dirs[:MAX_FAILURES_LISTED]]}  # fmt: skip
+
+
+class Tracker:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirs: dict[Path, dict[str, FileStatus]] = {}
+        # files in _dirs, and how many of them FAILED: kept up to date as results arrive (status polls often)
+        self._known = 0
+        self._failed = 0
+        self.progress = Progress()
+        self.dir_errors: dict[Path, str] = {}
+
+    # -- updates ----------------------------------------------------------------------------------------------
+    def record(self, result: DirResult) -> None:
+        files = {}
+        for f in result.files:
+            files[f.name] = FileStatus(f.final_state, f.reason, f.retry_at)
+        with self._lock:
+            self._count(self._dirs.get(result.directory), -1)
+            self._dirs[result.directory] = files
+            self._count(files, +1)
+            self.dir_errors.pop(result.directory, None)
+            if result.directory in self.progress.dirs:
+                self.progress.done[result.directory] = len(files)
+
+    def record_error(self, directory: Path, reason: str) -> None:
+        with self._lock:
+            self.dir_errors[directory] = reason
+            if directory in self.progress.dirs:
+                self.progress.done[directory] = 0
+                self.progress.failed_dirs.append((str(directory), reason))
+
+    def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
+        """Drop `top` and every directory under it (deleted, moved out, or its root removed), except those under
+        a directory of `keep` (roots nested in a removed root, which stay)."""
+
+        def gone(d: Path) -> bool:
+            return dropped(d, top, keep)
+
+        with self._lock:
+            for d in [d for d in self._dirs if gone(d)]:
+                self._count(self._dirs.pop(d), -1)
+            for d in [d for d in self.dir_errors if gone(d)]:
+                del self.dir_errors[d]
+            prog = self.progress
+            prog.dirs = {d for d in prog.dirs if not gone(d) or d in prog.done}
+
+    def _count(self, files: dict[str, FileStatus] | None, sign: int) -> None:
+        if files:
+            self._known += sign * len(files)
+            self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
+
+    def start_phase(self, phase: str) -> None:
+        with self._lock:
+            self.progress = Progress(phase)
+
+    def end_phase(self) -> None:
+        with self._lock:
+            self.progress.phase = None
+
+    def add_to_phase(self, dirs: Iterable[Path]) -> None:
+        with self._lock:
+            if self.progress.phase:
+                self.progress.dirs.update(dirs)
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def root_summary(self, root: Path) -> dict[str, Any]:
+        counts = {EMBEDDED: 0, SKIPPED: 0, FAILED: 0}
+        failures: list[dict[str, Any]] = []
+        skipped: list[dict[str, Any]] = []
+        with self._lock:
+            dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
+            dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
+        for d, files in dirs:
+            for name, st in files.items():
+                counts[st.state] = counts.get(st.state, 0) + 1
+                if st.state == FAILED and len(failures) < MAX_FAILURES_LISTED:
+                    failures.append({"path": str(d / name), "reason": st.reason, "retry_at": st.retry_at})
+                elif st.state == SKIPPED and len(skipped) < MAX_FAILURES_LISTED:
+                    skipped.append({"path": str(d / name), "reason": st.reason})
+        failures.sort(key=lambda f: f["path"])
+        skipped.sort(key=lambda f: f["path"])
+        return {
+            "files": counts,
+            "failures": failures,
+            "skipped": skipped,
+            "dir_errors": [{"path": str(d), "reason": r} for d, r in sorted(dir_errors)][
+                :MAX_FAILURES_LISTED
+            ],
+        }
+
+    def totals(self) -> tuple[int, int]:
+        """(files known, files FAILED) under every root."""
+        with self._lock:
+            return self._known, self._failed
+
+    def progress_json(self) -> dict[str, Any]:
+        with self._lock:
+            return self.progress.to_json(self._failed)
+
+    def file_state(self, path: Path) -> FileStatus | None:
+        with self._lock:
+            return self._dirs.get(path.parent, {}).get(path.name)
