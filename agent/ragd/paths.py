@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 
 
-def is_under(path: Path, top: Path) -> bool:
+def is_under(path: PurePath, top: PurePath) -> bool:
     """`path` is `top` or lies below it (by path components: `/a/bc` is not under `/a/b`)."""
     return path == top or top in path.parents
 
 
-def under_any(path: Path, tops: Iterable[Path]) -> bool:
+def under_any(path: PurePath, tops: Iterable[PurePath]) -> bool:
     return any(is_under(path, t) for t in tops)
 
 

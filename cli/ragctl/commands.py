@@ -76,9 +76,9 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "status": lambda ns: {"watch": True, "interval": ns.interval} if ns.watch else {"watch": False},
     "search": lambda ns: {
         "query": ns.query,
-        "k": ns.k,
+        "top_k": ns.k,
         "mode": ns.mode,
-        "path": [absolute(p) for p in ns.path],
+        "path_prefix": [absolute(p) for p in ns.path],
         "ext": list(ns.ext),
         "one_per_file": ns.one_per_file,
     },

@@ -2,7 +2,7 @@
 
 Newline-delimited JSON over a unix stream socket. A client sends one request per line:
 
-    {"v": 1, "id": 7, "verb": "search", "args": {"query": "...", "k": 5}}
+    {"v": 1, "id": 7, "verb": "search", "args": {"query": "...", "top_k": 5}}
 
 and the agent answers each with zero or more stream lines, then one final reply with the same id:
 

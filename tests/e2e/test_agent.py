@@ -75,7 +75,7 @@ def test_tree_changes_reach_the_index_exactly(agent: AgentProcess, root: Path, t
     st = ragctl_json("status")
     assert st["roots"][0]["files"]["EMBEDDED"] == len(files_in(root))
     assert st["agent"]["idle"] and st["agent"]["state"] == "idle"
-    assert ragctl_json("orphans") == {"orphans": [], "removed": 0}
+    assert ragctl_json("orphans") == {"path": None, "orphans": [], "removed": 0}
     all_json_valid(root)
 
 

@@ -1,7 +1,6 @@
 """The agent's MCP server over streamable HTTP, with the MCP SDK's real client.
 
-The agent runs in-process, wired as `ragd run` wires it (control server with the mcp verbs, McpService started
-before the agent, stopped before shutdown), against the fake OpenAI embeddings server; `ragctl` runs as a real
+The agent runs in-process, started and stopped by the lifecycle's own steps (tests/support/inproc.py), against the fake OpenAI embeddings server; `ragctl` runs as a real
 subprocess on the same control socket.
 """
 
@@ -13,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,16 +30,13 @@ from mcp_types import TextResourceContents
 
 from ragctl.protocol import Client as ControlClient
 from ragd.config import Config
-from ragd.edges.control import ControlServer
-from ragd.edges.handlers import make_handlers
 from ragd.edges.lifecycle import Lifecycle
 from ragd.mcp import schema
 from ragd.mcp.calls import wire
 from ragd.mcp.server import McpService
-from ragd.mcp.verbs import mcp_verbs
-from ragd.resident.instance import bind_control_socket, peer_allowed
 from tests.integration.helpers import copy_fixture
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.inproc import agent_in_process
 
 T = TypeVar("T")
 TOOLS = {"search", "query", "read_document", "read_chunk", "status"}
@@ -92,25 +87,12 @@ def kb(tmp_path: Path) -> Path:
 def running(root: Path, api: FakeOpenAI, *, wait: bool = True, **mcp: Any) -> Iterator[Agent]:
     emb = {"provider": "openai", "model": "fake-embed-8", "dimension": api.dim, "base_url": api.base_url,
            "api_key": "sk-test-key-123456", "retries": 2, "max_backoff": 0.2}  # fmt: skip
-    life = Lifecycle(Config.model_validate({"embedding": emb, "mcp": {"port": 0, **mcp}}), None, [root])
-    service = McpService(life)
-    sock = bind_control_socket(life.socket_path)
-    life.server = ControlServer(sock, {**make_handlers(life), **mcp_verbs(life, service)}, peer_allowed)
-    life.server.start()
-    service.start()
-    life.agent.start()
-    main_loop = threading.Thread(target=life.main_loop, name="main-loop", daemon=True)
-    main_loop.start()
-    try:
-        agent = Agent(life, service, root)
+    config = Config.model_validate({"embedding": emb, "mcp": {"port": 0, **mcp}})
+    with agent_in_process(config, [root]) as life:
+        agent = Agent(life, life.mcp, root)
         if wait:
             agent.ctl("wait", {"timeout": 60})
         yield agent
-    finally:
-        life.stop_requested.set()
-        main_loop.join(5)
-        service.stop()
-        life.shutdown()
 
 
 async def call(tool: str, args: dict[str, Any], client: Client) -> Any:

@@ -118,9 +118,9 @@ def poll(cond: Callable[[], object], timeout: float = 10.0) -> None:
 CASES = [
     (["status"], ("status", {"watch": False})),
     (["search", "发票", "-k", "3", "--path", "sub", "--path", "/abs", "--mode", "keyword", "--ext", ".md",
-      "--one-per-file"], ("search", {"query": "发票", "k": 3, "mode": "keyword", "path": ["{cwd}/sub", "/abs"],
+      "--one-per-file"], ("search", {"query": "发票", "top_k": 3, "mode": "keyword", "path_prefix": ["{cwd}/sub", "/abs"],
                                      "ext": [".md"], "one_per_file": True})),
-    (["search", "q"], ("search", {"query": "q", "k": 5, "mode": "hybrid", "path": [], "ext": [], "one_per_file": False})),
+    (["search", "q"], ("search", {"query": "q", "top_k": 5, "mode": "hybrid", "path_prefix": [], "ext": [], "one_per_file": False})),
     (["sync"], ("sync", {"path": None, "force": False, "wait": False, "timeout": None})),
     (["sync", "d", "--force", "--wait", "--timeout", "9"], ("sync", {"path": "{cwd}/d", "force": True, "wait": True, "timeout": 9.0})),
     (["wait"], ("wait", {"timeout": None})),

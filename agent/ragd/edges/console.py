@@ -11,9 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..config import Config, data_dir
-from ..errors import RagdError
-from ..index import collection_dir
+from ..config import Config
 from ..pipeline.dirjob import DirResult
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ..resident.once import RunSummary
@@ -116,65 +114,43 @@ def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
     out.write(f"{len(states)} entries: {tally or 'nothing tracked'}\n")
 
 
-def _require_index(config: Config) -> None:
-    if not collection_dir(data_dir(config), config.identity).exists():
-        raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
-                        "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
-
-
 def run_search(args: Any, config: Config) -> int:
-    """`ragd search`: open the index read-only, embed the query, print results."""
-    from ..index import open_index
-    from ..index.search import SearchService
-    from ..pipeline.embed import make_embedder
+    """`ragd search`: the `search` verb over the index opened read-only; results printed."""
+    from ..verbs.search import SearchArgs, search
+    from .offline import offline
 
-    _require_index(config)
-    idx = open_index(data_dir(config), config.identity, config.index, read_only=True)
-    try:
-        embedder = make_embedder(config.embedding)  # loads nothing until a query needs a vector
-        service = SearchService(idx, lambda q: embedder.embed([q])[0], config.roots)
-        prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
-        results = service.search(args.query, k=args.k, mode=args.mode, path_prefixes=prefixes,
-                                 extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
-    finally:
-        idx.close()
+    prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
+    with offline(config) as rt:
+        found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
+                                      ext=args.ext, one_per_file=args.one_per_file))  # fmt: skip
+    results = found["results"]
     if args.json:
-        print(json.dumps({"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]},
-                         ensure_ascii=False))  # fmt: skip
+        print(json.dumps(found, ensure_ascii=False))
         return 0
     for n, r in enumerate(results, 1):
-        where = " > ".join(r.heading_path)
-        loc = f"page {r.page}" if r.page else f"lines {r.start_line}-{r.end_line}"
-        print(f"{n}. {r.path}  [{loc}{'; ' + where if where else ''}]  score {r.score:.4f}")
-        print("   " + r.snippet.replace("\n", " ") + "\n")
+        where = " > ".join(r["heading_path"])
+        loc = f"page {r['page']}" if r["page"] else f"lines {r['start_line']}-{r['end_line']}"
+        print(f"{n}. {r['path']}  [{loc}{'; ' + where if where else ''}]  score {r['score']:.4f}")
+        print("   " + r["snippet"].replace("\n", " ") + "\n")
     if not results:
         print("no results")
     return 0
 
 
 def run_orphans(args: Any, config: Config) -> int:
-    """`ragd orphans [PATH] [--clean]`: sources in the index whose file or live sidecar is gone."""
-    from ..index import open_index
-    from ..index.sync import IndexSync
-    from ..pipeline.scan import Ignore
+    """`ragd orphans [PATH] [--clean]`: the `orphans` verb over the index (opened for writing with --clean)."""
+    from ..verbs.orphans import OrphansArgs, orphans
+    from .offline import offline
 
-    _require_index(config)
-    idx = open_index(data_dir(config), config.identity, config.index, read_only=not args.clean)
-    try:
-        sync = IndexSync(idx, config.identity, list(config.roots), Ignore(config.ignore))
-        prefix = args.path.expanduser().resolve() if args.path else None
-        found = sync.orphans(prefix)
-        for path in found if args.clean else ():
-            idx.delete_source(path)
-        if args.clean and found:
-            idx.flush()
-    finally:
-        idx.close()
+    path = str(args.path.expanduser().resolve()) if args.path else None
+    with offline(config, writes=args.clean) as rt:
+        result = orphans(rt, OrphansArgs(path=path, clean=args.clean))
+    found = result["orphans"]
     if args.json:
-        print(json.dumps({"orphans": found, "removed": len(found) if args.clean else 0}, ensure_ascii=False))
+        print(json.dumps({"orphans": found, "removed": result["removed"]}, ensure_ascii=False))
     else:
-        for path in found:
-            print(path)
+        for p in found:
+            print(p)
         verb = "removed" if args.clean else "found (remove them with --clean)"
         print(f"{len(found)} orphans {verb}" if found else "no orphans")
     return 0

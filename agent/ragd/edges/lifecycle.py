@@ -1,5 +1,9 @@
 """`ragd run`: the agent's process lifecycle — capture signals, start up, main loop, graceful shutdown.
 
+Each step is callable on its own (`install_signals`, `startup`, `main_loop`, `shutdown`; `run` is the four in
+order), so a test can start the whole agent in-process: `startup()`, `main_loop()` on a thread, `stop_requested.set()`,
+`shutdown()`. The Lifecycle is the agent's `Host` (resident/host.py).
+
 Start-up order (systemd `Type=notify`): take the instance lock, bind the control socket and start serving it
 (so `ragctl status` answers from the first moment), open the index, start the threads and the initial reconcile,
 then READY=1. The first full indexing runs after READY, with its progress in STATUS= and `ragctl status`.
@@ -19,18 +23,19 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from ragctl.protocol import socket_path
 
 from ..config import Config, load_config
 from ..errors import ConfigError
 from ..mcp.server import McpService
-from ..mcp.verbs import mcp_verbs
 from ..resident.agent import Agent
 from ..resident.instance import InstanceLock, bind_control_socket, peer_allowed
 from ..resident.notify import Notifier, progress_text
 from .control import ControlServer
-from .handlers import make_handlers
+from .control_verbs import control_handlers
+from .mcp_verbs import mcp_verbs
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +50,8 @@ class Lifecycle:
     def __init__(self, config: Config, config_path: Path | None, cli_roots: list[Path]) -> None:
         self.config = config
         self.config_path = config_path
-        self.agent = Agent(config, cli_roots)
-        self.mcp = McpService(self)
+        self.agent = Agent(config, cli_roots, host=self)
+        self.mcp = McpService(self.agent)
         self.notifier = Notifier()
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
@@ -55,6 +60,7 @@ class Lifecycle:
         self.server: ControlServer | None = None
         self.reload_error: str | None = None
         self.main_loop_error: str | None = None
+        self._lock: InstanceLock | None = None
 
     # -- signals --------------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -73,29 +79,36 @@ class Lifecycle:
     def _on_hup(self, _signum: int, _frame: FrameType | None) -> None:
         self.reload_requested.set()
 
+    # -- the agent as a Host (resident/host.py) ------------------------------------------------------------
+    def stopping(self) -> bool:
+        return self.stop_requested.is_set()
+
+    def mcp_status(self) -> dict[str, Any]:
+        return self.mcp.status()
+
     # -- run ------------------------------------------------------------------------------------------------
     def run(self) -> int:
         self.install_signals()
-        lock = InstanceLock(self.agent.data_dir)
-        lock.acquire()
         try:
-            sock = bind_control_socket(self.socket_path)
-            self.server = ControlServer(
-                sock, {**make_handlers(self), **mcp_verbs(self, self.mcp)}, peer_allowed
-            )
-            self.server.start()
-            try:
-                self.agent.start()
-                self.notifier.ready(self.status_text())
-                log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
-                         self.socket_path, len(self.agent.roots))  # fmt: skip
-                self.mcp.start()  # after READY: importing the MCP stack takes ~0.7 s
-                self.main_loop()
-            finally:
-                self.shutdown()
+            self.startup()
+            self.main_loop()
         finally:
-            lock.release()
+            self.shutdown()
         return 0
+
+    def startup(self) -> None:
+        """Instance lock, control socket served, index open, threads and the initial reconcile running, READY=1."""
+        lock = InstanceLock(self.agent.data_dir)
+        lock.acquire()  # IndexBusy (another agent holds this data dir): nothing started, nothing to stop
+        self._lock = lock
+        sock = bind_control_socket(self.socket_path)
+        self.server = ControlServer(sock, control_handlers(self.agent, mcp_verbs(self.mcp)), peer_allowed)
+        self.server.start()
+        self.agent.start()
+        self.notifier.ready(self.status_text())
+        log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
+                 self.socket_path, len(self.agent.roots))  # fmt: skip
+        self.mcp.start()  # after READY: importing the MCP stack takes ~0.7 s
 
     def main_loop(self) -> None:
         interval = self.config.watch.reconcile_interval
@@ -179,7 +192,19 @@ class Lifecycle:
 
     # -- shutdown -------------------------------------------------------------------------------------------
     def shutdown(self) -> None:
+        """Drain and stop whatever `startup` started (also after a start-up that failed half-way)."""
+        if self._lock is None:
+            return  # nothing was started
+        try:
+            if self.server is not None:
+                self._stop_agent()
+        finally:
+            self._lock.release()
+            self._lock = None
+
+    def _stop_agent(self) -> None:
         agent = self.agent
+        self.stop_requested.set()
         log.info("stopping")
         agent.state = "stopping"
         self.notifier.stopping("stopping")
@@ -191,9 +216,10 @@ class Lifecycle:
         if not finished:
             log.info("left unfinished files for the next start")
         agent.scheduler.close(timeout=30.0)
-        if hasattr(agent, "indexer"):
-            agent.indexer.stop()
-            agent.indexer.index.close()
+        writer = agent.writer
+        if writer is not None:
+            writer.stop()
+            writer.index.close()
         agent.state = "stopped"
         if self.server is not None:
             self.server.close()

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import PurePosixPath
+
+from .. import paths
 
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LIKE_SPECIAL = re.compile(r"([\\%_'])")
@@ -98,5 +101,4 @@ def for_delete(expr: str) -> str:
 
 def is_under(value: str, path: str) -> bool:
     """The Python twin of `under`: `value` is `path` or below it."""
-    base = _dir_path(path)
-    return value == base or value.startswith(base + "/")
+    return paths.is_under(PurePosixPath(value), PurePosixPath(_dir_path(path) or "/"))

@@ -1,7 +1,7 @@
 """The agent's MCP server: `tools.py` and `resources.py` registered with the MCP SDK's `MCPServer`, and its HTTP app.
 
 One `MCPServer` per agent serves both transports: streamable HTTP (`http_app`, run by `server.McpService`) and
-the stdio bridge `ragctl mcp` (through the control verbs in `verbs.py`). Tool functions are synchronous, so the SDK
+the stdio bridge `ragctl mcp` (through the control verbs in edges/mcp_verbs.py). Tool functions are synchronous, so the SDK
 runs each call in a worker thread (anyio.to_thread) and the event loop never waits on a search or a model load.
 Domain errors become tool errors (`isError`) / resource errors that carry their message and hint.
 """
@@ -28,7 +28,7 @@ from ..errors import RagdError
 from . import resources, tools
 
 if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
+    from ..verbs.runtime import Resident
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -110,9 +110,9 @@ def _tool(fn: Callable[..., T], *args: Any) -> T:
         raise ToolError(str(err)) from None
 
 
-def _resource(fn: Callable[..., dict[str, Any]], life: Lifecycle, path: str) -> str:
+def _resource(fn: Callable[..., dict[str, Any]], rt: Resident, path: str) -> str:
     try:
-        return json.dumps(fn(life, path), ensure_ascii=False, indent=1)
+        return json.dumps(fn(rt, path), ensure_ascii=False, indent=1)
     except RagdError as err:
         if err.code in (p.NOT_FOUND, p.BAD_REQUEST):
             raise MCPError(INVALID_PARAMS, str(err), {"path": path}) from None
@@ -125,15 +125,15 @@ def _one_line(fn: F) -> F:
     return fn
 
 
-def build_server(get_life: Callable[[], Lifecycle], version: str = "") -> MCPServer:
-    """The MCP server; `get_life` is called on every request (the schema generator builds one without an agent)."""
+def build_server(get_rt: Callable[[], Resident], version: str = "") -> MCPServer:
+    """The MCP server; `get_rt` is called on every request (the schema generator builds one without an agent)."""
     server: MCPServer = MCPServer("ragd", version=version, instructions=INSTRUCTIONS, log_level="WARNING")
-    _add_tools(server, get_life)
-    _add_resources(server, get_life)
+    _add_tools(server, get_rt)
+    _add_resources(server, get_rt)
     return server
 
 
-def _add_tools(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
+def _add_tools(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
     @server.tool(title="Search the knowledge base", annotations=READ_ONLY)
     def search(
         query: Annotated[str, Field(description="what to look for: words, a question, a phrase (any language)")],
@@ -142,7 +142,7 @@ def _add_tools(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning + keywords")] = "hybrid",
     ) -> SearchOutput:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range."""
-        return SearchOutput.model_validate(_tool(tools.search, get_life(), query, top_k, path_prefix, mode))
+        return SearchOutput.model_validate(_tool(tools.search, get_rt(), query, top_k, path_prefix, mode))
 
     @server.tool(title="Query (ragjson compatible)", annotations=READ_ONLY)
     def query(
@@ -150,7 +150,7 @@ def _add_tools(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
         topn: Annotated[int, Field(ge=1, le=100, description="how many results")] = 5,
     ) -> Annotated[CallToolResult, QueryOutput]:
         """Hybrid search answering a JSON list of {content, source, score}, as the ragjson tool's `query` does."""
-        hits = _tool(tools.query, get_life(), q, topn)
+        hits = _tool(tools.query, get_rt(), q, topn)
         text = json.dumps(hits, ensure_ascii=False, indent=1)
         return CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content={"result": hits}
@@ -169,9 +169,7 @@ def _add_tools(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
     ) -> DocumentOutput:
         """The text of a document or of a range of its lines (numbered as in search results); 100,000 characters
         at most per call: when truncated, continue from next_start_line."""
-        return DocumentOutput.model_validate(
-            _tool(tools.read_document, get_life(), path, start_line, end_line)
-        )
+        return DocumentOutput.model_validate(_tool(tools.read_document, get_rt(), path, start_line, end_line))
 
     @server.tool(title="Read a chunk", annotations=READ_ONLY)
     def read_chunk(
@@ -180,15 +178,15 @@ def _add_tools(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
         neighbors: Annotated[int, Field(ge=0, le=20, description="chunks to add on each side")] = 0,
     ) -> ChunkOutput:
         """One indexed chunk of a document with its citation fields, and optionally the chunks around it."""
-        return ChunkOutput.model_validate(_tool(tools.read_chunk, get_life(), path, chunk_index, neighbors))
+        return ChunkOutput.model_validate(_tool(tools.read_chunk, get_rt(), path, chunk_index, neighbors))
 
     @server.tool(title="Agent status", annotations=READ_ONLY)
     def status() -> dict[str, Any]:
         """The agent's status: indexing progress, roots, failures, embedder and index (as `ragctl status --json`)."""
-        return _tool(tools.status, get_life())
+        return _tool(tools.status, get_rt())
 
 
-def _add_resources(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None:
+def _add_resources(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
     # paths.py checks the paths (with messages naming the roots); the SDK's own checks would refuse absolute paths
     own_checks = ResourceSecurity(exempt_params=frozenset({"path"}))
     opts: dict[str, Any] = {"mime_type": "application/json", "security": own_checks}
@@ -196,22 +194,22 @@ def _add_resources(server: MCPServer, get_life: Callable[[], Lifecycle]) -> None
     @server.resource("ragd://dir/{+path}", name="directory", title="Directory listing", **opts)
     def directory(path: str) -> str:
         """A directory's documents (with their state) and subdirectories; ragd://dir/ lists the roots."""
-        return _resource(resources.directory, get_life(), path)
+        return _resource(resources.directory, get_rt(), path)
 
     @server.resource("ragd://file/{+path}", name="file", title="Document metadata", **opts)
     def file(path: str) -> str:
         """A document's .ragjson metadata: state, chunk count, md5, embedding model, error."""
-        return _resource(resources.file_info, get_life(), path)
+        return _resource(resources.file_info, get_rt(), path)
 
     @server.resource("ragd://chunks/{+path}", name="chunks", title="Chunks of a document", **opts)
     def chunks(path: str) -> str:
         """A document's chunks (content, heading path, page, line range) from its .ragjson entry."""
-        return _resource(resources.file_chunks, get_life(), path)
+        return _resource(resources.file_chunks, get_rt(), path)
 
     @server.resource("ragd://orphans/{+path}", name="orphans", title="Orphans", **opts)
     def orphans(path: str) -> str:
         """Indexed sources under a directory whose file or sidecar is gone. ragd://orphans/ covers every root."""
-        return _resource(resources.orphans, get_life(), path)
+        return _resource(resources.orphans, get_rt(), path)
 
 
 # -- HTTP -----------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 from ragctl import protocol as p
 
 from ..errors import RagdError
+from ..paths import is_under
 from ..pipeline.scan import Ignore
 
 MAX_PATH_CHARS = 4096
@@ -49,12 +50,8 @@ def _refuse(raw: str, why: str, roots: Sequence[Path]) -> PathRefused:
     )
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def _innermost(path: str, roots: Sequence[Path]) -> Path | None:
-    found = [r for r in roots if _inside(path, os.path.normpath(r))]
+    found = [r for r in roots if is_under(Path(path), Path(os.path.normpath(r)))]
     return max(found, key=lambda r: len(str(r))) if found else None
 
 
@@ -69,7 +66,7 @@ def _candidates(raw: str, roots: Sequence[Path]) -> list[str]:
 def leads_inside(path: Path, roots: Sequence[Path]) -> bool:
     """Whether `path`, symlinks resolved, is inside one of `roots` (for listings: links out are not shown)."""
     real = os.path.realpath(path)
-    return any(_inside(real, os.path.realpath(r)) for r in roots)
+    return any(is_under(Path(real), Path(os.path.realpath(r))) for r in roots)
 
 
 def check_path(raw: object, roots: Sequence[Path]) -> SafePath:

@@ -12,6 +12,7 @@ Results are plain data; `app.py` serves them as JSON.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,12 +23,12 @@ from ragctl import protocol as p
 from ..errors import RagdError, StorageError
 from ..pipeline import sidecar
 from ..pipeline.scan import list_dir
+from ..verbs import orphans as orphans_verb
 from .paths import SafePath, check_path, check_tracked, leads_inside
-from .tools import chunk_dict, ready
+from .tools import chunk_dict
 
 if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
-    from ..resident.agent import Agent
+    from ..verbs.runtime import Resident
 
 KINDS = ("dir", "file", "chunks", "orphans")
 
@@ -36,32 +37,31 @@ def uri(kind: str, path: Path | str) -> str:
     return f"ragd://{kind}{quote(str(path), safe='/')}"
 
 
-def _checked(agent: Agent, raw: str) -> SafePath:
-    safe = check_path("/" + raw.lstrip("/"), agent.roots)
-    check_tracked(safe, agent.ignore)
+def _checked(rt: Resident, raw: str) -> SafePath:
+    safe = check_path("/" + raw.lstrip("/"), rt.roots)
+    check_tracked(safe, rt.ignore)
     return safe
 
 
-def directory(life: Lifecycle, raw: str) -> dict[str, Any]:
-    agent = life.agent
+def directory(rt: Resident, raw: str) -> dict[str, Any]:
     if not raw.strip("/"):
-        return {"roots": [{"path": str(r), "uri": uri("dir", r), "watcher": agent.watcher.mode(r)}
-                          for r in list(agent.roots)]}  # fmt: skip
-    safe = _checked(agent, raw)
+        return {"roots": [{"path": str(r), "uri": uri("dir", r), "watcher": rt.watch_mode(r)}
+                          for r in list(rt.roots)]}  # fmt: skip
+    safe = _checked(rt, raw)
     if not safe.path.is_dir():
         raise RagdError(f"{safe.path} is not a directory", f"read ragd://file{safe.path} for a file",
                         code=p.NOT_FOUND)  # fmt: skip
     try:
-        listing = list_dir(safe.path, agent.ignore)
+        listing = list_dir(safe.path, rt.ignore)
     except OSError as err:
         raise RagdError(f"cannot list {safe.path}: {err.strerror or err}", code=p.FAILED) from None
     dirs = [{"name": d, "type": "dir", "uri": uri("dir", safe.path / d)} for d in listing.dirs]
     files = []
     for name in sorted(listing.files):
         path = safe.path / name
-        if path.is_symlink() and not leads_inside(path, agent.roots):
+        if path.is_symlink() and not leads_inside(path, rt.roots):
             continue  # a link out of the roots: refused when read, so not offered either
-        st = agent.tracker.file_state(path)
+        st = rt.tracker.file_state(path)
         files.append({"name": name, "type": "file", "size_bytes": listing.files[name].st_size,
                       "state": st.state if st else "PENDING", "reason": st.reason if st else "",
                       "uri": uri("file", path)})  # fmt: skip
@@ -91,14 +91,14 @@ def _entry_or_fail(safe: SafePath) -> tuple[sidecar.FileEntry, bool]:
     return entry, deleted
 
 
-def file_info(life: Lifecycle, raw: str) -> dict[str, Any]:
-    agent = life.agent
-    safe = _checked(agent, raw)
+def file_info(rt: Resident, raw: str) -> dict[str, Any]:
+    safe = _checked(rt, raw)
     entry, deleted = _entry_or_fail(safe)
-    tracked = agent.tracker.file_state(safe.path)
+    tracked = rt.tracker.file_state(safe.path)
     indexed = None
-    if agent.state != "starting" and hasattr(agent, "indexer") and not agent.rebuilding:
-        summary = agent.indexer.index.sources(str(safe.path)).get(str(safe.path))
+    with contextlib.suppress(RagdError):  # the index is not open (starting, rebuilding): "indexed" stays null
+        rt.ready()
+        summary = rt.reader().sources(str(safe.path)).get(str(safe.path))
         indexed = {"chunks": summary.chunk_count, "md5": summary.source_md5} if summary else None
     return {
         "path": str(safe.path), "root": str(safe.root), "exists": safe.path.is_file(),
@@ -112,8 +112,8 @@ def file_info(life: Lifecycle, raw: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def file_chunks(life: Lifecycle, raw: str) -> dict[str, Any]:
-    safe = _checked(life.agent, raw)
+def file_chunks(rt: Resident, raw: str) -> dict[str, Any]:
+    safe = _checked(rt, raw)
     entry, deleted = _entry_or_fail(safe)
     chunks = []
     for i, c in enumerate(entry.chunks):
@@ -124,12 +124,13 @@ def file_chunks(life: Lifecycle, raw: str) -> dict[str, Any]:
             "chunks": chunks}  # fmt: skip
 
 
-def orphans(life: Lifecycle, raw: str) -> dict[str, Any]:
-    agent = ready(life)
+def orphans(rt: Resident, raw: str) -> dict[str, Any]:
+    """The `orphans` verb, for every root (ragd://orphans/) or under a path (a deleted one is a valid prefix)."""
     if not raw.strip("/"):
-        found = [o for r in list(agent.roots) for o in agent.indexer.sync.orphans(r)]
-        return {"path": None, "orphans": list(dict.fromkeys(found))}
-    safe = check_path("/" + raw.lstrip("/"), agent.roots)  # a deleted directory is still a valid prefix
-    if os.path.lexists(safe.path):
-        check_tracked(safe, agent.ignore)
-    return {"path": str(safe.path), "orphans": agent.indexer.sync.orphans(safe.path)}
+        found = orphans_verb.orphans(rt)
+    else:
+        safe = check_path("/" + raw.lstrip("/"), rt.roots)
+        if os.path.lexists(safe.path):
+            check_tracked(safe, rt.ignore)
+        found = orphans_verb.orphans(rt, orphans_verb.OrphansArgs(path=str(safe.path)))
+    return {"path": found["path"], "orphans": found["orphans"]}

@@ -25,10 +25,10 @@ from .app import build_server
 from .calls import WIRE_VERSION, wire
 
 if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
+    from ..verbs.runtime import Resident
 
 
-def _no_agent() -> Lifecycle:
+def _no_agent() -> Resident:
     raise RuntimeError("the schema generator has no agent")
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from ..config import McpConfig
-    from ..edges.lifecycle import Lifecycle
+    from ..verbs.runtime import Resident
     from .app import Guard
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ CALL_TIMEOUT_S = 600.0  # a search may wait for the embedding model to load, or 
 
 
 class McpService:
-    def __init__(self, life: Lifecycle) -> None:
-        self._life = life
+    def __init__(self, rt: Resident) -> None:
+        self._rt = rt
         self.url: str | None = None
         self.error: str | None = None
         self._server: MCPServer | None = None
@@ -53,14 +53,14 @@ class McpService:
 
     @property
     def config(self) -> McpConfig:
-        return self._life.config.mcp
+        return self._rt.config.mcp
 
     # -- life cycle -------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Build the server and start its loop; serve HTTP if enabled. Never raises for a busy port."""
         from .app import build_server
 
-        self._server = build_server(lambda: self._life, self._life.agent.version())
+        self._server = build_server(lambda: self._rt, self._rt.version())
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run_loop, args=(ready,), name="mcp", daemon=True)
         self._thread.start()
@@ -134,7 +134,7 @@ class McpService:
         return {"enabled": self.config.enabled, "url": self.url, "error": self.error,
                 "requests": self._guard.requests if self._guard is not None else 0}  # fmt: skip
 
-    # -- calls for the stdio bridge (verbs.py) -----------------------------------------------------------------
+    # -- calls for the stdio bridge (edges/mcp_verbs.py) ------------------------------------------------------
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """tools/call on the agent's MCP server: the CallToolResult as it goes on the wire."""
         from .calls import call_tool

@@ -12,69 +12,52 @@ from typing import TYPE_CHECKING, Any
 from ragctl import protocol as p
 
 from ..errors import RagdError
-from ..verbs.status import status_result
+from ..verbs import search as search_verb
+from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines
 from .paths import check_path, check_tracked
 
 if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
-    from ..resident.agent import Agent
+    from ..verbs.runtime import Resident
 
 MAX_NEIGHBORS = 20
 
 
-def ready(life: Lifecycle) -> Agent:
-    """The agent, once its index is open and not being rebuilt; else RagdError(unavailable)."""
-    agent = life.agent
-    if agent.state == "starting" or not hasattr(agent, "search_service"):
-        raise RagdError("the agent is starting (opening the index)", "try again in a moment",
-                        code=p.UNAVAILABLE)  # fmt: skip
-    if agent.state in ("stopping", "stopped"):
-        raise RagdError("the agent is stopping", "start it again: systemctl --user start ragd",
-                        code=p.UNAVAILABLE)  # fmt: skip
-    if agent.rebuilding:
-        raise RagdError("the index is being rebuilt", "try again when `ragctl wait` returns",
-                        code=p.UNAVAILABLE)  # fmt: skip
-    return agent
-
-
 def search(
-    life: Lifecycle, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid"
+    rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid"
 ) -> dict[str, Any]:
-    """The same search as the control verb `search` (and `ragctl search --json`): {"results": [...]}."""
-    agent = ready(life)
-    prefixes = [path_prefix] if path_prefix else []
-    results = agent.search_service.search(query, k=top_k, mode=mode, path_prefixes=prefixes)
-    return {"results": [r.to_dict() for r in results]}
+    """The control verb `search` (and `ragctl search --json`): {"results": [...]}."""
+    args = search_verb.SearchArgs(query=query, top_k=top_k, path_prefix=[path_prefix] if path_prefix else [],
+                                  mode=mode)  # type: ignore[arg-type]  # fmt: skip
+    return {"results": search_verb.search(rt, args)["results"]}
 
 
-def query(life: Lifecycle, q: str, topn: int = 5) -> list[dict[str, Any]]:
+def query(rt: Resident, q: str, topn: int = 5) -> list[dict[str, Any]]:
     """The ragjson tool's `query`: a hybrid search shaped as [{content, source, score}]."""
-    agent = ready(life)
-    results = agent.search_service.search(q, k=topn, mode="hybrid")
-    return [{"content": r.content, "source": r.path, "score": r.score} for r in results]
+    hits = search_verb.search(rt, search_verb.SearchArgs(query=q, top_k=topn))["results"]
+    return [{"content": r["content"], "source": r["path"], "score": r["score"]} for r in hits]
 
 
 def read_document(
-    life: Lifecycle, path: str, start_line: int | None = None, end_line: int | None = None
+    rt: Resident, path: str, start_line: int | None = None, end_line: int | None = None
 ) -> dict[str, Any]:
     """A document's text (or a line range of it), as ragd indexes it; see documents.py for where it comes from."""
-    agent = ready(life)
-    safe = check_path(path, agent.roots)
-    check_tracked(safe, agent.ignore)
-    text, source = read_document_text(safe.path, agent.config.limits.max_file_size)
+    rt.ready()
+    safe = check_path(path, rt.roots)
+    check_tracked(safe, rt.ignore)
+    text, source = read_document_text(safe.path, rt.config.limits.max_file_size)
     return {"path": str(safe.path), "root": str(safe.root), "source": source,
             **select_lines(text, start_line, end_line)}  # fmt: skip
 
 
-def read_chunk(life: Lifecycle, path: str, chunk_index: int, neighbors: int = 0) -> dict[str, Any]:
+def read_chunk(rt: Resident, path: str, chunk_index: int, neighbors: int = 0) -> dict[str, Any]:
     """Chunk `chunk_index` of a document from the index, with `neighbors` chunks on each side."""
-    agent = ready(life)
-    safe = check_path(path, agent.roots)
-    check_tracked(safe, agent.ignore)
+    rt.ready()
+    safe = check_path(path, rt.roots)
+    check_tracked(safe, rt.ignore)
     if not 0 <= neighbors <= MAX_NEIGHBORS:
         raise RagdError(f"neighbors must be from 0 to {MAX_NEIGHBORS}, not {neighbors}", code=p.BAD_REQUEST)
-    hits = agent.indexer.index.chunks(str(safe.path))
+    hits = rt.reader().chunks(str(safe.path))
     if not hits:
         raise RagdError(f"{safe.path} has no chunks in the index",
                         "it may not be indexed yet (see `ragctl status`), or it is not a document ragd indexes",
@@ -102,6 +85,6 @@ def chunk_dict(
             "page": page, "start_line": start_line, "end_line": end_line}  # fmt: skip
 
 
-def status(life: Lifecycle) -> dict[str, Any]:
+def status(rt: Resident) -> dict[str, Any]:
     """The agent's status, exactly as the control verb `status` (and `ragctl status --json`) reports it."""
-    return status_result(life)
+    return status_verb.snapshot(rt)

@@ -1,8 +1,8 @@
 """The resident agent's parts wired together: watcher -> debouncer -> scheduler -> directory jobs -> indexer.
 
 `Agent` owns the components and the reactions between them (what a watch event, a finished job, a rescan or a
-reload does). The process lifecycle (signals, main loop, sd_notify, shutdown order) is in `lifecycle.py`; the
-control verbs are in `handlers.py`.
+reload does), and is the `Resident` runtime the verbs (verbs/) work on. The process around it (signals, main loop,
+sd_notify, shutdown order) is its `Host`, edges/lifecycle.py.
 """
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
+from ragctl import protocol as p
+
 from .. import __version__
 from ..config import Config, data_dir
-from ..edges.control import Stream
 from ..errors import RagdError
 from ..index import IndexBackend, destroy_index, open_index, open_or_rebuild
 from ..index.search import SearchService
@@ -35,20 +37,23 @@ from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
 from . import rootstate
 from .debounce import Debouncer
+from .host import Detached, Host
 from .once import skip_policy
 from .scheduler import Scheduler
 from .tracker import Tracker
 from .watcher import Watcher, WatchEvent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DIR_RETRY_S = 60.0  # a directory whose job failed as a whole is tried again after this
 SETTLE_S = 0.6  # `wait` needs this long without new events (watchdog holds a lone move-out for 0.5 s)
 
 
 class Agent:
-    def __init__(self, config: Config, cli_roots: Iterable[Path] = ()) -> None:
+    def __init__(self, config: Config, cli_roots: Iterable[Path] = (), host: Host | None = None) -> None:
         self.config = config
+        self.host: Host = host if host is not None else Detached()
         self.cli_roots = [Path(r).expanduser().resolve() for r in cli_roots]
         self.data_dir = data_dir(config)
         self.started = time.time()
@@ -69,8 +74,8 @@ class Agent:
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self._ctx = JobContext(config, self._submit, self.ignore, skip_policy(config))
-        self.indexer: Indexer
-        self.search_service: SearchService
+        self._writer: Indexer | None = None  # once the index is open
+        self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
@@ -90,8 +95,8 @@ class Agent:
 
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
-        self.indexer = Indexer(sync)
-        self.search_service = self._search_over(index)
+        self._writer = Indexer(sync)
+        self._searcher = self._search_over(index)
 
     def _search_over(self, index: IndexBackend) -> SearchService:
         return SearchService(index, self._embed_query, self.roots)
@@ -127,7 +132,7 @@ class Agent:
             ok = [r for r in added if self._add_root(r)]
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
-            self.search_service = self._search_over(self.indexer.index)
+            self._searcher = self._search_over(self.indexer.index)
         if ok:
             self.rescan(ok, phase)
         return ok, removed
@@ -207,8 +212,11 @@ class Agent:
             with self._lock:
                 self._rescans -= 1
 
-    def run_dirs(self, dirs: list[Path], phase: str) -> None:
-        """Run these directories' jobs now, as a phase: when they are done, the index is verified."""
+    def run_dirs(self, dirs: list[Path], phase: str, *, force: bool = False) -> None:
+        """Run these directories' jobs now, as a phase: when they are done, the index is verified. `force`: their
+        files are re-processed even when unchanged."""
+        if force:
+            self.force_next(dirs)
         with self._lock:
             if self.tracker.progress.phase is None:
                 self.tracker.start_phase(phase)
@@ -267,7 +275,7 @@ class Agent:
             self._forced.update(dirs)
 
     # -- index rebuild --------------------------------------------------------------------------------------
-    def rebuild_index(self, stream: Stream) -> dict[str, object]:
+    def rebuild_index(self, progress: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """Drop the collection and refill it from the sidecars (on the writer thread); searches wait it out."""
         self.rebuilding = True
         started = time.monotonic()
@@ -278,16 +286,16 @@ class Agent:
                     result = fut.result(timeout=0.5)
                     break
                 except FutureTimeout:
-                    stream.send({"phase": "rebuilding", "elapsed_s": round(time.monotonic() - started, 1)})
+                    progress({"phase": "rebuilding", "elapsed_s": round(time.monotonic() - started, 1)})
         finally:
             self.rebuilding = False
         return {**result, "elapsed_s": round(time.monotonic() - started, 3)}
 
-    def _rebuild(self, sync: IndexSync) -> dict[str, object]:
+    def _rebuild(self, sync: IndexSync) -> dict[str, Any]:
         sync.index.close()
         destroy_index(self.data_dir, self.config.identity)
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
-        self.search_service = self._search_over(sync.index)
+        self._searcher = self._search_over(sync.index)
         report = sync.reconcile(None)
         sync.index.flush()
         return {"chunks": sync.index.count(), "sources": report.repaired}
@@ -357,6 +365,50 @@ class Agent:
 
     def version(self) -> str:
         return __version__
+
+    # -- what the verbs use (verbs/runtime.py) ---------------------------------------------------------------
+    @property
+    def writer(self) -> Indexer | None:
+        return self._writer
+
+    @property
+    def indexer(self) -> Indexer:
+        if self._writer is None:
+            raise _starting()
+        return self._writer
+
+    def ready(self) -> None:
+        """The one readiness rule of every verb that reads or writes the index."""
+        if self.state == "starting" or self._writer is None or self._searcher is None:
+            raise _starting()
+        if self.state in ("stopping", "stopped"):
+            raise RagdError("the agent is stopping", "start it again: systemctl --user start ragd",
+                            code=p.UNAVAILABLE)  # fmt: skip
+        if self.rebuilding:
+            raise RagdError("the index is being rebuilt", "try again when `ragctl wait` returns",
+                            code=p.UNAVAILABLE)  # fmt: skip
+
+    def searcher(self) -> SearchService:
+        self.ready()
+        assert self._searcher is not None
+        return self._searcher
+
+    def reader(self) -> IndexBackend:
+        return self.indexer.index
+
+    def write(self, fn: Callable[[IndexSync], T]) -> Future[T]:
+        return self.indexer.call(fn)
+
+    def configured_roots(self) -> set[Path]:
+        """Roots from the config file and the command line (the others were added by `ragctl roots add`)."""
+        return {*self.config.roots, *self.cli_roots}
+
+    def watch_mode(self, root: Path) -> str:
+        return self.watcher.mode(root)
+
+
+def _starting() -> RagdError:
+    return RagdError("the agent is starting (opening the index)", "try again in a moment", code=p.UNAVAILABLE)
 
 
 def _soonest_retry(result: DirResult) -> float | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import dropped
+from ..paths import dropped, is_under
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Debouncer:
     def pending_under(self, prefix: Path) -> int:
         """How many pending directories are `prefix` or below it."""
         with self._cond:
-            return sum(1 for d in self._pending if d.is_relative_to(prefix))
+            return sum(1 for d in self._pending if is_under(d, prefix))
 
     def discard_under(self, prefix: Path, keep: Iterable[Path] = ()) -> None:
         """Forget the pending directories at or below `prefix` (a removed root, a directory that left the tree),

@@ -30,6 +30,7 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 from watchdog.utils import UnsupportedLibcError
 
+from ..paths import is_under
 from ..pipeline.mushroom import SUFFIX as MUSHROOM_SUFFIX
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import RAG_DIR
@@ -406,7 +407,7 @@ class Watcher:
 
     def _remember_gone(self, d: Path) -> None:
         with self._gone_lock:
-            for g in [g for g in self._gone if g.is_relative_to(d)]:
+            for g in [g for g in self._gone if is_under(g, d)]:
                 del self._gone[g]
             self._gone[d] = None
             while len(self._gone) > GONE_MEMORY:

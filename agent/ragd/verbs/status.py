@@ -1,79 +1,101 @@
-"""The `status` verb's result (docs/protocol.md): built from memory, never from a walk of the disk."""
+"""`status`: the running agent at a glance (docs/protocol.md), built from memory, never from a walk of the disk.
+
+With `watch`, a status line is streamed every `interval` seconds until the caller goes away or the agent stops.
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from ..pipeline.sidecar import utc_stamp
+from .arguments import Args
+from .runtime import Progress, Resident, no_progress
 
-if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
+
+class StatusArgs(Args):
+    watch: bool = False
+    interval: float = Field(default=1.0, gt=0, le=3600)
 
 
-def status_result(life: Lifecycle) -> dict[str, Any]:
-    agent = life.agent
+def status(rt: Resident, args: StatusArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
+    args = args or StatusArgs()
+    if args.watch:
+        while progress(snapshot(rt)) and not _stopped_within(rt, max(0.1, args.interval)):
+            pass
+    return snapshot(rt)
+
+
+def _stopped_within(rt: Resident, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if rt.host.stopping():
+            return True
+        time.sleep(min(0.1, seconds))
+    return rt.host.stopping()
+
+
+def snapshot(rt: Resident) -> dict[str, Any]:
     return {
-        "agent": _agent(life),
-        "progress": agent.tracker.progress_json(),
-        "roots": [_root(life, r) for r in list(agent.roots)] + _missing(life),
-        "embedder": _embedder(life),
-        "index": _index(life),
-        "mcp": life.mcp.status(),
+        "agent": _agent(rt),
+        "progress": rt.tracker.progress_json(),
+        "roots": [_root(rt, r) for r in list(rt.roots)] + _missing(rt),
+        "embedder": _embedder(rt),
+        "index": _index(rt),
+        "mcp": rt.host.mcp_status(),
     }
 
 
-def _agent(life: Lifecycle) -> dict[str, Any]:
-    agent = life.agent
-    state = agent.current_state()
+def _agent(rt: Resident) -> dict[str, Any]:
+    state = rt.current_state()
     return {
-        "version": agent.version(),
+        "version": rt.version(),
         "pid": os.getpid(),
-        "started_at": utc_stamp(agent.started),
-        "uptime_s": round(time.time() - agent.started, 1),
-        "ready": state not in ("starting",),
+        "started_at": utc_stamp(rt.started),
+        "uptime_s": round(time.time() - rt.started, 1),
+        "ready": state != "starting",
         "state": state,
-        "paused": agent.scheduler.paused,
+        "paused": rt.scheduler.paused,
         "idle": state == "idle",
-        "socket": str(life.socket_path),
-        "data_dir": str(agent.data_dir),
-        "config": life.config.source,
-        "reload_error": life.reload_error,
+        "socket": str(rt.host.socket_path),
+        "data_dir": str(rt.data_dir),
+        "config": rt.config.source,
+        "reload_error": rt.host.reload_error,
     }
 
 
-def _root(life: Lifecycle, root: Any) -> dict[str, Any]:
-    agent = life.agent
-    pending, running = agent.scheduler.counts_under(root)
-    summary = agent.tracker.root_summary(root)
+def _root(rt: Resident, root: Path) -> dict[str, Any]:
+    pending, running = rt.scheduler.counts_under(root)
     return {
         "path": str(root),
-        "watcher": agent.watcher.mode(root),
-        "pending_dirs": pending + agent.debouncer.pending_under(root),
+        "watcher": rt.watch_mode(root),
+        "pending_dirs": pending + rt.debouncer.pending_under(root),
         "running_dirs": running,
-        "waiting_files": agent.waiting_files(root),
-        **summary,
+        "waiting_files": rt.waiting_files(root),
+        **rt.tracker.root_summary(root),
     }
 
 
-def _missing(life: Lifecycle) -> list[dict[str, Any]]:
+def _missing(rt: Resident) -> list[dict[str, Any]]:
     return [{"path": str(r), "watcher": "off", "pending_dirs": 0, "running_dirs": 0, "files": {},
-             "failures": [], "error": f"{r} {why}"} for r, why in life.agent.missing_roots.items()]  # fmt: skip
+             "failures": [], "error": f"{r} {why}"} for r, why in rt.missing_roots.items()]  # fmt: skip
 
 
-def _embedder(life: Lifecycle) -> dict[str, Any]:
-    agent = life.agent
-    cfg = agent.config.embedding
-    stats = agent.embed.stats
+def _embedder(rt: Resident) -> dict[str, Any]:
+    cfg = rt.config.embedding
+    stats = rt.embed.stats
     return {
         "provider": cfg.provider,
         "model": cfg.model_name,
         "dimension": cfg.dim,
-        "loaded": agent.embed.loaded,
+        "loaded": rt.embed.loaded,
         "queued": stats.queued,
         "in_flight": stats.in_flight,
-        "waiting_files": agent.waiting_files(),
+        "waiting_files": rt.waiting_files(),
         "requests": stats.requests,
         "texts": stats.texts_embedded,
         "retries": stats.retries,
@@ -83,25 +105,24 @@ def _embedder(life: Lifecycle) -> dict[str, Any]:
     }
 
 
-def _index(life: Lifecycle) -> dict[str, Any]:
-    agent = life.agent
-    if agent.state == "starting" or not hasattr(agent, "indexer"):
+def _index(rt: Resident) -> dict[str, Any]:
+    writer = rt.writer
+    if writer is None:
         return {"state": "opening"}
-    indexer = agent.indexer
     return {
-        "chunks": indexer.chunks,
-        "pending_mushrooms": indexer.pending(),
-        "failed_mushrooms": indexer.failed(),
-        "optimizing": indexer.optimizing,
-        "verify": _verify(life),
-        "rebuilding": agent.rebuilding,
-        "path": str(indexer.index.path),
+        "chunks": writer.chunks,
+        "pending_mushrooms": writer.pending(),
+        "failed_mushrooms": writer.failed(),
+        "optimizing": writer.optimizing,
+        "verify": _verify(rt),
+        "rebuilding": rt.rebuilding,
+        "path": str(writer.index.path),
     }
 
 
-def _verify(life: Lifecycle) -> dict[str, Any]:
+def _verify(rt: Resident) -> dict[str, Any]:
     """When the index was last checked against the sidecars, and what was repaired (a repair means a bug)."""
-    verifier = life.agent.verifier
+    verifier = rt.verifier
     last = verifier.last
     return {
         "running": verifier.running,
@@ -109,3 +130,14 @@ def _verify(life: Lifecycle) -> dict[str, Any]:
         "repaired_total": verifier.repaired_total,
         "last": last.to_json() if last is not None else None,
     }
+
+
+def busy(rt: Resident) -> dict[str, Any]:
+    """The short line streamed while a caller waits: what is still to do."""
+    pending, running = rt.dirs_to_do()
+    stats = rt.embed.stats
+    writer = rt.writer
+    return {"pending_dirs": pending, "running_dirs": running,
+            "queued_texts": stats.queued + stats.in_flight,
+            "pending_mushrooms": writer.pending() if writer is not None else 0,
+            "phase": rt.tracker.progress.phase}  # fmt: skip

@@ -14,19 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from ragctl import protocol as p
 
-from ..edges.control import Handler, Stream
 from ..errors import RagdError
+from .control import Handler, Stream
 
 if TYPE_CHECKING:
-    from ..edges.lifecycle import Lifecycle
-    from .server import McpService
+    from ..mcp.server import McpService
 
 
 def _bad(message: str) -> RagdError:
     return RagdError(message, "see docs/mcp.md", code=p.BAD_REQUEST)
 
 
-def mcp_verbs(life: Lifecycle, service: McpService) -> dict[str, Handler]:
+def mcp_verbs(service: McpService) -> dict[str, Handler]:
     def mcp_call(args: dict[str, Any], stream: Stream) -> Any:
         name, arguments = args.get("name"), args.get("arguments") or {}
         if not isinstance(name, str) or not name:

@@ -1,0 +1,54 @@
+"""The control socket's verbs (docs/protocol.md): a table over the verb layer, nothing more.
+
+Each entry names the verb's argument model and function; a request's args are parsed into the model (a wrong or
+unknown argument is a bad_request naming it), the function runs with the stream's `send` as its progress, and the
+control server turns any RagdError into the error reply.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ragctl import protocol as p
+
+from ..verbs import config as config_verb
+from ..verbs import export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
+from ..verbs.arguments import Args, parse
+from ..verbs.runtime import Resident
+from .control import Handler, Stream
+
+Verb = tuple[type[Args], Callable[..., Any], bool]  # (arguments, function, takes a progress callback)
+
+TABLE: dict[str, Verb] = {
+    "status": (status.StatusArgs, status.status, True),
+    "search": (search.SearchArgs, search.search, False),
+    "sync": (sync.SyncArgs, sync.sync, True),
+    "wait": (wait.WaitArgs, wait.wait, True),
+    "export": (export.ExportArgs, export.export, False),
+    "orphans": (orphans.OrphansArgs, orphans.orphans, False),
+    "index": (index.IndexArgs, index.index, True),
+    "roots": (roots.RootsArgs, roots.roots, False),
+    "verify": (verify.VerifyArgs, verify.verify, True),
+    "pause": (pause.NoArgs, pause.pause, False),
+    "resume": (pause.NoArgs, pause.resume, False),
+    "reload": (pause.NoArgs, reload.reload, False),
+    "config": (config_verb.ConfigArgs, config_verb.config, False),
+}
+
+
+def control_handlers(rt: Resident, extra: Mapping[str, Handler] = {}) -> dict[str, Handler]:
+    """Every verb of TABLE bound to `rt`, `hello`, and `extra` (the MCP bridge's verbs)."""
+
+    def bind(model: type[Args], fn: Callable[..., Any], streams: bool) -> Handler:
+        def handle(raw: dict[str, Any], stream: Stream) -> Any:
+            args = parse(model, raw)
+            return fn(rt, args, stream.send) if streams else fn(rt, args)
+
+        return handle
+
+    def hello(raw: dict[str, Any], stream: Stream) -> Any:
+        return {"agent": "ragd", "version": rt.version(), "protocol": p.VERSION, "pid": os.getpid()}
+
+    return {"hello": hello, **{name: bind(*verb) for name, verb in TABLE.items()}, **extra}

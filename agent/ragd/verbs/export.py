@@ -1,0 +1,33 @@
+"""`export`: the `.ragjson` entries under a root or a path, for `ragctl export` to pack (docs/protocol.md)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..pipeline import sidecar
+from ..pipeline.scan import walk_dirs
+from .arguments import Args, under_a_root
+from .runtime import Runtime
+
+
+class ExportArgs(Args):
+    path: str | None = None
+    recursive: bool = False
+
+
+def export(rt: Runtime, args: ExportArgs | None = None) -> dict[str, Any]:
+    """{"base": the directory the archive names are relative to, "files": [{"path", "arcname"}, ...]}."""
+    args = args or ExportArgs()
+    path = under_a_root(args.path, rt.roots)
+    tops = [path] if path is not None else list(rt.roots)
+    files = []
+    for top in tops:
+        base = top if path is not None else top.parent
+        dirs = walk_dirs(top, rt.ignore) if args.recursive else iter([top])
+        for d in dirs:
+            for en in sidecar.list_entries(d):
+                if not en.deleted:
+                    files.append({"path": str(en.path), "arcname": os.path.relpath(en.path, base)})
+    base_out = str(path) if path is not None else os.path.commonpath([str(t.parent) for t in tops] or ["/"])
+    return {"base": base_out, "files": files}

@@ -1,0 +1,74 @@
+"""`roots list|add|remove`: the roots the agent watches; added and removed ones are kept in roots.json.
+
+A root inside another root adds no files (they are already indexed under the outer one) and removing it removes
+none; the reply's `notes` say so.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from ragctl import protocol as p
+
+from ..errors import RagdError
+from ..paths import is_under, overlaps
+from ..resident import rootstate
+from .arguments import Args, absolute, bad
+from .runtime import Resident
+
+log = logging.getLogger(__name__)
+
+
+class RootsArgs(Args):
+    action: Literal["list", "add", "remove"] = "list"
+    path: str | None = None
+
+
+def roots(rt: Resident, args: RootsArgs | None = None) -> dict[str, Any]:
+    """{"roots": [{"path", "watcher", "source"(, "error")}, ...], "notes": [...]}."""
+    args = args or RootsArgs()
+    notes: list[str] = []
+    if args.action != "list":
+        if args.path is None:
+            raise bad(f"roots {args.action} needs an absolute path")
+        notes = change(rt, args.action, absolute(args.path))
+    return {"roots": listing(rt), "notes": notes}
+
+
+def listing(rt: Resident) -> list[dict[str, Any]]:
+    configured = rt.configured_roots()
+
+    def source(r: Path) -> str:
+        return "config" if r in configured else "ragctl"
+
+    out = [{"path": str(r), "watcher": rt.watch_mode(r), "source": source(r)} for r in rt.roots]
+    out += [{"path": str(r), "watcher": "off", "source": source(r), "error": f"{r} {why}"}
+            for r, why in rt.missing_roots.items()]  # fmt: skip
+    return out
+
+
+def change(rt: Resident, action: str, root: Path) -> list[str]:
+    """Add or remove `root` (kept in roots.json); returns notes on how it nests with the other roots."""
+    overlay = rootstate.load(rt.data_dir)
+    if action == "add":
+        if not root.is_dir():
+            raise RagdError(
+                f"{root} is not a directory", "create it first, or check the path", code=p.NOT_FOUND
+            )
+        overlay.add(root)
+        notes = overlaps(root, rt.roots)
+    else:
+        if root not in rt.roots and root not in rt.missing_roots:
+            raise RagdError(
+                f"{root} is not a root of this agent", "see `ragctl roots list`", code=p.NOT_FOUND
+            )
+        overlay.remove(root, configured=root in rt.configured_roots())
+        notes = [f"{root} is inside the root {r}: its files stay indexed" for r in rt.roots
+                 if r != root and is_under(root, r)][:1]  # fmt: skip
+    rootstate.save(rt.data_dir, overlay)
+    rt.set_roots(rt.resolve_roots())
+    for note in notes:
+        log.info("roots %s: %s", action, note)
+    return notes

@@ -1,0 +1,35 @@
+"""`search`: the best passages for a query (docs/protocol.md), the same for ragctl, MCP and `ragd search`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+
+from ..index import MAX_K
+from .arguments import Args
+from .runtime import Runtime
+
+
+class SearchArgs(Args):
+    query: str
+    top_k: int = Field(default=5, ge=1, le=MAX_K, validation_alias=AliasChoices("top_k", "k"))
+    mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    path_prefix: list[str] = Field(default_factory=list, validation_alias=AliasChoices("path_prefix", "path"))
+    ext: list[str] = Field(default_factory=list)
+    one_per_file: bool = False
+
+    @field_validator("path_prefix", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else [] if value is None else value
+
+
+def search(rt: Runtime, args: SearchArgs) -> dict[str, Any]:
+    """{"query", "mode", "results": [SearchResult.to_dict(), ...]}."""
+    rt.ready()
+    prefixes = [os.path.normpath(x) for x in args.path_prefix]
+    results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+                                   extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
+    return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}

@@ -1,0 +1,46 @@
+"""`roots list|add|remove`: the watched roots, nested roots included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragctl import protocol as p
+from tests.integration.verbs.conftest import Running, write_tree
+
+
+def test_roots_list(running: Running) -> None:
+    res = running.ctl("roots")
+    assert [r["path"] for r in res["roots"]] == [str(running.root)] and res["notes"] == []
+    assert res["roots"][0]["source"] == "config"
+
+
+def test_add_and_remove_another_root(running: Running, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    write_tree(other)
+    res = running.ctl("roots", {"action": "add", "path": str(other)})
+    assert [r["path"] for r in res["roots"]] == [str(running.root), str(other)]
+    assert res["roots"][1]["source"] == "ragctl"
+    running.wait()
+    assert len(running.ctl("index", {"sources": True})["sources"]) == 8  # both trees; the first one kept
+    running.ctl("roots", {"action": "remove", "path": str(other)})
+    running.wait()
+    assert all(s.startswith(str(running.root)) for s in running.ctl("index", {"sources": True})["sources"])
+
+
+def test_a_nested_root_adds_and_removes_nothing(running: Running) -> None:
+    inner = running.root / "sub"
+    before = running.ctl("index", {"sources": True})["sources"]
+    res = running.ctl("roots", {"action": "add", "path": str(inner)})
+    assert res["notes"] == [f"{inner} is inside the root {running.root}; its files are already indexed"]
+    res = running.ctl("roots", {"action": "remove", "path": str(inner)})
+    assert res["notes"] == [f"{inner} is inside the root {running.root}: its files stay indexed"]
+    running.wait()
+    assert running.ctl("index", {"sources": True})["sources"] == before
+
+
+def test_roots_arguments_are_checked(running: Running) -> None:
+    assert running.refused("roots", {"action": "add"}).code == p.BAD_REQUEST
+    assert running.refused("roots", {"action": "drop", "path": "/x"}).code == p.BAD_REQUEST
+    assert running.refused("roots", {"action": "add", "path": "/no/such/dir"}).code == p.NOT_FOUND
+    assert running.refused("roots", {"action": "remove", "path": "/tmp"}).code == p.NOT_FOUND

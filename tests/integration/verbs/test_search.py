@@ -1,0 +1,54 @@
+"""`search`: one verb behind `ragctl search`, the MCP `search` and `query` tools, and `ragd search`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragctl import protocol as p
+from tests.integration.verbs.conftest import Running
+
+
+def test_a_unique_token_is_found_first(running: Running) -> None:
+    for token, name in (("zyxgamma", "gamma.md"), ("zyxdelta", "delta.md")):
+        res = running.ctl("search", {"query": token, "top_k": 3, "mode": "keyword"})
+        assert res["results"][0]["path"].endswith(name), res
+
+
+def test_path_prefix_limits_the_search(running: Running) -> None:
+    sub = str(running.root / "sub")
+    res = running.ctl("search", {"query": "token", "top_k": 10, "path_prefix": [sub]})
+    assert res["results"] and all(r["path"].startswith(sub + "/") for r in res["results"])
+    one = running.ctl(
+        "search", {"query": "token", "top_k": 10, "path_prefix": sub}
+    )  # one string is a list of one
+    assert [r["path"] for r in one["results"]] == [r["path"] for r in res["results"]]
+
+
+def test_the_earlier_argument_names_are_accepted(running: Running) -> None:
+    old = running.ctl("search", {"query": "zyxalpha", "k": 1, "path": [str(running.root)], "mode": "keyword"})
+    assert len(old["results"]) == 1 and old["results"][0]["path"].endswith("alpha.md")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ({"query": "x", "top_k": 0}, "'top_k' must be greater than or equal to 1"),
+        ({"query": "x", "top_k": 1000}, "'top_k' must be less than or equal to 100"),
+        ({"query": "x", "top_k": "5"}, "'top_k' must be a valid integer"),
+        ({"query": "x", "mode": "fuzzy"}, "'mode' must be 'hybrid', 'vector' or 'keyword'"),
+        ({"query": "x", "topk": 3}, "unknown argument 'topk'"),
+        ({}, "argument 'query' is required"),
+    ],
+)
+def test_bad_arguments_name_the_argument(running: Running, args: dict, says: str) -> None:
+    err = running.refused("search", args)
+    assert err.code == p.BAD_REQUEST and says in err.message, err.message
+
+
+def test_mcp_search_and_query_answer_as_the_control_verb(running: Running) -> None:
+    ctl = running.ctl("search", {"query": "quokka", "top_k": 3})["results"]
+    mcp = running.tool("search", {"query": "quokka", "top_k": 3})
+    assert not mcp.get("isError")
+    assert [r["path"] for r in mcp["structuredContent"]["results"]] == [r["path"] for r in ctl]
+    query = running.tool("query", {"q": "quokka", "topn": 3})["structuredContent"]["result"]
+    assert [h["source"] for h in query] == [r["path"] for r in ctl]
