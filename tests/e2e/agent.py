@@ -7,28 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ragctl.protocol import Client, Unreachable, socket_path
+from tests.support.poll import poll
 
 RAGCTL = [sys.executable, "-m", "ragctl"]
 RAGD_RUN = [sys.executable, "-m", "ragd", "run"]
-
-
-def poll(cond: Callable[[], Any], timeout: float = 30.0, every: float = 0.05, what: str = "condition") -> Any:
-    """Call `cond` every `every` s until it returns something truthy; fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(every)
 
 
 def write_doc(path: Path, token: str, extra: str = "") -> Path:

@@ -17,7 +17,6 @@ from tests.e2e.agent import (
     AgentProcess,
     files_in,
     keyword_hits,
-    poll,
     ragctl,
     ragctl_json,
     running_agent,
@@ -26,6 +25,7 @@ from tests.e2e.agent import (
 from tests.e2e.conftest import RAGD
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 @pytest.fixture
