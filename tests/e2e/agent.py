@@ -62,8 +62,9 @@ class AgentProcess:
     def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self._log = log_path.open("ab")
+        self.env = env or os.environ.copy()
         self.proc = subprocess.Popen([*RAGD_RUN, *args], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env or os.environ.copy())  # fmt: skip
+                                     env=self.env)  # fmt: skip
 
     @property
     def pid(self) -> int:
@@ -73,7 +74,7 @@ class AgentProcess:
         return self.log_path.read_text(errors="replace")
 
     def call(self, verb: str, args: dict[str, Any] | None = None, timeout: float = 60) -> Any:
-        with Client(socket_path(), timeout=timeout) as c:
+        with Client(socket_path(self.env), timeout=timeout) as c:  # the socket of the agent's environment
             return c.call(verb, args)
 
     def wait_ready(self, timeout: float = 60) -> None:
