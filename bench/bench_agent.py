@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import generate
+from bench.fake_api import EmbeddingsAPI
 from ragctl.protocol import Client, Unreachable
-from tests.support.fake_openai import FakeOpenAI
 
 RAGCTL = [sys.executable, "-m", "ragctl"]
 
@@ -89,7 +89,7 @@ class Agent:
         self.log.close()
 
 
-def api_config(server: FakeOpenAI) -> str:
+def api_config(server: EmbeddingsAPI) -> str:
     return (f'[embedding]\nprovider = "openai"\nmodel = "bench-embed"\ndimension = {server.dim}\n'
             f'base_url = "{server.base_url}"\napi_key = "sk-bench"\nbatch_size = 64\n')  # fmt: skip
 
@@ -130,7 +130,7 @@ def make_tree(root: Path, files: int, dirs: int) -> None:
 
 
 def bench_big(tmp: Path, files: int, parts: set[str]) -> None:
-    with FakeOpenAI(dim=64) as server:
+    with EmbeddingsAPI(dim=64) as server:
         base = tmp / "big"
         root = base / "kb"
         make_tree(root, files, files // 5)

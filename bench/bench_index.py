@@ -126,14 +126,14 @@ def bench_reconcile(n: int, tmp: Path) -> None:
     import subprocess
 
     from bench.corpus import generate
+    from bench.fake_api import EmbeddingsAPI
     from ragd.config import Config
     from ragd.index.sync import IndexSync
     from ragd.pipeline.scan import Ignore, walk_dirs
-    from tests.support.fake_openai import FakeOpenAI
 
     root = tmp / "tree"
     generate(root, n, 100, seed=3, mean_bytes=600)
-    with FakeOpenAI(dim=DIM) as server:
+    with EmbeddingsAPI(dim=DIM) as server:
         cfg_text = (f'[embedding]\nprovider = "openai"\nmodel = "fake-512"\ndimension = {DIM}\n'
                     f'base_url = "{server.base_url}"\napi_key = "x"\nbatch_size = 256\n')  # fmt: skip
         (tmp / "c.toml").write_text(cfg_text)

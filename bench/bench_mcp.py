@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import generate
+from bench.fake_api import EmbeddingsAPI
 from ragctl.protocol import Client, RemoteError, Unreachable, socket_path
-from tests.support.fake_openai import FakeOpenAI
 
 QUERIES = (
     "ERR_CONN_RESET socket",
@@ -98,7 +98,7 @@ def started_agent(base: Path, files: int) -> Iterator[tuple[dict[str, str], str 
     """A `ragd run` on a generated corpus, ready and idle: (its environment, its MCP URL or None)."""
     root = base / "kb"
     generate(root, files, max(1, files // 20), mean_bytes=3000)
-    with FakeOpenAI(dim=64) as api:
+    with EmbeddingsAPI(dim=64) as api:
         (base / "run").mkdir(mode=0o700)
         (base / "ragd.toml").write_text(
             f'[embedding]\nprovider = "openai"\nmodel = "bench-embed"\ndimension = {api.dim}\n'

@@ -7,28 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ragctl.protocol import Client, Unreachable, socket_path
+from tests.support.poll import poll
 
 RAGCTL = [sys.executable, "-m", "ragctl"]
 RAGD_RUN = [sys.executable, "-m", "ragd", "run"]
-
-
-def poll(cond: Callable[[], Any], timeout: float = 30.0, every: float = 0.05, what: str = "condition") -> Any:
-    """Call `cond` every `every` s until it returns something truthy; fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(every)
 
 
 def write_doc(path: Path, token: str, extra: str = "") -> Path:
@@ -74,8 +62,9 @@ class AgentProcess:
     def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self._log = log_path.open("ab")
+        self.env = env or os.environ.copy()
         self.proc = subprocess.Popen([*RAGD_RUN, *args], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env or os.environ.copy())  # fmt: skip
+                                     env=self.env)  # fmt: skip
 
     @property
     def pid(self) -> int:
@@ -85,7 +74,7 @@ class AgentProcess:
         return self.log_path.read_text(errors="replace")
 
     def call(self, verb: str, args: dict[str, Any] | None = None, timeout: float = 60) -> Any:
-        with Client(socket_path(), timeout=timeout) as c:
+        with Client(socket_path(self.env), timeout=timeout) as c:  # the socket of the agent's environment
             return c.call(verb, args)
 
     def wait_ready(self, timeout: float = 60) -> None:

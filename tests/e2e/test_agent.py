@@ -7,7 +7,9 @@ import shutil
 import signal
 import stat
 import subprocess
+import tarfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,15 +19,16 @@ from tests.e2e.agent import (
     AgentProcess,
     files_in,
     keyword_hits,
-    poll,
     ragctl,
     ragctl_json,
     running_agent,
     write_doc,
 )
-from tests.e2e.conftest import RAGD
+from tests.e2e.conftest import FAST_WATCH, RAGD, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.isolation import apply, environ, isolation
+from tests.support.poll import poll
 
 
 @pytest.fixture
@@ -155,39 +158,119 @@ def test_stop_restart_and_single_instance(tmp_path: Path, config: Path, root: Pa
         first.kill()
 
 
-def test_ragctl_steers_the_agent(agent: AgentProcess, root: Path, tmp_path: Path) -> None:
-    agent.wait_idle()
-    assert ragctl_json("pause") == {"paused": True}
-    write_doc(root / "p.md", "papa")
-    poll(lambda: ragctl_json("status")["roots"][0]["pending_dirs"] >= 1, what="a pending directory")
-    assert ragctl_json("status")["agent"]["state"] == "paused"
-    assert ragctl("wait", "--timeout", "1", check=1).returncode == 1
-    assert ragctl_json("resume") == {"paused": False}
-    ragctl("wait")
-    assert keyword_hits("papa") == [str(root / "p.md")]
-    res = ragctl_json("sync", str(root / "sub"), "--force", "--wait")
-    assert res["scheduled"] == 1
-    archive = tmp_path / "kb.tar.gz"
-    ragctl("export", str(archive), str(root), "-r")
-    import tarfile
+# -- one test per `ragctl` verb, against one agent shared by the class ---------------------------------------------
+@dataclass(frozen=True)
+class Shared:
+    """An agent started once for the class (with its own fake API, HOME and XDG_* directories) on `root`."""
 
-    with tarfile.open(archive) as tar:
-        names = sorted(tar.getnames())
-    assert ".rag/a.md.ragjson" in names and "sub/.rag/b.md.ragjson" in names
-    other = tmp_path / "more"
-    write_doc(other / "m.md", "mike")
-    ragctl_json("roots", "add", str(other))
-    ragctl("wait")
-    assert keyword_hits("mike") == [str(other / "m.md")]
-    assert (sidecar.entry_path(other, "m.md")).is_file()
-    ragctl_json("roots", "remove", str(other))
-    ragctl("wait")
-    assert keyword_hits("mike") == []
-    assert ragctl("search", "x", "--path", str(tmp_path / "nowhere"), check=None).returncode in (0, 1)
-    out = ragctl_json("index", "--rebuild")
-    assert out["chunks"] > 0
-    assert keyword_hits("papa") == [str(root / "p.md")]
-    assert ragctl("sync", str(tmp_path), check=1).stderr.startswith("ragctl: ")
+    agent: AgentProcess
+    root: Path
+    changes: dict[str, str | None]  # the environment that reaches it
+
+
+@pytest.fixture(scope="class")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """`ragd run` on a tree of two files, ready, with the isolation every test has (tests/conftest.py)."""
+    base = tmp_path_factory.mktemp("shared")
+    (base / "home").mkdir()
+    changes = isolation(base / "home")
+    root = base / "kb"
+    write_doc(root / "a.md", "alpha")
+    write_doc(root / "sub" / "b.md", "bravo")
+    with FakeOpenAI() as server:
+        changes["RAGD_CONFIG"] = str(write_api_config(base / "ragd.toml", server, watch=FAST_WATCH))
+        agent = AgentProcess(base / "agent.log", str(root), env=environ(changes))
+        try:
+            agent.wait_ready()
+            yield Shared(agent, root, changes)
+        finally:
+            agent.kill()
+
+
+@pytest.fixture
+def steered(shared: Shared, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shared]:
+    """The shared agent, reached by `ragctl` in this test, and left running, idle and on its one root after it."""
+    apply(shared.changes, monkeypatch)
+    yield shared
+    agent = shared.agent
+    agent.call("resume")
+    roots = agent.call("roots", {"action": "list"})["roots"]
+    for extra in (r["path"] for r in roots if r["path"] != str(shared.root)):
+        agent.call("roots", {"action": "remove", "path": extra})
+    agent.wait_idle()
+
+
+def _paused_with_work_pending(root: Path, token: str) -> None:
+    """The idle agent paused, and a new file waiting for it."""
+    assert ragctl_json("pause") == {"paused": True}
+    write_doc(root / f"{token}.md", token)
+    poll(lambda: ragctl_json("status")["roots"][0]["pending_dirs"] >= 1, what="a pending directory")
+
+
+class TestRagctlVerbs:
+    """One test per verb. They share one agent (an agent each made them four times slower: about 38 s instead of
+    10 s); `steered` puts it back as it was after each test (resumed, on its one root, idle), so the order does
+    not matter."""
+
+    def test_pause_holds_new_work(self, steered: Shared) -> None:
+        steered.agent.wait_idle()
+        _paused_with_work_pending(steered.root, "paused")
+        assert ragctl_json("status")["agent"]["state"] == "paused"
+
+    def test_wait_fails_while_paused_work_waits(self, steered: Shared) -> None:
+        steered.agent.wait_idle()
+        _paused_with_work_pending(steered.root, "waiting")
+        assert ragctl("wait", "--timeout", "1", check=1).returncode == 1
+
+    def test_resume_releases_paused_work(self, steered: Shared) -> None:
+        steered.agent.wait_idle()
+        _paused_with_work_pending(steered.root, "papa")
+        assert ragctl_json("resume") == {"paused": False}
+        ragctl("wait")
+        assert keyword_hits("papa") == [str(steered.root / "papa.md")]
+
+    def test_sync_forces_a_folder_and_refuses_a_path_outside_the_roots(
+        self, steered: Shared, tmp_path: Path
+    ) -> None:
+        steered.agent.wait_idle()
+        res = ragctl_json("sync", str(steered.root / "sub"), "--force", "--wait")
+        assert res["scheduled"] == 1
+        assert ragctl("sync", str(tmp_path), check=1).stderr.startswith("ragctl: ")
+
+    def test_export_archives_the_sidecars(self, steered: Shared, tmp_path: Path) -> None:
+        steered.agent.wait_idle()
+        archive = tmp_path / "kb.tar.gz"
+        ragctl("export", str(archive), str(steered.root), "-r")
+        with tarfile.open(archive) as tar:
+            names = sorted(tar.getnames())
+        assert ".rag/a.md.ragjson" in names and "sub/.rag/b.md.ragjson" in names
+
+    def test_roots_add_and_remove(self, steered: Shared, tmp_path: Path) -> None:
+        steered.agent.wait_idle()
+        other = tmp_path / "more"
+        write_doc(other / "m.md", "mike")
+        ragctl_json("roots", "add", str(other))
+        ragctl("wait")
+        assert keyword_hits("mike") == [str(other / "m.md")]
+        assert (sidecar.entry_path(other, "m.md")).is_file()
+        ragctl_json("roots", "remove", str(other))
+        ragctl("wait")
+        assert keyword_hits("mike") == []
+
+    def test_search_under_a_path_that_does_not_exist(self, steered: Shared, tmp_path: Path) -> None:
+        steered.agent.wait_idle()
+        assert ragctl("search", "x", "--path", str(tmp_path / "nowhere"), check=None).returncode in (0, 1)
+
+    def test_index_rebuild_keeps_what_was_indexed(self, steered: Shared) -> None:
+        steered.agent.wait_idle()
+        write_doc(steered.root / "rebuilt.md", "rebuilt")
+        poll(
+            lambda: keyword_hits("rebuilt") == [str(steered.root / "rebuilt.md")],
+            what="the file to be indexed",
+        )
+        out = ragctl_json("index", "--rebuild")
+        assert out["chunks"] > 0
+        assert keyword_hits("rebuilt") == [str(steered.root / "rebuilt.md")]
 
 
 def test_other_producers_change_notes_are_applied(agent: AgentProcess, root: Path) -> None:

@@ -8,6 +8,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,13 +21,13 @@ from tests.e2e.agent import (
     AgentProcess,
     files_in,
     keyword_hits,
-    poll,
     ragctl,
     ragctl_json,
     running_agent,
     write_doc,
 )
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 @pytest.fixture
@@ -130,15 +131,17 @@ def test_status_progress_never_counts_past_its_totals(tmp_path: Path, config: Pa
     proc = AgentProcess(tmp_path / "agent.log", str(tree))
     try:
         proc.wait_ready()
-        seen = []
-        while True:
+        seen: list[dict[str, Any]] = []
+
+        def sample_until_idle() -> bool:
             st = proc.call("status")
             prog = st["progress"]
             if prog["phase"]:
                 seen.append(prog)
                 write_doc(tree / "bulk1" / "f1.md", "bulk1", f"edit {len(seen)}")
-            if st["agent"]["state"] == "idle":
-                break
+            return bool(st["agent"]["state"] == "idle")
+
+        poll(sample_until_idle, timeout=120, every=0.01, what="the agent to be idle")  # sampled densely
         assert all(p["dirs_done"] <= p["dirs_total"] for p in seen), seen
         assert all(p["files_done"] <= len(files_in(tree)) for p in seen), seen
     finally:

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from ragd.pipeline import sidecar
-from tests.e2e.agent import AgentProcess, keyword_hits, poll, ragctl, ragctl_json, running_agent
+from tests.e2e.agent import AgentProcess, keyword_hits, ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import write_api_config
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 WORDS = ["alphorn", "bassoon", "celesta", "didgeridoo", "euphonium"]
 POISONED = "celesta.md"

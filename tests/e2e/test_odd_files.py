@@ -17,7 +17,6 @@ from ragd.pipeline import sidecar
 from tests.e2e.agent import (
     AgentProcess,
     keyword_hits,
-    poll,
     ragctl,
     ragctl_json,
     running_agent,
@@ -25,6 +24,7 @@ from tests.e2e.agent import (
 )
 from tests.e2e.conftest import RAGD
 from tests.integration.helpers import all_json_valid
+from tests.support.poll import poll
 
 
 def _bad(directory: Path, name: bytes) -> bytes:

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from ragd.config import data_dir, load_config
@@ -17,6 +16,7 @@ from ragd.pipeline import mushroom
 from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 def _corpus(root: Path) -> None:
@@ -67,18 +67,27 @@ def _kill_during_sync(root: Path, env: dict[str, str], dirs: int) -> bool:
     notes = lambda: len(list(mushroom.walk_pending(walk_dirs(root, ignore))))  # noqa: E731
     proc = subprocess.Popen([*RAGD, "-q", "run", "--once", str(root)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
-    seen_all = landed = False
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
+    seen_all = False
+
+    def ended_or_killed() -> str:
+        nonlocal seen_all
+        if proc.poll() is not None:
+            return "ended"
         n = notes()
         seen_all = seen_all or n >= dirs
         if seen_all and 0 < n < dirs:  # the consumer is deleting applied notes
             proc.send_signal(signal.SIGKILL)
-            landed = True
-            break
-        time.sleep(0.002)
-    proc.wait()
-    return landed and 0 < notes() < dirs
+            return "killed"
+        return ""
+
+    try:  # polled every 2 ms: the window between the first and the last note applied is short
+        outcome = poll(ended_or_killed, timeout=120, every=0.002, what="the run to end or a kill to land")
+    except AssertionError:
+        proc.kill()
+        raise
+    finally:
+        proc.wait()
+    return outcome == "killed" and 0 < notes() < dirs
 
 
 def test_sigkill_during_index_sync_then_restart_converges(tmp_path: Path) -> None:

@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"fake OpenAI embeddings API at {server.base_url} (dim {args.dim}, {args.mode})", flush=True)
     try:
         while True:
-            time.sleep(3600)
+            time.sleep(3600)  # serve (on the server's thread) until Ctrl-C
     except KeyboardInterrupt:
         server.stop()
 

@@ -6,7 +6,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
@@ -24,6 +24,7 @@ from ragd.pipeline.embed.openai_api import OpenAIEmbedder, safe_url
 from ragd.pipeline.embed.retry import backoff_delay, next_delay, retry_after
 from tests.support import fake_openai
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 KEY = "sk-test-0123456789abcdef"
 fake_openai_server = fake_openai.fake_openai_server  # the shared fixture, as a conftest would take it
@@ -32,14 +33,6 @@ fake_openai_server = fake_openai.fake_openai_server  # the shared fixture, as a 
 @pytest.fixture
 def server(fake_openai_server: FakeOpenAI) -> FakeOpenAI:
     return fake_openai_server
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def openai_cfg(srv: FakeOpenAI, **kw: Any) -> EmbeddingConfig:
@@ -301,7 +294,7 @@ def test_close_interrupts_a_backoff_wait(server: FakeOpenAI) -> None:
 
     thread = threading.Thread(target=call)
     thread.start()
-    wait_until(lambda: embedder.retries == 1)
+    poll(lambda: embedder.retries == 1, timeout=5, what="the first retry's backoff to begin")
     embedder.close()
     thread.join(timeout=5)
     assert not thread.is_alive() and "shut down" in str(errors[0])

@@ -14,7 +14,7 @@ from ragd.errors import EmbedError
 from ragd.pipeline.embed import EmbedQueue, make_embedder
 from ragd.pipeline.embed.openai_api import OpenAIEmbedder
 from tests.support.fake_openai import FakeOpenAI
-from tests.unit.test_embed_queue import wait_until
+from tests.support.poll import poll
 
 # The fake's answer for one 8-d vector is about 300 bytes: at 4 bytes/s (a byte every 0.25 s, well inside a 1 s
 # read timeout) it takes over a minute, so a bound of a few timeouts tells a total deadline from a per-read one.
@@ -57,7 +57,7 @@ def test_a_trickling_answer_is_cut_off_at_the_deadline(fake_openai_server: FakeO
     err = give_up_in_time(make(server, timeout=1, retries=0), ["trickled"])
     assert "no answer within 1 s (timeout)" in err.message and "1 attempt" in err.message
     assert server.base_url in err.message
-    wait_until(lambda: server.abandoned == 1, timeout=10)  # the server saw the connection closed
+    poll(lambda: server.abandoned == 1, timeout=10, what="the server to see the connection closed")
 
 
 def test_a_cut_off_attempt_is_retried(fake_openai_server: FakeOpenAI) -> None:
@@ -97,7 +97,7 @@ def test_close_cuts_a_request_in_flight(fake_openai_server: FakeOpenAI) -> None:
 
     thread = threading.Thread(target=call, daemon=True)
     thread.start()
-    wait_until(lambda: len(server.requests) == 1)
+    poll(lambda: len(server.requests) == 1, timeout=5, what="the first request")
     embedder.close()
     thread.join(timeout=BOUND)
     assert not thread.is_alive() and errors and errors[0].message == "embedder shut down"

@@ -11,7 +11,8 @@ from ragd.config import EmbeddingConfig
 from ragd.errors import EmbedError
 from ragd.pipeline.embed import EmbedQueue, make_embedder
 from tests.support.fake_openai import FakeOpenAI
-from tests.unit.test_embed_queue import run_callers, wait_until
+from tests.support.poll import poll
+from tests.unit.test_embed_queue import run_callers
 
 
 def api_queue(server: FakeOpenAI) -> EmbedQueue:
@@ -28,11 +29,11 @@ def shared_request(
     server.hold_next(1)
     warm = threading.Thread(target=queue.embed, args=(["warm up"],))
     warm.start()
-    wait_until(lambda: len(server.requests) == 1)
+    poll(lambda: len(server.requests) == 1, timeout=5, what="the first (held) request")
     done: list[list[np.ndarray | EmbedError]] = []
     runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
     runner.start()
-    wait_until(lambda: queue.stats.queued == sum(map(len, calls)))
+    poll(lambda: queue.stats.queued == sum(map(len, calls)), timeout=5, what="every text to be queued")
     server.release()
     runner.join(timeout=10)
     warm.join(timeout=10)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from ragd.errors import EmbedError
 from ragd.pipeline.embed import EmbedQueue, make_embedder
 from ragd.pipeline.embed.base import NOT_FINITE, ZERO, row_problems
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 DIM = 4
 
@@ -22,14 +22,6 @@ DIM = 4
 def vec(text: str) -> np.ndarray:
     digest = hashlib.md5(text.encode()).digest()
     return np.frombuffer(digest, dtype=np.uint32)[:DIM].astype(np.float32)
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 UNUSABLE = {"zero-row": 0.0, "nan-row": float("nan"), "inf-row": float("inf")}
@@ -100,11 +92,11 @@ def behind_a_held_batch(
     the next requests; then release the worker and return each call's result."""
     held = threading.Thread(target=queue.embed, args=(first,))
     held.start()
-    wait_until(lambda: len(embedder.batches) == 1)  # the only worker is busy with `first`
+    poll(lambda: len(embedder.batches) == 1, timeout=5, what="the only worker to be busy with `first`")
     done: list[list[np.ndarray | EmbedError]] = []
     runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
     runner.start()
-    wait_until(lambda: queue.stats.queued == sum(len(c) for c in calls))
+    poll(lambda: queue.stats.queued == sum(len(c) for c in calls), timeout=5, what="every text to be queued")
     assert queue.stats.in_flight == len(first)
     embedder.release.set()
     runner.join(timeout=10)
@@ -262,7 +254,11 @@ def test_close_fails_waiting_callers_and_later_calls() -> None:
     done: list[list[np.ndarray | EmbedError]] = []
     runner = threading.Thread(target=lambda: done.append(run_callers(queue, calls)))
     runner.start()
-    wait_until(lambda: queue.stats.in_flight == 1 and queue.stats.queued == 2)
+    poll(
+        lambda: queue.stats.in_flight == 1 and queue.stats.queued == 2,
+        timeout=5,
+        what="1 in flight, 2 queued",
+    )
     queue.close()
     runner.join(timeout=10)
     assert not runner.is_alive() and embedder.closed

@@ -32,6 +32,7 @@ from ragd.index import (
 )
 from ragd.index.zvec_backend import ZvecIndex
 from ragd.model import EmbeddingIdentity, SplitterSettings, md5_hex
+from tests.support.poll import poll
 
 DIM = 512
 IDENTITY = EmbeddingIdentity("test-hashed-tokens", DIM)
@@ -122,13 +123,6 @@ def load_corpus(index: IndexBackend, root: Path, corpus: dict[str, list[str]] = 
         path = str(root / rel)
         index.replace_source(path, md5_hex("".join(texts)), str(root), make_chunks(path, texts))
     index.flush()
-
-
-def poll_until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def rel_paths(hits: list, root: Path) -> list[str]:
@@ -519,7 +513,7 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
             def wrote(seen: int = writes[0]) -> bool:  # a write between optimizations
                 return writes[0] > seen or bool(errors)
 
-            poll_until(wrote)
+            poll(wrote, timeout=20, what="a write between optimizations")
             ix.optimize()
     finally:
         stop.set()
@@ -564,7 +558,9 @@ def test_read_write_lock_excludes_and_starves_no_one() -> None:
     for t in threads:
         t.start()
     try:
-        poll_until(lambda: state["writes"] >= 50 and state["reads"] >= 50)
+        poll(
+            lambda: state["writes"] >= 50 and state["reads"] >= 50, timeout=20, what="50 reads and 50 writes"
+        )
     finally:
         stop.set()
         for t in threads:

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
@@ -26,6 +25,7 @@ from ragctl import protocol
 from ragctl.main import build_parser
 from ragctl.mcp_bridge import SCHEMA_FILE, AgentLink, Bridge, Schema, load_schema
 from tests.support.fake_agent import FakeAgentServer
+from tests.support.poll import poll
 
 Handler = Callable[[dict[str, Any]], Any]
 TOOL_RESULT = {
@@ -105,14 +105,6 @@ class Session:
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, **({"params": params} if params else {})})
         reply = self.out.wait(rid)
         return reply.get("result", reply)
-
-
-def poll(cond: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-    return value
 
 
 @pytest.fixture
@@ -303,7 +295,7 @@ def test_a_batch_is_answered_with_one_array(sock: Path, agent: FakeAgent) -> Non
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": "b", "method": "tools/call", "params": {"name": "status"}},
             {"jsonrpc": "2.0", "id": "c", "method": "nope"}])  # fmt: skip
-    poll(s.out.messages)
+    poll(s.out.messages, timeout=10, what="the answer to the batch")
     [batch] = s.out.messages()
     assert [(r["id"], "result" in r) for r in batch] == [("a", True), ("b", True), ("c", False)]
     assert batch[1]["result"] == TOOL_RESULT
@@ -325,7 +317,8 @@ def test_slow_calls_run_side_by_side_and_never_hold_up_ping(sock: Path) -> None:
         s = Session(sock)
         for rid in (1, 2):
             s.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": "search"}})
-        poll(lambda: len(fake.requests) == 2)  # both calls reached the agent before either was answered
+        # both calls reached the agent before either was answered
+        poll(lambda: len(fake.requests) == 2, timeout=10, what="both calls to reach the agent")
         assert s.request("ping", rid=3) == {}
         assert (
             s.request("initialize", {"protocolVersion": "2025-11-25"}, rid=4)["serverInfo"]["name"] == "ragd"
@@ -358,7 +351,7 @@ def test_the_end_of_input_waits_for_running_calls(sock: Path) -> None:
     fake = FakeAgent(sock, {"mcp_call": _slow(release)})
 
     def release_when_called() -> None:
-        poll(lambda: fake.requests)
+        poll(lambda: fake.requests, timeout=10, what="the call to reach the agent")
         release.set()
 
     threading.Thread(target=release_when_called, daemon=True).start()

@@ -24,6 +24,7 @@ import pytest
 from ragctl import __version__, export, protocol, render
 from ragctl.main import build_parser, main
 from tests.support.fake_agent import FakeAgentServer
+from tests.support.poll import poll
 
 STATUS: dict[str, Any] = {
     "agent": {"version": "0.1.0", "pid": 1234, "started_at": "2026-11-30T20:00:00Z", "uptime_s": 3723.5,
@@ -82,7 +83,7 @@ class FakeAgent(FakeAgentServer):
             if kind == "forever":
                 while True:
                     conn.sendall(protocol.encode(protocol.stream_line(rid, rest[0])))
-                    time.sleep(0.02)
+                    time.sleep(0.02)  # the pace of the stream, not a wait for anything
             conn.sendall(protocol.encode(MESSAGES[kind](rid, *rest)))
         return True
 
@@ -105,13 +106,6 @@ def run(agent: FakeAgent, *argv: str) -> int:
 
 def ragctl(*argv: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "ragctl", *argv], text=True, **kw)
-
-
-def poll(cond: Callable[[], object], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "condition not met in time"
-        time.sleep(0.01)
 
 
 # -- arguments -> requests --------------------------------------------------------------------------------------
@@ -289,7 +283,7 @@ def test_stream_lines_stay_off_a_pipe(agent: FakeAgent, capsys: pytest.CaptureFi
 def test_ctrl_c(agent: FakeAgent, argv: list[str], exit_code: int) -> None:
     agent.replies[argv[0]] = [("forever", STATUS if argv[0] == "status" else PROGRESS)]
     proc = ragctl("--socket", str(agent.path), *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    poll(lambda: agent.requests)
+    poll(lambda: agent.requests, timeout=10, what="the request to reach the fake agent")
     if argv[0] == "status":
         assert proc.stdout is not None and proc.stdout.readline().startswith("agent: ragd")
     proc.send_signal(signal.SIGINT)

@@ -105,7 +105,7 @@ def test_lock_removes_debris_and_malformed_entry_is_a_clear_error(tmp_path: Path
 def _hold_lock(directory: str, started: multiprocessing.synchronize.Event, seconds: float) -> None:
     with DirLock(Path(directory)):
         started.set()
-        time.sleep(seconds)
+        time.sleep(seconds)  # hold the lock a while: the other side has to wait for it
 
 
 def test_lock_serialises_processes_and_threads(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_lock_serialises_processes_and_threads(tmp_path: Path) -> None:
     def worker(tag: str) -> None:
         with DirLock(tmp_path):
             order.append(f"{tag}-in")
-            time.sleep(0.05)
+            time.sleep(0.05)  # stay inside a while, so the other threads would overlap if they could
             order.append(f"{tag}-out")
 
     threads = [threading.Thread(target=worker, args=(str(i),)) for i in range(3)]

@@ -14,8 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +29,7 @@ from ragd.resident.watcher import (
     inotify_watch_available,
     watched_inodes,
 )
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
+from tests.support.poll import poll
 
 
 class Sink:
@@ -63,7 +54,10 @@ class Sink:
         return any(e.kind == kind and e.directory == directory and e.path == path for e in self.events)
 
     def wait(self, kind: str, directory: Path, path: Path | None = None) -> None:
-        assert wait_for(lambda: self.got(kind, directory, path)), f"no {kind} for {directory}: {self.events}"
+        try:
+            poll(lambda: self.got(kind, directory, path), timeout=5, what=f"a {kind} event for {directory}")
+        except AssertionError as err:
+            raise AssertionError(f"{err}; events: {self.events}") from None
 
     def about(self, prefix: Path) -> list[WatchEvent]:
         return [
@@ -283,9 +277,10 @@ def test_probe_and_watched_inodes(tmp_path: Path, tree: Tree) -> None:
     assert tree.watcher.check_coverage() == []
 
 
+TOP = str(Path(__file__).resolve().parents[2])  # the project's top directory
 LIMIT_SCRIPT = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys
     from pathlib import Path
     try:
         Path("/proc/sys/user/max_inotify_watches").write_text("3")  # this user namespace only
@@ -294,6 +289,8 @@ LIMIT_SCRIPT = textwrap.dedent(
     from ragd.config import IgnoreConfig
     from ragd.pipeline.scan import Ignore
     from ragd.resident.watcher import Watcher, inotify_watch_available
+    sys.path.insert(0, sys.argv[3])  # TOP, for tests.support
+    from tests.support.poll import poll
 
     root, second = Path(sys.argv[1]), Path(sys.argv[2])
     events = []
@@ -301,9 +298,7 @@ LIMIT_SCRIPT = textwrap.dedent(
     out = {"first": w.add_root(root)}  # 1 watch, and the probe fits in the limit
     for i in range(4):  # watchdog gets watches for two of them and silently misses the rest
         (root / f"d{i}").mkdir()
-    deadline = time.monotonic() + 5
-    while not any(e.directory == root / "d3" for e in events) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    poll(lambda: any(e.directory == root / "d3" for e in events), timeout=5, what="the event for d3")
     out["probe"] = inotify_watch_available(root)
     out["second"] = w.add_root(second)  # its own watch does not fit: polled from the start
     out["lost"] = [str(p) for p in w.check_coverage()]
@@ -328,7 +323,17 @@ def test_watch_limit_switches_root_to_polling(tmp_path: Path) -> None:
     root.mkdir()
     second.mkdir()
     proc = subprocess.run(
-        [unshare, "--user", "--map-root-user", sys.executable, "-c", LIMIT_SCRIPT, str(root), str(second)],
+        [
+            unshare,
+            "--user",
+            "--map-root-user",
+            sys.executable,
+            "-c",
+            LIMIT_SCRIPT,
+            str(root),
+            str(second),
+            TOP,
+        ],
         capture_output=True,
         text=True,
         timeout=30,
