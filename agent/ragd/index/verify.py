@@ -242,7 +242,7 @@ class Verifier:
         for path in sorted(suspects):
             p = Path(path)
             with _try_lock(p.parent) as locked:
-                if not locked or mushroom.pending(p.parent) or self.hooks.busy(p.parent):
+                if not locked or self._in_progress(p.parent):
                     continue  # work in progress there: the next pass looks again
                 want = self._expected_now(p, roots)
                 have = sync.index.sources(path).get(path)
@@ -262,6 +262,13 @@ class Verifier:
         if repaired or removed:
             sync.index.flush()
         return repaired, removed
+
+    def _in_progress(self, directory: Path) -> bool:
+        """Work on `directory` is under way or due; for a directory that is gone (deleted, renamed, moved away), on
+        the nearest folder still there, whose job records the deletion or the move and updates the index."""
+        while not directory.is_dir() and directory.parent != directory:
+            directory = directory.parent
+        return bool(mushroom.pending(directory)) or self.hooks.busy(directory)
 
     def _expected_now(self, path: Path, roots: list[Path]) -> Expected | None:
         if not self._tracked(path, roots) or not path.is_file():
