@@ -239,7 +239,10 @@ def list_entries(directory: Path) -> Iterator[EntryName]:
                     yield EntryName(de.name[: -len(ENTRY_SUFFIX)], Path(de.path), False)
                 elif de.name.endswith(DELETED_SUFFIX):
                     yield EntryName(de.name[: -len(DELETED_SUFFIX)], Path(de.path), True)
-    except FileNotFoundError:
+    except (
+        FileNotFoundError,
+        NotADirectoryError,
+    ):  # no store (or a file named .rag: its own job reports that)
         return
 
 
