@@ -158,3 +158,65 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, api_config_file: Path) -> No
     assert proc.returncode == 0 and b"6 files embedded" in out
     text = screen.decode("utf-8", "replace")
     assert "\r[" in text and "] 2/2 dirs  6 embedded" in text  # one redrawn bar line
+
+
+def _blocked(root: Path, name: str) -> Path:
+    """A directory whose job fails as a whole: its `.rag` is a regular file, so no store can be made (root, which
+    the tests run as, cannot bypass that the way it bypasses a read-only directory)."""
+    blocked = root / name
+    blocked.mkdir()
+    (blocked / "inside.md").write_text("# Inside\n\nNever indexed while its store is blocked.\n")
+    (blocked / ".rag").write_text("not a store")
+    return blocked
+
+
+def test_a_directory_whose_job_fails_is_reported_and_the_others_are_indexed(
+    tmp_path: Path, api_config_file: Path
+) -> None:
+    root = _tree(tmp_path / "kb")
+    blocked = _blocked(root, "blocked")
+    summary = ragd_json("run", "--once", str(root), check=1)
+    assert summary["dirs"] == 3 and summary["embedded"] == 6 and summary["failed"] == []
+    assert [d["path"] for d in summary["failed_dirs"]] == [str(blocked)]
+    reason = summary["failed_dirs"][0]["reason"]
+    assert f"cannot lock {blocked / '.rag' / 'tmp'}" in reason and "Not a directory" in reason
+    assert summary["index"]["chunks"] > 0 and summary["index"]["mushrooms_failed"] == []
+    again = ragd("run", "--once", str(root), check=1)  # recorded again, not forgotten; the rest is unchanged
+    assert "0 files embedded, 6 unchanged, 0 skipped, 0 failed in 3 directories" in again.stdout
+    assert f"FAILED directory {blocked}: cannot lock" in again.stdout
+    assert f"job for {blocked} failed: cannot lock" in again.stderr
+    (blocked / ".rag").unlink()
+    fixed = ragd_json("run", "--once", str(root))
+    assert fixed["embedded"] == 1 and fixed["failed_dirs"] == []
+
+
+def test_the_progress_bar_ends_with_the_last_directory_even_when_its_job_fails(
+    tmp_path: Path, api_config_file: Path
+) -> None:
+    """The bar hears of every outcome: a failed directory finishing last still completes it (3/3, then a newline)."""
+    import pty
+
+    root = _tree(tmp_path / "kb")
+    _blocked(root, "zz")  # walked last; with one job at a time, it finishes last
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], stdout=subprocess.PIPE, stderr=slave,
+                            env=os.environ.copy())  # fmt: skip
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    screen = _read_all(master)
+    assert proc.returncode == 1 and b"6 files embedded" in out and b"FAILED directory" in out
+    assert "] 3/3 dirs  6 embedded  0 unchanged  0 skipped  0 failed\r\n" in screen
+
+
+def _read_all(fd: int) -> str:
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(fd)
+    return screen.decode("utf-8", "replace")
