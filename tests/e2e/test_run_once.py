@@ -220,3 +220,32 @@ def _read_all(fd: int) -> str:
         screen += chunk
     os.close(fd)
     return screen.decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path: Path) -> None:
+    """Interrupted, `run --once` lets the running job end cleanly (its files embedded, none FAILED for the
+    embedder closing under them) and exits 130 without working through every queued directory first."""
+    root = tmp_path / "kb"
+    for d in range(4):
+        (root / f"d{d}").mkdir(parents=True)
+        for i in range(6):
+            (root / f"d{d}" / f"f{i}.md").write_text(f"# File {d}/{i}\n\n" + f"Line {i} of dir {d}. " * 40)
+    with FakeOpenAI(dim=8, delay=0.2) as server:
+        cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
+        env = {**os.environ, "RAGD_CONFIG": str(cfg)}
+        proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not list(root.rglob("*.md.ragjson")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted: finishing the directories under way" in err
+    states = {
+        p: e.status
+        for p in root.rglob("f*.md")
+        if (e := sidecar.try_read(sidecar.entry_path(p.parent, p.name))) is not None
+    }
+    assert set(states.values()) == {sidecar.EMBEDDED}  # the job under way ended cleanly
+    assert {p.parent.name for p in states} == {"d0"}  # and no other started

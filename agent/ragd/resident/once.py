@@ -155,8 +155,11 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, r
     try:
         scheduler.enqueue(dirs, urgent=False)
         scheduler.wait_idle()
-    finally:  # interrupted: start nothing more (closing the embed queue then ends the running jobs)
-        scheduler.close(timeout=0.0)
+    except KeyboardInterrupt:
+        log.warning("interrupted: finishing the directories under way (Ctrl-C again stops them now)")
+        raise
+    finally:  # no other job starts; those running finish (a second Ctrl-C closes the embedder under them)
+        scheduler.close(timeout=None)
 
 
 def sync_index(

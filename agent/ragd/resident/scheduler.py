@@ -158,8 +158,9 @@ class Scheduler:
             self._dispatch()
             self._cond.notify_all()
 
-    def close(self, timeout: float) -> bool:
-        """Start nothing more; wait up to `timeout` s for running jobs. True when all finished."""
+    def close(self, timeout: float | None) -> bool:
+        """Start nothing more; wait up to `timeout` s (None: as long as it takes) for running jobs. True when all
+        finished."""
         with self._cond:
             self._closed = True
         finished = self.wait_running(timeout)
@@ -173,7 +174,7 @@ class Scheduler:
         with self._cond:
             return self._cond.wait_for(self._idle, timeout)
 
-    def wait_running(self, timeout: float) -> bool:
+    def wait_running(self, timeout: float | None) -> bool:
         """Wait up to `timeout` s until no job runs. True when none does."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._running, timeout)
