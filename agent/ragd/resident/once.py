@@ -23,7 +23,8 @@ from .jobs import Outcomes, job_context, skip_policy
 from .scheduler import Scheduler
 from .tracker import PhaseTally, Tracker
 
-__all__ = ["PHASE", "Progress", "RunSummary", "check_roots", "run_once", "skip_policy", "sync_index"]
+# skip_policy lives in jobs.py; it is named here too for `ragd status` (edges/cli.py), which imports it from here
+__all__ = ["RunSummary", "check_roots", "run_once", "skip_policy", "sync_index"]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,6 @@ def run_once(
     synced: dict[str, object] = {}
     if index:
         synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None)
-    tracker.end_phase()
     return RunSummary.of(phase, roots, elapsed=time.monotonic() - started, index=synced)
 
 
