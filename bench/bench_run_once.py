@@ -1,11 +1,15 @@
 """Benchmarks of `ragd run --once` (issue 2). Prints figures; asserts nothing.
 
-    python -m bench.bench_run_once [--files 1000] [--noop-files 10000] [--skip-local]
+    python -m bench.bench_run_once [--files 1000] [--noop-files 10000] [--noop-dirs 100] [--skip-local]
 
 1. A generated corpus (md/txt/html, Chinese/English/mixed, ~5 MB): files/s, chunks/s, peak RSS of the ragd
    process — with the bundled local model, and with a local OpenAI-compatible server adding 50 ms per request.
 2. One paragraph edited in a 50-chunk file: texts sent to the embedder.
-3. A no-op re-run over N unchanged files: wall time.
+3. A no-op re-run over N unchanged files in D directories: wall time (many directories, little in each, weigh
+   the per-directory cost: the scheduler, the tracker, the outcome handler).
+
+`--skip-local` leaves out the bundled model (minutes to load and run on 2 cores); the rest takes about two
+minutes there.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench.corpus import generate
-from tests.support.fake_openai import FakeOpenAI
+from bench.fake_api import EmbeddingsAPI
 
 
 def ragd_once(root: Path, env: dict[str, str], *extra: str) -> tuple[dict, float, float]:
@@ -52,7 +56,7 @@ def env_for(base: Path, config: str | None) -> dict[str, str]:
     return env
 
 
-def api_config(server: FakeOpenAI, batch: int = 64) -> str:
+def api_config(server: EmbeddingsAPI, batch: int = 64) -> str:
     return (
         f'[embedding]\nprovider = "openai"\nmodel = "fake-embed-512"\ndimension = {server.dim}\n'
         f'base_url = "{server.base_url}"\napi_key = "x"\nbatch_size = {batch}\nconcurrency = 4\n'
@@ -76,10 +80,10 @@ def bench_corpus(tmp: Path, files: int, skip_local: bool) -> None:
         report("local model (use-multilingual-v3, 1 thread)", s, wall, rss)
         for p in corpus.rglob(".rag"):
             subprocess.run(["rm", "-rf", str(p)], check=True)
-    with FakeOpenAI(dim=512, delay=0.05) as server:
+    with EmbeddingsAPI(dim=512, delay=0.05) as server:
         s, wall, rss = ragd_once(corpus, env_for(tmp / "api", api_config(server)))
         report("OpenAI-compatible server on 127.0.0.1, +50 ms/request", s, wall, rss)
-        print(f"  requests: {len(server.requests)}, texts: {len(server.texts)}")
+        print(f"  requests: {server.requests}, texts: {server.texts}")
 
 
 def bench_edit(tmp: Path) -> None:
@@ -91,23 +95,23 @@ def bench_edit(tmp: Path) -> None:
     ]
     doc = root / "long.md"
     doc.write_text("# Long document\n\n" + "\n\n".join(paras) + "\n")
-    with FakeOpenAI(dim=512) as server:
+    with EmbeddingsAPI(dim=512) as server:
         env = env_for(tmp / "edit-env", api_config(server))
         first, _, _ = ragd_once(root, env)
-        before = len(server.texts)
+        before = server.texts
         doc.write_text(doc.read_text().replace("Paragraph 25.", "Paragraph 25 (edited, with new words)."))
         second, _, _ = ragd_once(root, env)
-        sent = len(server.texts) - before
+        sent = server.texts - before
     print(
         f"edit one paragraph of a {first['chunks']}-chunk file: {sent} texts sent to the embedder, "
         f"{second['vectors_reused']} vectors reused"
     )
 
 
-def bench_noop(tmp: Path, n: int) -> None:
+def bench_noop(tmp: Path, n: int, dirs: int) -> None:
     root = tmp / "noop"
-    generate(root, n, 100, seed=11, mean_bytes=600)
-    with FakeOpenAI(dim=512) as server:
+    generate(root, n, dirs, seed=11, mean_bytes=600)
+    with EmbeddingsAPI(dim=512) as server:
         env = env_for(tmp / "noop-env", api_config(server, batch=256))
         _, wall1, _ = ragd_once(root, env)
         walls = []
@@ -116,7 +120,7 @@ def bench_noop(tmp: Path, n: int) -> None:
             assert s["embedded"] == 0, s
             walls.append(wall)
     print(
-        f"no-op re-run over {s['unchanged']} unchanged files: best {min(walls):.2f} s, "
+        f"no-op re-run over {s['unchanged']} unchanged files in {s['dirs']} directories: best {min(walls):.2f} s, "
         f"runs {', '.join(f'{w:.2f}' for w in walls)} s (first indexing took {wall1:.1f} s)"
     )
 
@@ -125,6 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--noop-files", type=int, default=10000)
+    ap.add_argument("--noop-dirs", type=int, default=100)
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--parts", default="corpus,edit,noop", help="comma-separated subset of corpus,edit,noop")
     a = ap.parse_args()
@@ -140,7 +145,7 @@ def main() -> None:
         if "edit" in parts:
             bench_edit(tmp)
         if "noop" in parts:
-            bench_noop(tmp, a.noop_files)
+            bench_noop(tmp, a.noop_files, a.noop_dirs)
 
 
 if __name__ == "__main__":

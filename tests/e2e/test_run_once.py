@@ -15,6 +15,7 @@ from ragd.pipeline import mushroom, sidecar
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 def _tree(root: Path, n: int = 6) -> Path:
@@ -97,9 +98,7 @@ def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 60
-        while len(list(root.rglob("*.md.ragjson"))) < 10 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        poll(lambda: len(list(root.rglob("*.md.ragjson"))) >= 10, timeout=60, every=0.02, what="10 sidecars")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         done_before = len(list(root.rglob("*.md.ragjson")))
@@ -158,3 +157,94 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, api_config_file: Path) -> No
     assert proc.returncode == 0 and b"6 files embedded" in out
     text = screen.decode("utf-8", "replace")
     assert "\r[" in text and "] 2/2 dirs  6 embedded" in text  # one redrawn bar line
+
+
+def _blocked(root: Path, name: str) -> Path:
+    """A directory whose job fails as a whole: its `.rag` is a regular file, so no store can be made (root, which
+    the tests run as, cannot bypass that the way it bypasses a read-only directory)."""
+    blocked = root / name
+    blocked.mkdir()
+    (blocked / "inside.md").write_text("# Inside\n\nNever indexed while its store is blocked.\n")
+    (blocked / ".rag").write_text("not a store")
+    return blocked
+
+
+def test_a_directory_whose_job_fails_is_reported_and_the_others_are_indexed(
+    tmp_path: Path, api_config_file: Path
+) -> None:
+    root = _tree(tmp_path / "kb")
+    blocked = _blocked(root, "blocked")
+    summary = ragd_json("run", "--once", str(root), check=1)
+    assert summary["dirs"] == 3 and summary["embedded"] == 6 and summary["failed"] == []
+    assert [d["path"] for d in summary["failed_dirs"]] == [str(blocked)]
+    reason = summary["failed_dirs"][0]["reason"]
+    assert f"cannot lock {blocked / '.rag' / 'tmp'}" in reason and "Not a directory" in reason
+    assert summary["index"]["chunks"] > 0 and summary["index"]["mushrooms_failed"] == []
+    again = ragd("run", "--once", str(root), check=1)  # recorded again, not forgotten; the rest is unchanged
+    assert "0 files embedded, 6 unchanged, 0 skipped, 0 failed in 3 directories" in again.stdout
+    assert f"FAILED directory {blocked}: cannot lock" in again.stdout
+    assert f"job for {blocked} failed: cannot lock" in again.stderr
+    (blocked / ".rag").unlink()
+    fixed = ragd_json("run", "--once", str(root))
+    assert fixed["embedded"] == 1 and fixed["failed_dirs"] == []
+
+
+def test_the_progress_bar_ends_with_the_last_directory_even_when_its_job_fails(
+    tmp_path: Path, api_config_file: Path
+) -> None:
+    """The bar hears of every outcome: a failed directory finishing last still completes it (3/3, then a newline)."""
+    import pty
+
+    root = _tree(tmp_path / "kb")
+    _blocked(root, "zz")  # walked last; with one job at a time, it finishes last
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], stdout=subprocess.PIPE, stderr=slave,
+                            env=os.environ.copy())  # fmt: skip
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    screen = _read_all(master)
+    assert proc.returncode == 1 and b"6 files embedded" in out and b"FAILED directory" in out
+    assert "] 3/3 dirs  6 embedded  0 unchanged  0 skipped  0 failed\r\n" in screen
+
+
+def _read_all(fd: int) -> str:
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(fd)
+    return screen.decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path: Path) -> None:
+    """Interrupted, `run --once` lets the running job end cleanly (its files embedded, none FAILED for the
+    embedder closing under them) and exits 130 without working through every queued directory first."""
+    root = tmp_path / "kb"
+    for d in range(4):
+        (root / f"d{d}").mkdir(parents=True)
+        for i in range(6):
+            (root / f"d{d}" / f"f{i}.md").write_text(f"# File {d}/{i}\n\n" + f"Line {i} of dir {d}. " * 40)
+    with FakeOpenAI(dim=8, delay=0.2) as server:
+        cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
+        env = {**os.environ, "RAGD_CONFIG": str(cfg)}
+        proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not list(root.rglob("*.md.ragjson")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted: finishing the directories under way" in err
+    states = {
+        p: e.status
+        for p in root.rglob("f*.md")
+        if (e := sidecar.try_read(sidecar.entry_path(p.parent, p.name))) is not None
+    }
+    assert set(states.values()) == {sidecar.EMBEDDED}  # the job under way ended cleanly
+    assert {p.parent.name for p in states} == {"d0"}  # and no other started

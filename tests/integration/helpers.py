@@ -11,7 +11,8 @@ from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.dirjob import JobContext
 from ragd.pipeline.embed import LazyEmbedQueue
 from ragd.pipeline.scan import Ignore
-from ragd.resident.once import RunSummary, run_once, skip_policy
+from ragd.resident.jobs import job_context
+from ragd.resident.once import RunSummary, run_once
 from tests.conftest import DATA
 from tests.support.fake_openai import FakeOpenAI
 
@@ -37,7 +38,7 @@ def run(config: Config, **kw: object) -> RunSummary:
 
 def context(config: Config) -> tuple[JobContext, LazyEmbedQueue]:
     queue = LazyEmbedQueue(config.embedding)
-    return JobContext(config, queue.submit, Ignore(config.ignore), skip_policy(config)), queue
+    return job_context(config, queue.submit, Ignore(config.ignore)), queue
 
 
 def entry(directory: Path, name: str) -> sidecar.FileEntry:

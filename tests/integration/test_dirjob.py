@@ -305,3 +305,19 @@ def test_a_folder_renamed_with_its_sidecars_is_announced_for_a_resync(
         Event("lambda", mushroom.DIR_DELETE),
     ]
     assert sidecar.read_entry(sidecar.entry_path(root, "aws-lambda")) is None  # a directory entry now
+
+
+def test_a_subdirectory_whose_store_is_a_file_fails_alone(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A `.rag` that is a regular file fails its own directory's job, with the reason; its parent is indexed and
+    the index sync goes through (both raised NotADirectoryError while looking into that `.rag`)."""
+    root = tmp_path / "kb"
+    (root / "blocked").mkdir(parents=True)
+    (root / "a.md").write_text("# A\n\nAlpha is indexed.\n")
+    (root / "blocked" / "b.md").write_text("# B\n\nBeta waits for its store.\n")
+    (root / "blocked" / ".rag").write_text("not a store")
+    s = helpers.run(api_config(fake_openai_server, [root]))
+    assert not s.ok and s.embedded == 1 and s.failed == []
+    assert [(p, "Not a directory" in r) for p, r in s.failed_dirs] == [(root / "blocked", True)]
+    assert s.index["chunks"] == 1 and s.index["mushrooms_failed"] == []

@@ -7,8 +7,6 @@ import ast
 from pathlib import Path
 
 TOP = Path(__file__).resolve().parents[2]
-# still on tests.support.fake_openai; drop it from here once it uses bench.fake_api
-PENDING = {"bench_run_once.py"}
 
 
 def imported(path: Path) -> set[str]:
@@ -24,7 +22,7 @@ def imported(path: Path) -> set[str]:
 
 def test_no_benchmark_imports_tests() -> None:
     offenders = {p.name for p in (TOP / "bench").glob("*.py") if "tests" in imported(p)}
-    assert offenders <= PENDING, sorted(offenders - PENDING)
+    assert not offenders, sorted(offenders)
 
 
 def test_no_test_imports_bench() -> None:

@@ -8,13 +8,11 @@ from pathlib import Path
 
 from ragd.pipeline.dirjob import DirResult
 from ragd.resident.scheduler import Scheduler
+from tests.support.poll import poll
 
 
 def _poll(cond, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    poll(cond, timeout=timeout, every=0.01)
 
 
 class Jobs:
@@ -111,3 +109,31 @@ def test_timed_retries_and_discard_under() -> None:
     s.enqueue([Path("/r/sub/a"), Path("/other/b")])
     s.discard_under(Path("/r"))
     assert s.counts() == (1, 0)
+
+
+def test_wait_idle_waits_for_every_job_and_for_those_queued_by_a_finished_one() -> None:
+    """What `run --once` waits for: reruns and the jobs a done callback queues (new subdirectories) too."""
+    jobs = Jobs()
+    a, b = Path("/r/a"), Path("/r/b")
+    jobs.gates[a] = threading.Event()
+    s: Scheduler
+    subs: list[Path] = []
+
+    def on_done(d: Path, result: DirResult | None, err: BaseException | None) -> None:
+        jobs.on_done(d, result, err)
+        if d == a and not subs:  # the first job of a found a subdirectory
+            subs.append(a / "sub")
+            s.enqueue(subs)
+
+    s = Scheduler(jobs.run, on_done, jobs=2)
+    s.enqueue([a, b], urgent=False)
+    _poll(lambda: a in jobs.started)
+    s.enqueue([a])  # dirty again while running
+    assert not s.wait_idle(timeout=0.05)
+    jobs.gates[a].set()
+    assert s.wait_idle()
+    assert sorted(jobs.started) == [a, a, Path("/r/a/sub"), b] and len(jobs.done) == 4
+    s.pause()
+    s.enqueue([Path("/r/c")])
+    assert not s.wait_idle(timeout=0.05)  # paused with work queued: not idle
+    assert s.close(1.0)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.scan import Expected
 from ragd.resident.tracker import Tracker
 
 
@@ -71,3 +72,33 @@ def test_forgetting_a_root_keeps_the_roots_nested_in_it() -> None:
     t.forget(Path("/r"), keep=[Path("/r/in")])
     assert t.totals() == (2, 0)
     assert t.root_summary(Path("/r/in"))["files"]["EMBEDDED"] == 2
+
+
+def test_a_phase_tallies_what_its_jobs_did_and_keeps_what_the_index_should_hold_when_asked() -> None:
+    """The tally `run --once` prints: each file as its job found it, only the phase's directories."""
+    t = Tracker()
+    t.start_phase("once", expected=True)
+    t.add_to_phase([Path("/r"), Path("/r/s")])
+    t.record(DirResult(Path("/r"), (FileOutcome("a.md", "EMBEDDED", chunks=4, embedded=1, reused=3),
+                                    FileOutcome("b.md", "TOUCHED"), FileOutcome("c.bin", "SKIPPED")),
+                       mushroom=Path("/r/.rag/n.mushroom"), indexable={"/r/a.md": Expected("m", 4)}))  # fmt: skip
+    t.record(_result("/r/s", FileOutcome("d.pdf", "FAILED", reason="encrypted"),
+                     FileOutcome("e.md", "UNCHANGED", recorded="FAILED")))  # fmt: skip
+    t.record(_result("/elsewhere", FileOutcome("z.md", "EMBEDDED")))  # not the phase's
+    snap = t.phase_tally()
+    t.record_error(Path("/r/s"), "later")  # a snapshot is a copy
+    tally = snap.tally
+    assert (snap.phase, snap.dirs_total, snap.dirs_done, snap.failed_dirs) == ("once", 2, 2, ())
+    assert (tally.embedded, tally.unchanged, tally.skipped, tally.failed) == (
+        1,
+        2,
+        1,
+        [(Path("/r/s/d.pdf"), "encrypted")],
+    )
+    assert (tally.chunks, tally.texts_embedded, tally.vectors_reused, tally.mushrooms) == (4, 1, 3, 1)
+    assert snap.expected == {"/r/a.md": Expected("m", 4)}
+    assert t.phase_tally().failed_dirs == (("/r/s", "later"),)
+    t.start_phase("rescan")  # the agent's phases keep no expectations
+    t.add_to_phase([Path("/r")])
+    t.record(DirResult(Path("/r"), indexable={"/r/a.md": Expected("m", 4)}))
+    assert t.phase_tally().expected is None and t.phase_tally().tally.mushrooms == 0

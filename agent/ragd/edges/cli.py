@@ -138,7 +138,7 @@ def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> i
 
 
 def _cmd_status(args: argparse.Namespace, config: Config) -> int:
-    from ..resident.once import skip_policy
+    from ..resident.jobs import skip_policy
     from .console import print_states
     from .filestatus import collect, counts
 

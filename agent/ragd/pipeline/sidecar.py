@@ -239,7 +239,7 @@ def list_entries(directory: Path) -> Iterator[EntryName]:
                     yield EntryName(de.name[: -len(ENTRY_SUFFIX)], Path(de.path), False)
                 elif de.name.endswith(DELETED_SUFFIX):
                     yield EntryName(de.name[: -len(DELETED_SUFFIX)], Path(de.path), True)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no store (a file named .rag fails its own job only)
         return
 
 

@@ -38,7 +38,7 @@ from ..pipeline.scan import Ignore, walk_dirs
 from . import rootstate
 from .debounce import Debouncer
 from .host import Detached, Host
-from .once import skip_policy
+from .jobs import FollowUps, Outcomes, job_context, real_roots
 from .scheduler import Scheduler
 from .tracker import Tracker
 from .watcher import Watcher, WatchEvent
@@ -73,7 +73,11 @@ class Agent:
         self._forced: set[Path] = set()
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
-        self._ctx = JobContext(config, self._submit, self.ignore, skip_policy(config))
+        self._ctx = job_context(config, self._submit, self.ignore)
+        self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
+            self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
+            look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
+            retry_dir_s=DIR_RETRY_S))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
@@ -81,8 +85,7 @@ class Agent:
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:
-        roots = tuple(Path(os.path.realpath(r)) for r in self.roots)
-        return replace(self._ctx, force=force, roots=roots)
+        return replace(self._ctx, force=force, roots=real_roots(self.roots))
 
     # -- start-up -------------------------------------------------------------------------------------------
     def open_index(self) -> bool:
@@ -301,33 +304,7 @@ class Agent:
         return {"chunks": sync.index.count(), "sources": report.repaired}
 
     def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
-        if result is not None:
-            self._record(result)
-        elif isinstance(err, FileNotFoundError | NotADirectoryError) or not directory.is_dir():
-            self.tracker.forget(directory)  # gone meanwhile: its parent's job records the deletion
-            if root_of(directory.parent, self.roots) and directory.parent.is_dir():
-                self.debouncer.touch(directory.parent)
-        else:
-            reason = str(err) if isinstance(err, RagdError | OSError) else f"internal error: {err!r}"
-            log.error("job for %s failed: %s (retry in %.0f s)", directory, reason, DIR_RETRY_S)
-            self.tracker.record_error(directory, reason)
-            self.scheduler.retry_later(directory, time.monotonic() + DIR_RETRY_S)
-
-    def _record(self, result: DirResult) -> None:
-        self.tracker.record(result)
-        if result.mushroom is not None:
-            self.indexer.put_mushroom(result.mushroom)
-        for sub in result.new_subdirs:
-            dirs = list(walk_dirs(sub, self.ignore))
-            self.tracker.add_to_phase(dirs)
-            self.scheduler.enqueue(dirs, urgent=True)
-        if result.new_subdirs:
-            self.watcher.check_coverage()
-        retry = _soonest_retry(result)
-        if retry is not None:
-            self.scheduler.retry_later(
-                result.directory, time.monotonic() + max(0.0, retry - time.time()) + 0.5
-            )
+        self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:
@@ -409,14 +386,6 @@ class Agent:
 
 def _starting() -> RagdError:
     return RagdError("the agent is starting (opening the index)", "try again in a moment", code=p.UNAVAILABLE)
-
-
-def _soonest_retry(result: DirResult) -> float | None:
-    from ..pipeline.sidecar import parse_stamp
-
-    stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == "FAILED" and f.retry_at]
-    times = [t for t in stamps if t is not None]
-    return min(times) if times else None
 
 
 def _refill(sync: IndexSync) -> int:

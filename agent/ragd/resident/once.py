@@ -1,29 +1,37 @@
-"""`ragd run --once`: reconcile every directory under the roots, in parallel, and summarise."""
+"""`ragd run --once`: reconcile every directory under the roots once, in parallel, and summarise.
+
+The resident agent's parts without the watcher and the debouncer: the walk queues every directory on a `Scheduler`,
+each job's outcome goes through the shared boundary (`jobs.Outcomes`) into a phase of a `Tracker`, and once the
+scheduler is idle the index is synced (`sync_index`). The summary is a view of that phase's tally.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
 from ..config import Config, data_dir
-from ..errors import ConfigError, IndexBusy, RagdError
+from ..errors import ConfigError, IndexBusy
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.scan import Expected, Ignore, walk_dirs
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from .jobs import Outcomes, job_context
+from .scheduler import Scheduler
+from .tracker import PhaseTally, Tracker
 
 log = logging.getLogger(__name__)
 
+PHASE = "once"
 
-@dataclass
+
+@dataclass(frozen=True)
 class RunSummary:
+    """What a run did, as the console prints it and `--json` emits it: a view of the tracker's phase."""
+
     roots: list[Path]
     dirs: int = 0
     dirs_done: int = 0
@@ -37,29 +45,26 @@ class RunSummary:
     vectors_reused: int = 0
     mushrooms: int = 0
     elapsed: float = 0.0
-    expected: dict[str, Expected] = field(default_factory=dict, repr=False)
     index: dict[str, object] = field(default_factory=dict)  # what the index sync did (see sync_index)
+
+    @classmethod
+    def of(
+        cls,
+        phase: PhaseTally,
+        roots: list[Path],
+        *,
+        elapsed: float = 0.0,
+        index: dict[str, object] | None = None,
+    ) -> RunSummary:
+        t = phase.tally
+        failed_dirs = [(Path(p), reason) for p, reason in phase.failed_dirs]
+        return cls(roots, phase.dirs_total, phase.dirs_done, t.embedded, t.unchanged, t.skipped, t.failed,
+                   failed_dirs, t.chunks, t.texts_embedded, t.vectors_reused, t.mushrooms, elapsed,
+                   index or {})  # fmt: skip
 
     @property
     def ok(self) -> bool:
         return not self.failed and not self.failed_dirs
-
-    def add(self, result: DirResult) -> None:
-        self.dirs_done += 1
-        self.mushrooms += result.mushroom is not None
-        self.expected.update(result.indexable)
-        for f in result.files:
-            if f.state == EMBEDDED:
-                self.embedded += 1
-                self.chunks += f.chunks
-                self.texts_embedded += f.embedded
-                self.vectors_reused += f.reused
-            elif f.state == SKIPPED:
-                self.skipped += 1
-            elif f.state == FAILED:
-                self.failed.append((result.directory / f.name, f.reason))
-            else:
-                self.unchanged += 1
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -79,14 +84,6 @@ class RunSummary:
         }
 
 
-def skip_policy(config: Config) -> str:
-    lim = config.limits
-    return (
-        f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
-        f"soffice={shutil.which('soffice') is not None}"
-    )
-
-
 def check_roots(roots: Sequence[Path]) -> list[Path]:
     if not roots:
         raise ConfigError(
@@ -103,6 +100,7 @@ def check_roots(roots: Sequence[Path]) -> list[Path]:
 
 
 Progress = Callable[[RunSummary, DirResult | None], None]
+Report = Callable[[DirResult | None], None]
 
 
 def run_once(
@@ -115,56 +113,50 @@ def run_once(
 ) -> RunSummary:
     roots = check_roots(config.roots)
     started = time.monotonic()
-    summary = RunSummary(roots)
     ignore = Ignore(config.ignore)
     dirs = [d for root in roots for d in walk_dirs(root, ignore)]
-    summary.dirs = len(dirs)
+    tracker = Tracker()
+    tracker.start_phase(PHASE, expected=index)
+    tracker.add_to_phase(dirs)
     queue = LazyEmbedQueue(config.embedding)
-    real_roots = tuple(Path(os.path.realpath(r)) for r in roots)
-    ctx = JobContext(config, queue.submit, ignore, skip_policy(config), force=force, roots=real_roots)
     try:
-        _run_all(ctx, dirs, jobs or config.run.jobs, summary, progress)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force)
+        report = _reporter(progress, tracker, roots)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
     finally:
         queue.close()
+    phase = tracker.phase_tally()
+    synced: dict[str, object] = {}
     if index:
-        summary.index = sync_index(config, roots, dirs, summary.expected if not summary.failed_dirs else None)
-    summary.elapsed = time.monotonic() - started
-    return summary
+        synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None)
+    return RunSummary.of(phase, roots, elapsed=time.monotonic() - started, index=synced)
 
 
-def _run_all(
-    ctx: JobContext, dirs: list[Path], jobs: int, summary: RunSummary, progress: Progress | None
-) -> None:
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob") as pool:
-        pending: dict[Future[DirResult], Path] = {pool.submit(run_directory, ctx, d): d for d in dirs}
-        if progress:
-            progress(summary, None)
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                directory = pending.pop(fut)
-                _collect(fut, directory, summary, progress)
+def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) -> Report:
+    if progress is None:
+        return lambda _result: None
+    return lambda result: progress(RunSummary.of(tracker.phase_tally(), roots), result)
 
 
-def _collect(fut: Future[DirResult], directory: Path, summary: RunSummary, progress: Progress | None) -> None:
+def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, report: Report) -> None:
+    """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done."""
+    lock = threading.Lock()
+
+    def done(directory: Path, result: DirResult | None, err: BaseException | None) -> None:
+        with lock:  # the console hears of one outcome at a time, each with the tally up to it
+            outcomes.done(directory, result, err)
+            report(result)
+
+    scheduler = Scheduler(lambda d: run_directory(ctx, d), done, jobs)
+    report(None)
     try:
-        result = fut.result()
-    except FileNotFoundError:
-        summary.dirs_done += 1  # removed while we ran: its parent's next job records the deletion
-        return
-    except (RagdError, OSError) as err:
-        log.error("directory %s: %s", directory, err)
-        summary.dirs_done += 1
-        summary.failed_dirs.append((directory, str(err)))
-        return
-    except Exception as err:  # the per-directory boundary: record it, the other directories go on
-        log.exception("internal error in the job for %s", directory)
-        summary.dirs_done += 1
-        summary.failed_dirs.append((directory, f"internal error: {type(err).__name__}: {err}"))
-        return
-    summary.add(result)
-    if progress:
-        progress(summary, result)
+        scheduler.enqueue(dirs, urgent=False)
+        scheduler.wait_idle()
+    except KeyboardInterrupt:
+        log.warning("interrupted: finishing the directories under way (Ctrl-C again stops them now)")
+        raise
+    finally:  # no other job starts; those running finish (a second Ctrl-C closes the embedder under them)
+        scheduler.close(timeout=None)
 
 
 def sync_index(

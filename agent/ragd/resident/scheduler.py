@@ -4,6 +4,9 @@ Directories arrive from the debouncer (urgent: something changed there) or from 
 directory of a root). Urgent ones go first, so an edit is picked up promptly even during the initial indexing. A
 directory that gets dirty again while its job runs is run once more after it. Timed retries (files whose
 embedding failed, directories whose job failed) are kept in a heap and released when due.
+
+The resident agent feeds it for as long as it runs; `ragd run --once` queues every directory of its roots once and
+waits until it is idle.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import heapq
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -32,8 +36,9 @@ class Scheduler:
         self._jobs = jobs
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob")
         self._cond = threading.Condition()
-        self._urgent: dict[Path, None] = {}  # insertion-ordered sets
-        self._background: dict[Path, None] = {}
+        # insertion-ordered sets; an OrderedDict takes its first key in O(1) (a dict rescans what was taken before)
+        self._urgent: OrderedDict[Path, None] = OrderedDict()
+        self._background: OrderedDict[Path, None] = OrderedDict()
         self._running: set[Path] = set()
         self._rerun: set[Path] = set()
         self._timers: list[tuple[float, Path]] = []
@@ -104,7 +109,11 @@ class Scheduler:
 
     def busy(self) -> bool:
         with self._cond:
-            return bool(self._urgent or self._background or self._running or self._rerun)
+            return not self._idle()
+
+    def _idle(self) -> bool:
+        """Nothing queued, running or due to run again (timed retries do not count; caller holds the condition)."""
+        return not (self._urgent or self._background or self._running or self._rerun)
 
     def has(self, directory: Path) -> bool:
         """A job of `directory` is queued or running (timed retries do not count)."""
@@ -129,8 +138,7 @@ class Scheduler:
             queue = self._urgent if self._urgent else self._background
             if not queue:
                 return
-            directory = next(iter(queue))
-            del queue[directory]
+            directory, _ = queue.popitem(last=False)
             self._running.add(directory)
             fut = self._pool.submit(self._run_job, directory)
             fut.add_done_callback(lambda f, d=directory: self._finished(d, f))  # type: ignore[misc]
@@ -150,15 +158,23 @@ class Scheduler:
             self._dispatch()
             self._cond.notify_all()
 
-    def close(self, timeout: float) -> bool:
-        """Start nothing more; wait up to `timeout` s for running jobs. True when all finished."""
+    def close(self, timeout: float | None) -> bool:
+        """Start nothing more; wait up to `timeout` s (None: as long as it takes) for running jobs. True when all
+        finished."""
         with self._cond:
             self._closed = True
         finished = self.wait_running(timeout)
         self._pool.shutdown(wait=finished, cancel_futures=True)
         return finished
 
-    def wait_running(self, timeout: float) -> bool:
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` s (None: as long as it takes) until nothing is queued or running. True when so.
+
+        Paused (or closed) with directories queued, it is not idle before `timeout`."""
+        with self._cond:
+            return self._cond.wait_for(self._idle, timeout)
+
+    def wait_running(self, timeout: float | None) -> bool:
         """Wait up to `timeout` s until no job runs. True when none does."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._running, timeout)

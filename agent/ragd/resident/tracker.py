@@ -1,19 +1,21 @@
 """What the agent knows about every file under its roots: the state each directory job left it in.
 
 Fed by directory job results (and by the removal of directories and roots); read by `status` without touching the
-disk, so that `ragctl status` stays fast with tens of thousands of files.
+disk, so that `ragctl status` stays fast with tens of thousands of files. A phase (a rescan, or `ragd run --once`)
+also tallies what its jobs did: that tally is the summary `run --once` prints.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..paths import dropped, is_under
 from ..pipeline.dirjob import DirResult
+from ..pipeline.scan import Expected
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 
 MAX_FAILURES_LISTED = 50
@@ -27,6 +29,51 @@ class FileStatus:
 
 
 @dataclass
+class Tally:
+    """What the jobs of a phase did, each file counted as its job found it: a file left FAILED by an earlier run
+    and not retried this time counts as unchanged."""
+
+    embedded: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    failed: list[tuple[Path, str]] = field(default_factory=list)  # file, reason
+    chunks: int = 0  # of the files embedded
+    texts_embedded: int = 0  # sent to the embedder
+    vectors_reused: int = 0  # taken from stored entries
+    mushrooms: int = 0  # change notes written
+
+    def add(self, result: DirResult) -> None:
+        self.mushrooms += result.mushroom is not None
+        for f in result.files:
+            if f.state == EMBEDDED:
+                self.embedded += 1
+                self.chunks += f.chunks
+                self.texts_embedded += f.embedded
+                self.vectors_reused += f.reused
+            elif f.state == SKIPPED:
+                self.skipped += 1
+            elif f.state == FAILED:
+                self.failed.append((result.directory / f.name, f.reason))
+            else:
+                self.unchanged += 1
+
+    def copy(self) -> Tally:
+        return replace(self, failed=list(self.failed))
+
+
+@dataclass(frozen=True)
+class PhaseTally:
+    """A snapshot of the current phase: how many directories it covers and has done, and what their jobs did."""
+
+    phase: str | None
+    dirs_total: int
+    dirs_done: int
+    tally: Tally
+    failed_dirs: tuple[tuple[str, str], ...]  # directory, reason
+    expected: dict[str, Expected] | None  # what the index should hold (when the phase keeps it)
+
+
+@dataclass
 class Progress:
     """A rescan phase: the directories it covers, and those of them whose job has finished (each counted once,
     however often it ran: an edit during the phase runs a directory again)."""
@@ -35,6 +82,8 @@ class Progress:
     dirs: set[Path] = field(default_factory=set)
     done: dict[Path, int] = field(default_factory=dict)  # finished directory -> files it holds
     failed_dirs: list[tuple[str, str]] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    expected: dict[str, Expected] | None = None  # source path -> what the index should hold (None: not kept)
 
     @property
     def dirs_total(self) -> int:
@@ -74,8 +123,12 @@ class Tracker:
             self._dirs[result.directory] = files
             self._count(files, +1)
             self.dir_errors.pop(result.directory, None)
-            if result.directory in self.progress.dirs:
-                self.progress.done[result.directory] = len(files)
+            prog = self.progress
+            if result.directory in prog.dirs:
+                prog.done[result.directory] = len(files)
+                prog.tally.add(result)
+                if prog.expected is not None:
+                    prog.expected.update(result.indexable)
 
     def record_error(self, directory: Path, reason: str) -> None:
         with self._lock:
@@ -104,9 +157,10 @@ class Tracker:
             self._known += sign * len(files)
             self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
 
-    def start_phase(self, phase: str) -> None:
+    def start_phase(self, phase: str, *, expected: bool = False) -> None:
+        """A new phase; with `expected`, it keeps what the index should hold after its jobs (for a sync)."""
         with self._lock:
-            self.progress = Progress(phase)
+            self.progress = Progress(phase, expected={} if expected else None)
 
     def end_phase(self) -> None:
         with self._lock:
@@ -147,6 +201,13 @@ class Tracker:
         """(files known, files FAILED) under every root."""
         with self._lock:
             return self._known, self._failed
+
+    def phase_tally(self) -> PhaseTally:
+        """The current phase's counts and tally, copied (its `expected` is the phase's own: read it at the end)."""
+        with self._lock:
+            prog = self.progress
+            return PhaseTally(prog.phase, prog.dirs_total, prog.dirs_done, prog.tally.copy(),
+                              tuple(prog.failed_dirs), prog.expected)  # fmt: skip
 
     def progress_json(self) -> dict[str, Any]:
         with self._lock:

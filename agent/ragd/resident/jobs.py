@@ -1,0 +1,150 @@
+"""What the resident agent and `ragd run --once` share around a directory job: its context, and its outcome.
+
+`Outcomes.done` is the per-directory boundary (the scheduler's done callback), the same for both drivers:
+
+- a finished job is recorded in the tracker (the files' states, and the phase's tally);
+- a job whose directory vanished meanwhile is forgotten: its parent's next job records the deletion;
+- any other failure is recorded as the directory's error, where `status` and the run's summary show it.
+
+The resident agent then follows up (`FollowUps`): the job's change note goes to the index writer at once, the
+subdirectories it began tracking are walked and queued, the parent of a vanished directory is looked at again, and
+a failed directory (or the first failed file due for a retry) runs again later. `run --once` follows up on nothing:
+its change notes wait for the index sync at the end, its walk found the subdirectories already, and a failed
+directory stays failed until the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..config import Config
+from ..errors import RagdError
+from ..paths import root_of
+from ..pipeline.dirjob import DirResult, JobContext
+from ..pipeline.filejob import SubmitFn
+from ..pipeline.scan import Ignore, walk_dirs
+from ..pipeline.sidecar import FAILED, parse_stamp
+from .scheduler import Scheduler
+from .tracker import Tracker
+
+log = logging.getLogger(__name__)
+
+FILE_RETRY_SLACK_S = 0.5  # a directory runs this long after its first failed file is due, so that it is due
+
+
+def skip_policy(config: Config) -> str:
+    """What a SKIPPED verdict depends on: a different policy (version, limits, a converter) re-evaluates it."""
+    lim = config.limits
+    return (
+        f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
+        f"soffice={shutil.which('soffice') is not None}"
+    )
+
+
+def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:
+    """The roots with every symbolic link resolved: a linked file whose target lies outside all of them is skipped."""
+    return tuple(Path(os.path.realpath(r)) for r in roots)
+
+
+def job_context(
+    config: Config, submit: SubmitFn, ignore: Ignore, roots: Iterable[Path] = (), *, force: bool = False
+) -> JobContext:
+    return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots))
+
+
+@dataclass(frozen=True)
+class FollowUps:
+    """What the resident agent does once an outcome is recorded (`run --once` does none of it)."""
+
+    scheduler: Scheduler  # queues the new subdirectories' jobs and the retries
+    roots: Callable[[], Sequence[Path]]  # the roots watched now
+    hand_note: Callable[[Path], None]  # the index writer applies a job's change note
+    look_again: Callable[[Path], None]  # a directory to reconcile again soon (the parent of a vanished one)
+    subdirs_found: Callable[[], object]  # a job began tracking subdirectories: the watcher checks them
+    retry_dir_s: float  # a directory whose job failed runs again after this
+
+
+class Outcomes:
+    """The per-directory boundary: what a finished, vanished or failed directory job leaves behind."""
+
+    def __init__(self, tracker: Tracker, ignore: Ignore, follow_ups: FollowUps | None = None) -> None:
+        self.tracker = tracker
+        self.ignore = ignore
+        self.follow_ups = follow_ups
+
+    def done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
+        """The scheduler's done callback: exactly one of `result` and `err` is set."""
+        if result is not None:
+            self._finished(result)
+        elif vanished(directory, err):
+            self._vanished(directory)
+        else:
+            self._failed(directory, err)
+
+    def _finished(self, result: DirResult) -> None:
+        self.tracker.record(result)
+        fu = self.follow_ups
+        if fu is None:
+            return
+        if result.mushroom is not None:
+            fu.hand_note(result.mushroom)
+        for sub in result.new_subdirs:
+            dirs = list(walk_dirs(sub, self.ignore))
+            self.tracker.add_to_phase(dirs)
+            fu.scheduler.enqueue(dirs, urgent=True)
+        if result.new_subdirs:
+            fu.subdirs_found()
+        retry = soonest_retry(result)
+        if retry is not None:
+            due = time.monotonic() + max(0.0, retry - time.time()) + FILE_RETRY_SLACK_S
+            fu.scheduler.retry_later(result.directory, due)
+
+    def _vanished(self, directory: Path) -> None:
+        self.tracker.forget(directory)
+        fu = self.follow_ups
+        parent = directory.parent
+        if fu is not None and root_of(parent, fu.roots()) and parent.is_dir():
+            fu.look_again(parent)
+
+    def _failed(self, directory: Path, err: BaseException | None) -> None:
+        reason = failure_reason(err)
+        self.tracker.record_error(directory, reason)
+        fu = self.follow_ups
+        internal = (
+            None if isinstance(err, RagdError | OSError) else err
+        )  # ragd's own fault: log the traceback
+        retry = "" if fu is None else f" (retry in {fu.retry_dir_s:.0f} s)"
+        log.error("job for %s failed: %s%s", directory, reason, retry, exc_info=internal)
+        if fu is not None:
+            fu.scheduler.retry_later(directory, time.monotonic() + fu.retry_dir_s)
+
+
+def vanished(directory: Path, err: BaseException | None) -> bool:
+    """The job failed because its directory is gone: it is no directory now, or the error names the directory
+    itself. A missing path inside it (a subdirectory's store, say) is a failure of the job like any other."""
+    if not directory.is_dir():
+        return True
+    if not isinstance(err, FileNotFoundError | NotADirectoryError) or err.filename is None:
+        return False
+    return Path(os.fsdecode(err.filename)) == directory
+
+
+def failure_reason(err: BaseException | None) -> str:
+    """What a failed directory job reports: the error's own words, or what went wrong inside ragd."""
+    if isinstance(err, RagdError | OSError):
+        return str(err)
+    return f"internal error: {type(err).__name__}: {err}"
+
+
+def soonest_retry(result: DirResult) -> float | None:
+    """When the first of the job's FAILED files is due for its retry (epoch seconds; None: none waits for time)."""
+    stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == FAILED and f.retry_at]
+    times = [t for t in stamps if t is not None]
+    return min(times) if times else None

@@ -1,0 +1,142 @@
+"""The per-directory boundary the agent and `run --once` share (resident/jobs.py): a real tracker and scheduler."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ragd.config import IgnoreConfig
+from ragd.errors import StorageError
+from ragd.pipeline.dirjob import DirResult
+from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.scan import Expected, Ignore
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, utc_stamp
+from ragd.resident.jobs import FollowUps, Outcomes, failure_reason
+from ragd.resident.scheduler import Scheduler
+from ragd.resident.tracker import Tracker
+
+IGNORE = Ignore(IgnoreConfig())
+LOCK_ERROR = StorageError(
+    "cannot lock /r/bad/.rag/tmp: Not a directory", "check write permission on the directory"
+)
+
+
+def _finished(directory: Path, *files: FileOutcome, **kw: object) -> DirResult:
+    return DirResult(directory, tuple(files), **kw)  # type: ignore[arg-type]
+
+
+class FollowUpCalls:
+    def __init__(self) -> None:
+        self.notes: list[Path] = []
+        self.looked: list[Path] = []
+        self.found = 0
+
+    def follow_ups(self, scheduler: Scheduler, roots: list[Path]) -> FollowUps:
+        def found() -> None:
+            self.found += 1
+
+        return FollowUps(scheduler, roots=lambda: roots, hand_note=self.notes.append,
+                         look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0)  # fmt: skip
+
+
+def test_without_follow_ups_every_outcome_is_recorded_and_counted_once(tmp_path: Path) -> None:
+    """`run --once`: a finished job is tallied, a vanished directory forgotten, a failed one recorded with its
+    reason (an internal error too) and never queued again: no scheduler is even involved."""
+    root, ok, bad, gone = tmp_path, tmp_path / "ok", tmp_path / "bad", tmp_path / "gone"
+    ok.mkdir()
+    bad.mkdir()
+    t = Tracker()
+    t.start_phase("once", expected=True)
+    t.add_to_phase([root, ok, bad, gone])
+    out = Outcomes(t, IGNORE)
+    files = (FileOutcome("a.md", EMBEDDED, chunks=3, embedded=2, reused=1, md5="m"),
+             FileOutcome("b.pdf", FAILED, reason="encrypted"), FileOutcome("c.md", "UNCHANGED", recorded=FAILED))  # fmt: skip
+    note = ok / ".rag" / "x.mushroom"
+    out.done(ok, _finished(ok, *files, mushroom=note, indexable={str(ok / "a.md"): Expected("m", 3)}), None)
+    out.done(bad, None, LOCK_ERROR)
+    out.done(gone, None, FileNotFoundError(2, "No such file or directory"))
+    out.done(root, None, ValueError("boom"))
+    p = t.phase_tally()
+    assert (p.dirs_total, p.dirs_done) == (3, 3)  # the vanished one no longer counts
+    assert p.failed_dirs == (
+        (str(bad), "cannot lock /r/bad/.rag/tmp: Not a directory (check write permission on the directory)"),
+        (str(root), "internal error: ValueError: boom"),
+    )
+    tally = p.tally
+    assert (tally.embedded, tally.unchanged, tally.skipped, tally.chunks) == (1, 1, 0, 3)
+    assert (tally.texts_embedded, tally.vectors_reused, tally.mushrooms) == (2, 1, 1)
+    assert tally.failed == [(ok / "b.pdf", "encrypted")]
+    assert p.expected == {str(ok / "a.md"): Expected("m", 3)}
+    assert t.root_summary(root)["dir_errors"][0]["path"] == str(root)
+    assert t.totals() == (3, 2)  # the file states: a.md EMBEDDED, b.pdf and c.md FAILED
+
+
+def test_a_directory_replaced_or_removed_meanwhile_has_vanished_whatever_the_error(tmp_path: Path) -> None:
+    t = Tracker()
+    t.start_phase("once")
+    was_dir = tmp_path / "was-dir"
+    was_dir.write_text("a file now")
+    t.add_to_phase([was_dir, tmp_path / "removed"])
+    out = Outcomes(t, IGNORE)
+    out.done(was_dir, None, NotADirectoryError(20, "Not a directory"))
+    out.done(tmp_path / "removed", None, PermissionError(13, "Permission denied"))
+    p = t.phase_tally()
+    assert p.failed_dirs == () and p.dirs_total == 0
+
+
+def test_the_agent_follows_up_on_notes_new_subdirectories_and_retries(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    (root / "new" / "deep").mkdir(parents=True)
+    (root / "bad").mkdir()
+    (tmp_path / "outside").mkdir()
+    scheduler = Scheduler(lambda d: DirResult(d), lambda *_: None, jobs=1)
+    scheduler.pause()  # what the follow-ups queue stays in view
+    calls = FollowUpCalls()
+    t = Tracker()
+    out = Outcomes(t, IGNORE, calls.follow_ups(scheduler, [root]))
+    now = time.monotonic()
+    note = root / ".rag" / "x.mushroom"
+    due = FileOutcome("x.md", FAILED, reason="embedder down", retry_at=utc_stamp(time.time() + 3600))
+    out.done(root, _finished(root, due, mushroom=note, new_subdirs=(root / "new",)), None)
+    assert calls.notes == [note] and calls.found == 1
+    assert scheduler.has(root / "new") and scheduler.has(root / "new" / "deep")  # walked and queued
+    out.done(root / "bad", None, LOCK_ERROR)
+    assert t.root_summary(root)["dir_errors"] == [{"path": str(root / "bad"), "reason": str(LOCK_ERROR)}]
+    scheduler.tick(now + 30)
+    assert not scheduler.has(root / "bad")
+    scheduler.tick(now + 90)  # the failed directory, after retry_dir_s
+    assert scheduler.has(root / "bad") and not scheduler.has(root)
+    scheduler.tick(now + 3700)  # the directory of the failed file, once it is due
+    assert scheduler.has(root)
+    out.done(root / "gone", None, FileNotFoundError())
+    out.done(tmp_path / "outside" / "gone", None, FileNotFoundError())
+    assert calls.looked == [root]  # the parent of a vanished directory, when under a root and still there
+    assert scheduler.close(1.0)
+
+
+def test_failure_reasons() -> None:
+    assert (
+        failure_reason(PermissionError(13, "Permission denied", "/r/x"))
+        == "[Errno 13] Permission denied: '/r/x'"
+    )
+    assert failure_reason(KeyError("k")) == "internal error: KeyError: 'k'"
+
+
+def test_a_missing_path_inside_a_directory_that_is_still_there_is_a_failure_not_a_vanished_directory(
+    tmp_path: Path,
+) -> None:
+    """Seen: a subdirectory's `.rag` that is a regular file made its parent's job raise NotADirectoryError, and
+    the parent (a root: its whole subtree) was forgotten as if deleted, nothing reported."""
+    t = Tracker()
+    t.start_phase("once")
+    sub, replaced = tmp_path / "sub", tmp_path / "replaced"
+    replaced.mkdir()
+    t.add_to_phase([tmp_path, sub, replaced])
+    out = Outcomes(t, IGNORE)
+    out.done(tmp_path, None, NotADirectoryError(20, "Not a directory", str(sub / ".rag")))
+    out.done(
+        replaced, None, FileNotFoundError(2, "No such file or directory", str(replaced))
+    )  # gone, then back
+    p = t.phase_tally()
+    assert p.failed_dirs == ((str(tmp_path), f"[Errno 20] Not a directory: '{sub / '.rag'}'"),)
+    assert p.dirs_total == 2  # tmp_path (failed) and sub; `replaced` vanished while its job ran
