@@ -320,4 +320,5 @@ def test_a_subdirectory_whose_store_is_a_file_fails_alone(
     s = helpers.run(api_config(fake_openai_server, [root]))
     assert not s.ok and s.embedded == 1 and s.failed == []
     assert [(p, "Not a directory" in r) for p, r in s.failed_dirs] == [(root / "blocked", True)]
+    assert f"{root / 'blocked' / '.rag'} is a file" in s.failed_dirs[0][1]
     assert s.index["chunks"] == 1 and s.index["mushrooms_failed"] == []

@@ -348,6 +348,11 @@ class DirLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as err:
             self._release()
+            rd = rag_dir(self.directory)
+            if rd.exists() and not rd.is_dir():
+                raise StorageError(f"cannot lock {tmp}: Not a directory ({rd} is a file, where ragd keeps this "
+                                   "folder's sidecars)", f"move or rename {rd}: ragd needs a .rag folder there",
+                                   ) from None  # fmt: skip
             raise StorageError(
                 f"cannot lock {tmp}: {err.strerror or err}", "check write permission on the directory"
             ) from None
