@@ -322,3 +322,22 @@ def test_a_subdirectory_whose_store_is_a_file_fails_alone(
     assert [(p, "Not a directory" in r) for p, r in s.failed_dirs] == [(root / "blocked", True)]
     assert f"{root / 'blocked' / '.rag'} is a file" in s.failed_dirs[0][1]
     assert s.index["chunks"] == 1 and s.index["mushrooms_failed"] == []
+
+
+def test_a_file_reached_after_the_embedder_closed_stays_chunked(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The agent stops while a job still prepares files: one that reaches the embedder after it closed is left
+    CHUNKED (redone at the next start), like one whose texts were waiting; it was FAILED as an internal error."""
+    from ragd.pipeline.dirjob import run_directory
+    from ragd.pipeline.filejob import ABANDONED
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "late.md").write_text("prepared after the stop began\n")
+    ctx, queue = helpers.context(api_config(fake_openai_server, [root]))
+    queue.close()
+    result = run_directory(ctx, root)
+    (late,) = result.files
+    assert late.state == ABANDONED and "shut down" in late.reason, late
+    assert entry(root, "late.md").status == sidecar.CHUNKED

@@ -166,7 +166,12 @@ class FileTask:
         if not self.todo:
             return self.finish()
         self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser)
-        self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
+        try:
+            self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
+        except EmbedError as err:  # the embedder closed before this file got to it (the agent is stopping)
+            if err.code == SHUTDOWN:
+                return FileOutcome(self.name, ABANDONED, reason=err.message)
+            return self.failed(err)
         return None
 
     def _touch(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
