@@ -87,4 +87,4 @@ def chunk_dict(
 
 def status(rt: Resident) -> dict[str, Any]:
     """The agent's status, exactly as the control verb `status` (and `ragctl status --json`) reports it."""
-    return status_verb.snapshot(rt)
+    return dict(status_verb.snapshot(rt))

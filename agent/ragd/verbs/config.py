@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ..config import load_config
 from .arguments import Args
@@ -13,7 +13,13 @@ class ConfigArgs(Args):
     action: Literal["check"] = "check"
 
 
-def config(rt: Resident, args: ConfigArgs | None = None) -> dict[str, Any]:
-    """{"source": the file, "config": its settings, "valid": true}; a ConfigError names the file and the key."""
+class ConfigCheck(TypedDict):
+    source: str | None  # the file
+    config: dict[str, Any]  # its settings, secrets redacted
+    valid: bool
+
+
+def config(rt: Resident, args: ConfigArgs | None = None) -> ConfigCheck:
+    """A ConfigError (naming the file and the key) when it does not load."""
     cfg = load_config(rt.host.config_path)
     return {"source": cfg.source, "config": cfg.redacted(), "valid": True}

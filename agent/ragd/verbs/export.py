@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TypedDict
 
 from ..pipeline import sidecar
 from ..pipeline.scan import walk_dirs
@@ -16,12 +16,21 @@ class ExportArgs(Args):
     recursive: bool = False
 
 
-def export(rt: Runtime, args: ExportArgs | None = None) -> dict[str, Any]:
-    """{"base": the directory the archive names are relative to, "files": [{"path", "arcname"}, ...]}."""
+class Exported(TypedDict):
+    path: str  # the entry's file
+    arcname: str  # its name in the archive, relative to `base`
+
+
+class ExportResult(TypedDict):
+    base: str
+    files: list[Exported]
+
+
+def export(rt: Runtime, args: ExportArgs | None = None) -> ExportResult:
     args = args or ExportArgs()
     path = under_a_root(args.path, rt.roots)
     tops = [path] if path is not None else list(rt.roots)
-    files = []
+    files: list[Exported] = []
     for top in tops:
         base = top if path is not None else top.parent
         dirs = walk_dirs(top, rt.ignore) if args.recursive else iter([top])

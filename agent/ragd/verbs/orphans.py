@@ -7,7 +7,7 @@ run on the index writer (`rt.write`), so they never race a change note being app
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ..index.sync import IndexSync
 from .arguments import Args, under_a_root
@@ -19,8 +19,13 @@ class OrphansArgs(Args):
     clean: bool = False
 
 
-def orphans(rt: Runtime, args: OrphansArgs | None = None) -> dict[str, Any]:
-    """{"path": the prefix or None, "orphans": [source, ...], "removed": how many were removed}."""
+class OrphansResult(TypedDict):
+    path: str | None  # the prefix asked for
+    orphans: list[str]
+    removed: int
+
+
+def orphans(rt: Runtime, args: OrphansArgs | None = None) -> OrphansResult:
     args = args or OrphansArgs()
     rt.ready()
     path = under_a_root(args.path, rt.roots)

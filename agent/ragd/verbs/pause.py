@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from .arguments import Args
 from .runtime import Resident
@@ -12,11 +12,15 @@ class NoArgs(Args):
     pass
 
 
-def pause(rt: Resident, args: NoArgs | None = None) -> dict[str, Any]:
+class Paused(TypedDict):
+    paused: bool
+
+
+def pause(rt: Resident, args: NoArgs | None = None) -> Paused:
     rt.scheduler.pause()
     return {"paused": True}
 
 
-def resume(rt: Resident, args: NoArgs | None = None) -> dict[str, Any]:
+def resume(rt: Resident, args: NoArgs | None = None) -> Paused:
     rt.scheduler.resume()
     return {"paused": False}

@@ -3,14 +3,19 @@ nothing (and is reported as the error, naming the file and the key)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from .pause import NoArgs
 from .roots import listing
 from .runtime import Resident
 
 
-def reload(rt: Resident, args: NoArgs | None = None) -> dict[str, Any]:
-    """{"added": [...], "removed": [...], "roots": the roots as `roots list` shows them}."""
+class Reloaded(TypedDict):
+    added: list[str]
+    removed: list[str]
+    roots: list[dict[str, Any]]  # as `roots list` shows them
+
+
+def reload(rt: Resident, args: NoArgs | None = None) -> Reloaded:
     changed = rt.host.reload()
-    return {**changed, "roots": listing(rt)}
+    return {"added": changed["added"], "removed": changed["removed"], "roots": listing(rt)}

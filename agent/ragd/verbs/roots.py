@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from ragctl import protocol as p
 
@@ -26,8 +26,12 @@ class RootsArgs(Args):
     path: str | None = None
 
 
-def roots(rt: Resident, args: RootsArgs | None = None) -> dict[str, Any]:
-    """{"roots": [{"path", "watcher", "source"(, "error")}, ...], "notes": [...]}."""
+class RootsResult(TypedDict):
+    roots: list[dict[str, Any]]  # {"path", "watcher", "source"(, "error")}
+    notes: list[str]  # how the root added or removed nests with the others
+
+
+def roots(rt: Resident, args: RootsArgs | None = None) -> RootsResult:
     args = args or RootsArgs()
     notes: list[str] = []
     if args.action != "list":

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from ..resident.tracker import Tracker
 
 T = TypeVar("T")
-Progress = Callable[[dict[str, Any]], bool]
+Progress = Callable[[Mapping[str, Any]], bool]
 
 
-def no_progress(_line: dict[str, Any]) -> bool:
+def no_progress(_line: Mapping[str, Any]) -> bool:
     return True
 
 

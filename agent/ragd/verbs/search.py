@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import AliasChoices, Field, field_validator
 
@@ -26,8 +26,15 @@ class SearchArgs(Args):
         return [value] if isinstance(value, str) else [] if value is None else value
 
 
-def search(rt: Runtime, args: SearchArgs) -> dict[str, Any]:
-    """{"query", "mode", "results": [SearchResult.to_dict(), ...]}."""
+class SearchResult(TypedDict):
+    query: str
+    mode: str
+    results: list[
+        dict[str, Any]
+    ]  # index.search.SearchResult.to_dict(): path, rel_path, root, chunk_index, score, ...
+
+
+def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [os.path.normpath(x) for x in args.path_prefix]
     results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,

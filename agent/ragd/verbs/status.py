@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import Field
 
@@ -22,7 +22,16 @@ class StatusArgs(Args):
     interval: float = Field(default=1.0, gt=0, le=3600)
 
 
-def status(rt: Resident, args: StatusArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
+class Status(TypedDict):
+    agent: dict[str, Any]
+    progress: dict[str, Any]
+    roots: list[dict[str, Any]]
+    embedder: dict[str, Any]
+    index: dict[str, Any]
+    mcp: dict[str, Any]
+
+
+def status(rt: Resident, args: StatusArgs | None = None, progress: Progress = no_progress) -> Status:
     args = args or StatusArgs()
     if args.watch:
         while progress(snapshot(rt)) and not _stopped_within(rt, max(0.1, args.interval)):
@@ -39,7 +48,7 @@ def _stopped_within(rt: Resident, seconds: float) -> bool:
     return rt.host.stopping()
 
 
-def snapshot(rt: Resident) -> dict[str, Any]:
+def snapshot(rt: Resident) -> Status:
     return {
         "agent": _agent(rt),
         "progress": rt.tracker.progress_json(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TypedDict
 
 from pydantic import Field
 
@@ -13,6 +13,11 @@ from .runtime import Progress, Resident, no_progress
 from .wait import until_idle
 
 
+class Synced(TypedDict, total=False):
+    scheduled: int  # directory jobs run
+    waited_s: float  # with `wait`
+
+
 class SyncArgs(Args):
     path: str | None = None
     force: bool = False
@@ -20,7 +25,7 @@ class SyncArgs(Args):
     timeout: float | None = Field(default=None, ge=0)
 
 
-def sync(rt: Resident, args: SyncArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
+def sync(rt: Resident, args: SyncArgs | None = None, progress: Progress = no_progress) -> Synced:
     """{"scheduled": directories} (+ "waited_s" with `wait`). `force` re-processes unchanged files too."""
     args = args or SyncArgs()
     rt.ready()
@@ -32,7 +37,7 @@ def sync(rt: Resident, args: SyncArgs | None = None, progress: Progress = no_pro
         tops = [path] if path is not None else list(rt.roots)
         dirs = [d for t in tops if t.is_dir() for d in walk_dirs(t, rt.ignore)]
     rt.run_dirs(dirs, "sync", force=args.force)
-    result: dict[str, Any] = {"scheduled": len(dirs)}
+    result: Synced = {"scheduled": len(dirs)}
     if args.wait:
         result.update(until_idle(rt, args.timeout, since, progress))
     return result

@@ -8,7 +8,7 @@ that long). While paused with work to do, it says so instead of waiting for ever
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TypedDict
 
 from pydantic import Field
 
@@ -28,12 +28,16 @@ class WaitArgs(Args):
     timeout: float | None = Field(default=None, ge=0)
 
 
-def wait(rt: Resident, args: WaitArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
+class Waited(TypedDict, total=False):
+    waited_s: float  # absent when the caller went away before the agent was idle
+
+
+def wait(rt: Resident, args: WaitArgs | None = None, progress: Progress = no_progress) -> Waited:
     """{"waited_s": seconds}; RagdError(timeout) after `timeout` s, (unavailable) when paused or stopping."""
     return until_idle(rt, (args or WaitArgs()).timeout, time.monotonic(), progress)
 
 
-def until_idle(rt: Resident, timeout: float | None, since: float, progress: Progress) -> dict[str, Any]:
+def until_idle(rt: Resident, timeout: float | None, since: float, progress: Progress) -> Waited:
     deadline = None if timeout is None else since + timeout
     last_sent = 0.0
     while not rt.settled(since):
