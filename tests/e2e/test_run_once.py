@@ -82,13 +82,18 @@ def test_default_local_model_end_to_end(tmp_path: Path) -> None:
     assert e.chunks[0].vector is not None and e.chunks[0].vector.shape == (512,)
 
 
-@pytest.mark.slow
-def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
-    root = tmp_path / "kb"
+def _four_dirs(root: Path, files: int) -> Path:
+    """d0..d3 under `root`, `files` markdown files each, long enough to take one embedding request per chunk."""
     for d in range(4):
         (root / f"d{d}").mkdir(parents=True)
-        for i in range(12):
+        for i in range(files):
             (root / f"d{d}" / f"f{i}.md").write_text(f"# File {d}/{i}\n\n" + f"Line {i} of dir {d}. " * 40)
+    return root
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
+    root = _four_dirs(tmp_path / "kb", files=12)
     with FakeOpenAI(dim=8, delay=0.05) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
@@ -225,11 +230,7 @@ def _read_all(fd: int) -> str:
 def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path: Path) -> None:
     """Interrupted, `run --once` lets the running job end cleanly (its files embedded, none FAILED for the
     embedder closing under them) and exits 130 without working through every queued directory first."""
-    root = tmp_path / "kb"
-    for d in range(4):
-        (root / f"d{d}").mkdir(parents=True)
-        for i in range(6):
-            (root / f"d{d}" / f"f{i}.md").write_text(f"# File {d}/{i}\n\n" + f"Line {i} of dir {d}. " * 40)
+    root = _four_dirs(tmp_path / "kb", files=6)
     with FakeOpenAI(dim=8, delay=0.2) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
