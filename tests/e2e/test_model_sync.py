@@ -130,7 +130,8 @@ class ModelSync(RuleBasedStateMachine):
         self.tree = ms.Tree(self.home / "t")
         self.model = self.tree.model
         self.model.config_roots = ["A"]
-        for rel in ("A/a.md", "B/b.md"):
+        self.tree.mkdir("A/d")  # a folder with sidecars from the start: a move or rename carries them along
+        for rel in ("A/a.md", "A/d/c.md", "B/b.md"):
             self.tree.write(rel, self.content.new())
         self._write_config()
         self.log_at = 0
