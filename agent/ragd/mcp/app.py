@@ -19,12 +19,13 @@ from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ragctl import protocol as p
 
 from ..errors import RagdError
+from ..verbs.arguments import describe
 from . import resources, tools
 
 if TYPE_CHECKING:
@@ -125,9 +126,22 @@ def _one_line(fn: F) -> F:
     return fn
 
 
+class RagdServer(MCPServer):
+    """The SDK's server, with argument errors told as ragd tells them ("argument 'top_k' must be less than or
+    equal to 100"), not as pydantic's multi-line report with its URL."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as err:
+            if isinstance(err.__cause__, ValidationError):
+                raise ToolError(f"Error executing tool {name}: {describe(err.__cause__)}") from err.__cause__
+            raise
+
+
 def build_server(get_rt: Callable[[], Resident], version: str = "") -> MCPServer:
     """The MCP server; `get_rt` is called on every request (the schema generator builds one without an agent)."""
-    server: MCPServer = MCPServer("ragd", version=version, instructions=INSTRUCTIONS, log_level="WARNING")
+    server: MCPServer = RagdServer("ragd", version=version, instructions=INSTRUCTIONS, log_level="WARNING")
     _add_tools(server, get_rt)
     _add_resources(server, get_rt)
     return server

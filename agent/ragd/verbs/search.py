@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypedDict
 
 from pydantic import AliasChoices, Field, field_validator
 
 from ..index import MAX_K
-from .arguments import Args
+from ..paths import root_of
+from .arguments import Args, bad
 from .runtime import Runtime
 
 
@@ -36,7 +39,21 @@ class SearchResult(TypedDict):
 
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
-    prefixes = [os.path.normpath(x) for x in args.path_prefix]
+    prefixes = [_prefix(x, rt.roots) for x in args.path_prefix]
     results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
     return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}
+
+
+def _prefix(raw: str, roots: Sequence[Path]) -> str:
+    """A search scope: a directory under a root, absolute or relative to a root; never one with `..` (it would
+    step out of the roots) and never one outside them (it matched nothing and looked like "no results")."""
+    names = ", ".join(str(r) for r in roots) or "(none)"
+    if "\0" in raw or ".." in PurePosixPath(raw).parts:
+        raise bad(f"path_prefix {raw!r} may not contain '..' or a NUL byte",
+                  f"give a directory inside a root; roots: {names}")  # fmt: skip
+    path = os.path.normpath(raw)
+    if os.path.isabs(path) and root_of(Path(path), roots) is None:
+        raise bad(f"path_prefix {path} is not under any root of this agent",
+                  f"search under one of the roots: {names}")  # fmt: skip
+    return path

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from ragctl import protocol as p
@@ -52,3 +55,33 @@ def test_mcp_search_and_query_answer_as_the_control_verb(running: Running) -> No
     assert [r["path"] for r in mcp["structuredContent"]["results"]] == [r["path"] for r in ctl]
     query = running.tool("query", {"q": "quokka", "topn": 3})["structuredContent"]["result"]
     assert [h["source"] for h in query] == [r["path"] for r in ctl]
+
+
+@pytest.mark.parametrize("prefix", ["/etc", "../..", "sub/../../x"])
+def test_a_scope_outside_the_roots_is_a_usage_error_naming_them(running: Running, prefix: str) -> None:
+    """It answered "no results" (ragctl, exit 0) or unfiltered results (MCP, for `..`)."""
+    err = running.refused("search", {"query": "token", "path_prefix": [prefix]})
+    assert err.code == p.BAD_REQUEST and str(running.root) in err.hint, (err.message, err.hint)
+    mcp = running.tool("search", {"query": "token", "path_prefix": prefix})
+    assert mcp.get("isError") and "path_prefix" in mcp["content"][0]["text"], mcp
+    ragctl = subprocess.run([sys.executable, "-m", "ragctl", "search", "token", "--path", "/etc"],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ragctl.returncode == 2 and "not under any root" in ragctl.stderr, ragctl
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "says"),
+    [
+        ("search", {"query": "x", "top_k": 100000}, "argument 'top_k' must be less than or equal to 100"),
+        ("search", {"query": "x", "mode": "fuzzy"}, "argument 'mode' must be 'hybrid', 'vector' or 'keyword'"),
+        ("read_chunk", {"path": "alpha.md", "chunk_index": 0, "neighbors": 50},
+         "argument 'neighbors' must be less than or equal to 20"),
+    ],
+)  # fmt: skip
+def test_mcp_argument_errors_read_like_the_others(
+    running: Running, tool: str, arguments: dict, says: str
+) -> None:
+    """Not pydantic's report ("1 validation error for searchArguments ... visit https://errors.pydantic.dev")."""
+    result = running.tool(tool, arguments)
+    text = result["content"][0]["text"]
+    assert result.get("isError") and says in text and "pydantic" not in text and "\n" not in text, text
