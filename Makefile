@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-ROOT   ?= .
+ROOT   ?=
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup run test lint format bench clean
@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
+	@if [ -z "$(ROOT)" ]; then \
+		echo "make run: which folder should the agent index? Say it: make run ROOT=~/Documents" >&2; exit 2; fi
 	$(BIN)/ragd run $(ROOT)
 
 lint: setup

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -235,10 +234,9 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
         proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not list(root.rglob("*.md.ragjson")) and time.monotonic() < deadline:
-            time.sleep(0.02)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        poll(lambda: list(root.rglob("*.md.ragjson")), timeout=60, every=0.02, what="a first sidecar")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted: finishing the directories under way" in err
