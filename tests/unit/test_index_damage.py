@@ -157,3 +157,16 @@ def test_probe_reports_how_the_child_ended(tmp_path: Path) -> None:
     _manifest(coll).write_bytes(b"")
     verdict = health.probe(coll)
     assert verdict.damaged and "SIGSEGV" in verdict.detail
+
+
+def test_a_requested_rebuild_is_information_not_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`ragctl index --rebuild` / `--rebuild-index` delete the collection on purpose: nothing alarming to log."""
+    from ragd.index import destroy_index
+
+    coll = _build(tmp_path)
+    with caplog.at_level(logging.INFO, logger="ragd.index"):
+        assert destroy_index(tmp_path, IDENTITY)
+    assert not coll.exists() and f"deleted the index at {coll}" in caplog.text
+    assert [r.levelname for r in caplog.records if r.name.startswith("ragd.index")] == ["INFO"]

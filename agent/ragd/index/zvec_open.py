@@ -139,5 +139,5 @@ def destroy(path: Path) -> bool:
     finally:
         if fd is not None:
             os.close(fd)
-    log.warning("deleted the index at %s", path)
+    log.info("deleted the index at %s", path)  # asked for (a rebuild); damage is warned of where it is found
     return True
