@@ -92,7 +92,10 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive},
     "orphans": lambda ns: {"path": _opt_abs(ns.path), "clean": ns.clean},
     "index": lambda ns: {"rebuild": ns.rebuild},
-    "roots": lambda ns: {"action": ns.action, **({"path": absolute(ns.root)} if ns.action != "list" else {})},
+    "roots": lambda ns: {
+        "action": ns.action or "list",
+        **({"path": absolute(ns.root)} if ns.action in ("add", "remove") else {}),
+    },
     "config": lambda ns: {"action": ns.action},
 }
 
@@ -214,6 +217,8 @@ def _sync(ctx: Ctx, ns: argparse.Namespace) -> int:
 
 
 def _index(ctx: Ctx, ns: argparse.Namespace) -> int:
+    if not ns.rebuild:
+        return _simple(ctx, ns)
     result = _streamed(ctx, ns, None, render.rebuild_progress)  # a rebuild takes as long as it takes
     ctx.emit(result, render.rebuilt(result))
     return EXIT_OK
@@ -259,6 +264,7 @@ RENDER: dict[str, Callable[[Obj, argparse.Namespace], str]] = {
     "search": lambda r, ns: render.search(r),
     "orphans": lambda r, ns: render.orphans(r, ns.clean),
     "roots": lambda r, ns: render.roots(r),
+    "index": lambda r, ns: render.index_stats(r),
     "reload": lambda r, ns: render.reloaded(r),
     "pause": lambda r, ns: render.paused(r),
     "resume": lambda r, ns: render.paused(r),

@@ -100,13 +100,13 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     sub.add_parser(
         "verify", parents=[common], help="check the index against the sidecars now, repair what differs"
     )
-    ix = sub.add_parser("index", parents=[common], help="rebuild the index from the sidecars")
-    ix.add_argument("--rebuild", action="store_true", required=True, help="drop the index and rebuild it")
+    ix = sub.add_parser("index", parents=[common], help="the index's statistics; --rebuild: rebuild it")
+    ix.add_argument("--rebuild", action="store_true", help="drop the index and rebuild it from the sidecars")
 
 
 def _add_admin(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    ro = sub.add_parser("roots", help="list, add or remove watched folders")
-    ro_sub = ro.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ro = sub.add_parser("roots", parents=[common], help="list (the default), add or remove watched folders")
+    ro_sub = ro.add_subparsers(dest="action", metavar="ACTION")
     ro_sub.add_parser("list", parents=[common], help="the watched folders")
     ro_sub.add_parser("add", parents=[common], help="watch a folder").add_argument("root", metavar="PATH")
     ro_sub.add_parser("remove", parents=[common], help="stop watching a folder").add_argument(

@@ -317,6 +317,17 @@ def paused(result: Obj) -> str:
     return "resumed: directory jobs run again\n"
 
 
+def index_stats(result: Obj) -> str:
+    kind = result.get("index_type") or "?"
+    lines = [f"index: {_num(result.get('documents'))} chunks ({kind}, {result.get('dimension', '?')}-d), "
+             f"{_num(result.get('segments'))} segment{'' if result.get('segments') == 1 else 's'}"]  # fmt: skip
+    if result.get("needs_optimize"):
+        lines.append("  an optimize is due (the agent runs it when idle)")
+    lines.append(f"  {show_path(str(result.get('path', '?')))}")
+    lines.append(f"  embedding fingerprint {result.get('fingerprint', '?')}")
+    return "\n".join(lines) + "\n"
+
+
 def rebuilt(result: Obj) -> str:
     secs = result.get("elapsed_s")
     took = f" in {secs:.1f} s" if isinstance(secs, (int, float)) else ""

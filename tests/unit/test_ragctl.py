@@ -125,6 +125,8 @@ CASES = [
     (["orphans", "d", "--clean"], ("orphans", {"path": "{cwd}/d", "clean": True})),
     (["index", "--rebuild"], ("index", {"rebuild": True})),
     (["roots", "list"], ("roots", {"action": "list"})),
+    (["roots"], ("roots", {"action": "list"})),
+    (["index"], ("index", {"rebuild": False})),
     (["roots", "add", "d"], ("roots", {"action": "add", "path": "{cwd}/d"})),
     (["roots", "remove", "/x/y"], ("roots", {"action": "remove", "path": "/x/y"})),
     (["pause"], ("pause", {})),
@@ -186,7 +188,7 @@ def test_agent_errors_exit_1_or_2(
 
 
 @pytest.mark.parametrize("argv", [["search"], ["search", "q", "--mode", "fuzzy"], ["search", "q", "-k", "0"],
-                                  ["index"], ["roots"], ["frobnicate"], ["--timeout", "-1", "status"]])  # fmt: skip
+                                  ["roots", "add"], ["frobnicate"], ["--timeout", "-1", "status"]])  # fmt: skip
 def test_usage_errors_exit_2(agent: FakeAgent, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert run(agent, *argv) == 2
     assert "usage: ragctl" in capsys.readouterr().err
@@ -460,3 +462,17 @@ def test_socket_path_falls_back_to_the_system_service_only_for_clients(tmp_path:
     own.touch()
     assert protocol.socket_path(env, client=True) == own
     assert protocol.socket_path({**env, "RAGD_SOCKET": "/x/s"}, client=True) == Path("/x/s")
+
+
+def test_roots_and_index_without_a_subcommand_list_and_show(
+    agent: FakeAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ragctl roots` lists the roots and `ragctl index` shows the index (both were usage errors)."""
+    agent.replies["roots"] = [("ok", RESULTS["roots"])]
+    assert run(agent, "roots") == 0
+    assert capsys.readouterr().out == "/kb  (watcher: inotify; from config)\n"
+    agent.replies["index"] = [("ok", {"path": "/d/index", "documents": 2423, "index_type": "flat", "dimension": 512,
+                                      "segments": 1, "needs_optimize": False, "fingerprint": "use-512"})]  # fmt: skip
+    assert run(agent, "index") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("index: 2423 chunks (flat, 512-d), 1 segment\n") and "/d/index" in out, out

@@ -42,10 +42,8 @@ def roots(rt: Resident, args: RootsArgs | None = None) -> RootsResult:
 
 
 def listing(rt: Resident) -> list[dict[str, Any]]:
-    configured = rt.configured_roots()
-
-    def source(r: Path) -> str:
-        return "config" if r in configured else "ragctl"
+    def source(r: Path) -> str:  # where the root comes from: the config file, `ragd run DIR`, or `roots add`
+        return "config" if r in rt.config.roots else "command line" if r in rt.cli_roots else "ragctl"
 
     out = [{"path": str(r), "watcher": rt.watch_mode(r), "source": source(r)} for r in rt.roots]
     out += [{"path": str(r), "watcher": "off", "source": source(r), "error": f"{r} {why}"}

@@ -64,6 +64,7 @@ class Resident(Runtime, Protocol):
     verifier: Verifier
     started: float
     rebuilding: bool
+    cli_roots: list[Path]  # given to `ragd run` on its command line
 
     @property
     def data_dir(self) -> Path: ...

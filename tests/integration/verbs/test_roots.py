@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragctl import protocol as p
-from tests.integration.verbs.conftest import Running, write_tree
+from ragd.config import load_config
+from tests.integration.verbs.conftest import Running, config_text, write_tree
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.inproc import agent_in_process, control
 
 
 def test_roots_list(running: Running) -> None:
@@ -44,3 +47,14 @@ def test_roots_arguments_are_checked(running: Running) -> None:
     assert running.refused("roots", {"action": "drop", "path": "/x"}).code == p.BAD_REQUEST
     assert running.refused("roots", {"action": "add", "path": "/no/such/dir"}).code == p.NOT_FOUND
     assert running.refused("roots", {"action": "remove", "path": "/tmp"}).code == p.NOT_FOUND
+
+
+def test_a_root_from_the_command_line_says_so(
+    kb: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """`ragd run DIR` (and `make run ROOT=DIR`): the root is not in the config file, and `roots list` says so."""
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(config_text(fake_openai_server, []))
+    with agent_in_process(load_config(config_file), [kb], config_path=config_file) as life:
+        listed = control(life, "roots")["roots"]
+    assert [(r["path"], r["source"]) for r in listed] == [(str(kb), "command line")]
