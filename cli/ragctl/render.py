@@ -95,7 +95,10 @@ def _agent_lines(agent: Obj) -> list[str]:
     line = f"state: {state} ({', '.join(notes)})"
     if agent.get("paused") or state == "paused":
         line += "; no directory job starts until `ragctl resume`"
-    return [head, line]
+    lines = [head, line]
+    if agent.get("reload_error"):  # the whole message: the keys it names are what to fix
+        lines.append(f"config: {one_line(agent['reload_error'], 2000)}; the running configuration is kept")
+    return lines
 
 
 def file_counts(files: Obj) -> str:

@@ -175,7 +175,8 @@ class Lifecycle:
         try:
             new = load_config(self.config_path)
         except ConfigError as err:
-            self.reload_error = "reload failed: " + err.message.splitlines()[0]
+            first, *keys = err.message.splitlines()
+            self.reload_error = "reload failed: " + "; ".join([first.rstrip(":"), *(k.strip() for k in keys)])
             log.error("reload failed, keeping the running configuration: %s", err.message)
             self.notifier.reloaded()
             raise
