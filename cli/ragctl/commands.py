@@ -89,7 +89,8 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "timeout": ns.wait_timeout,
     },
     "wait": lambda ns: {"timeout": ns.wait_timeout},
-    "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive},
+    # no folder named: the whole knowledge base, every root with its subfolders
+    "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive or not ns.path},
     "orphans": lambda ns: {"path": _opt_abs(ns.path), "clean": ns.clean},
     "index": lambda ns: {"rebuild": ns.rebuild},
     "roots": lambda ns: {
@@ -256,7 +257,8 @@ def _export(ctx: Ctx, ns: argparse.Namespace) -> int:
             f"export to {archive} failed: {err.strerror or err}{where}", "nothing was written"
         ) from None
     data = {**result, "archive": str(archive), "entries": done.entries, "skipped": list(done.skipped)}
-    ctx.emit(data, render.exported(ns.archive, done.entries, done.skipped))
+    what = f"{result.get('base')}{' with its subfolders' if args.get('recursive') else ' (-r: with its subfolders)'}"
+    ctx.emit(data, render.exported(ns.archive, done.entries, done.skipped, what if ns.path else "every root"))
     return EXIT_OK
 
 

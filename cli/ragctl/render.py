@@ -25,6 +25,11 @@ def show_path(path: object) -> str:
     return repr(text) if any(ord(c) < 32 or c == "\x7f" for c in text) else text
 
 
+def plural(n: object, one: str, many: str | None = None) -> str:
+    """'1 directory', '2 directories', '0 entries'."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def one_line(text: object, limit: int = MAX_REASON) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -55,6 +60,15 @@ def _int(value: object) -> int:
 
 def _num(value: object) -> str:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
+def _count(value: object, one: str, many: str | None = None) -> str:
+    """A count with its noun in the right number ('1 directory', '3 directories'); '? directories' if unknown."""
+    return (
+        plural(value, one, many)
+        if isinstance(value, int) and not isinstance(value, bool)
+        else f"? {many or one + 's'}"
+    )
 
 
 # -- status -----------------------------------------------------------------------------------------------------
@@ -201,7 +215,7 @@ def verify_line(verify: Obj | None) -> str:
 
 def verified(result: Obj) -> str:
     """`ragctl verify`: what was checked, and every repair (a repair means a bug: the log has the details)."""
-    lines = [f"checked {_num(result.get('sources'))} sources in {_num(result.get('dirs'))} directories "
+    lines = [f"checked {_count(result.get('sources'), 'source')} in {_count(result.get('dirs'), 'directory', 'directories')} "
              f"against {_num(result.get('indexed'))} indexed, in {_num(result.get('elapsed_s'))} s"]  # fmt: skip
     lines += [f"repaired {show_path(p)}" for p in result.get("repaired_paths") or []]
     lines += [f"removed {show_path(p)}" for p in result.get("removed_paths") or []]
@@ -211,14 +225,17 @@ def verified(result: Obj) -> str:
         lines.append(f"… and {fixed - listed} more (see the agent's log)")
     if _int(result.get("busy_dirs")):
         lines.append(
-            f"{result['busy_dirs']} directories had work in progress and were left for the next pass"
+            f"{_count(result['busy_dirs'], 'directory', 'directories')} had work in progress and were left for the "
+            "next pass"
         )
-    lines.append("the index matches the sidecars" if not fixed else f"{fixed} sources repaired")
+    lines.append("the index matches the sidecars" if not fixed else f"{plural(fixed, 'source')} repaired")
     return "\n".join(lines) + "\n"
 
 
 def verify_progress(data: Obj, bar_width: int | None = None) -> str:
-    return f"verifying the index against the sidecars ({_num(data.get('dirs'))} directories)"
+    return (
+        f"verifying the index against the sidecars ({_count(data.get('dirs'), 'directory', 'directories')})"
+    )
 
 
 def _item(item: object) -> str:
@@ -278,7 +295,7 @@ def waited(result: Obj) -> str:
 
 
 def synced(result: Obj, waited_for_idle: bool) -> str:
-    text = f"scheduled {_num(result.get('scheduled'))} directory jobs"
+    text = f"scheduled {_count(result.get('scheduled'), 'directory job')}"
     return text + ("; the agent is idle\n" if waited_for_idle else "\n")
 
 
@@ -288,9 +305,9 @@ def orphans(result: Obj, clean: bool) -> str:
     if not found:
         lines.append("no orphans")
     elif clean:
-        lines.append(f"{_num(result.get('removed'))} orphans removed from the index")
+        lines.append(f"{_count(result.get('removed'), 'orphan')} removed from the index")
     else:
-        lines.append(f"{len(found)} orphans found (remove them with --clean)")
+        lines.append(f"{plural(len(found), 'orphan')} found (remove them with --clean)")
     return "\n".join(lines) + "\n"
 
 
@@ -343,6 +360,7 @@ def config_check(result: Obj) -> str:
     return f"# {result.get('source', '?')}: {verdict} (secrets redacted)\n{body}\n"
 
 
-def exported(archive: str, written: int, skipped: Sequence[str]) -> str:
+def exported(archive: str, written: int, skipped: Sequence[str], what: str = "") -> str:
     tail = f" ({len(skipped)} vanished meanwhile and were skipped)" if skipped else ""
-    return f"wrote {archive}: {written} entries{tail}\n"
+    source = f" of {what}" if what else ""
+    return f"wrote {archive}: {plural(written, 'entry', 'entries')}{source}{tail}\n"

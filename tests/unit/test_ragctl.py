@@ -119,7 +119,7 @@ CASES = [
     (["sync", "d", "--force", "--wait", "--timeout", "9"], ("sync", {"path": "{cwd}/d", "force": True, "wait": True, "timeout": 9.0})),
     (["wait"], ("wait", {"timeout": None})),
     (["wait", "--timeout", "2.5"], ("wait", {"timeout": 2.5})),
-    (["export", "a.tar.gz"], ("export", {"path": None, "recursive": False})),
+    (["export", "a.tar.gz"], ("export", {"path": None, "recursive": True})),  # the whole knowledge base
     (["export", "a.tar.gz", "d", "-r"], ("export", {"path": "{cwd}/d", "recursive": True})),
     (["orphans"], ("orphans", {"path": None, "clean": False})),
     (["orphans", "d", "--clean"], ("orphans", {"path": "{cwd}/d", "clean": True})),
@@ -335,7 +335,10 @@ def test_export_writes_a_tar_gz_atomically(
     archive.write_bytes(b"old")
     assert run(agent, "export", str(archive), str(base), "-r") == 0
     out = capsys.readouterr()
-    assert out.out == f"wrote {archive}: 2 entries (1 vanished meanwhile and were skipped)\n"
+    assert (
+        out.out
+        == f"wrote {archive}: 2 entries of {base} with its subfolders (1 vanished meanwhile and were skipped)\n"
+    )
     assert out.err == f"ragctl: warning: {gone['path']} vanished before it could be archived; skipped\n"
     with tarfile.open(archive, "r:gz") as tar:
         assert tar.getnames() == [f["arcname"] for f in files]
@@ -429,7 +432,7 @@ def test_render_small_results() -> None:
         == "rebuilding the index from the sidecars (2.5 s)"
     )
     assert render.orphans({"orphans": [], "removed": 0}, False) == "no orphans\n"
-    assert render.orphans({"orphans": ["/a"], "removed": 1}, True) == "/a\n1 orphans removed from the index\n"
+    assert render.orphans({"orphans": ["/a"], "removed": 1}, True) == "/a\n1 orphan removed from the index\n"
     assert render.roots({"roots": []}).startswith("no roots")
     gone = {"path": "/old", "watcher": "off", "source": "config", "error": "/old does not exist"}
     assert render.reloaded({"added": ["/new"], "removed": [], "roots": [gone]}) == (
@@ -476,3 +479,16 @@ def test_roots_and_index_without_a_subcommand_list_and_show(
     assert run(agent, "index") == 0
     out = capsys.readouterr().out
     assert out.startswith("index: 2423 chunks (flat, 512-d), 1 segment\n") and "/d/index" in out, out
+
+
+def test_counts_are_in_the_right_number() -> None:
+    assert render.synced({"scheduled": 1}, False) == "scheduled 1 directory job\n"
+    assert render.synced({"scheduled": 3}, True) == "scheduled 3 directory jobs; the agent is idle\n"
+    assert render.orphans({"orphans": ["/kb/a"], "removed": 0}, False).endswith(
+        "1 orphan found (remove them with --clean)\n"
+    )
+    one = render.verified({"sources": 1, "dirs": 1, "indexed": 1, "elapsed_s": 0.1, "busy_dirs": 1})
+    assert (
+        one.startswith("checked 1 source in 1 directory against 1 indexed") and "1 directory had work" in one
+    )
+    assert render.exported("a.tgz", 1, [], "every root") == "wrote a.tgz: 1 entry of every root\n"

@@ -152,5 +152,5 @@ def run_orphans(args: Any, config: Config) -> int:
         for p in found:
             print(p)
         verb = "removed" if args.clean else "found (remove them with --clean)"
-        print(f"{len(found)} orphans {verb}" if found else "no orphans")
+        print(f"{len(found)} orphan{'' if len(found) == 1 else 's'} {verb}" if found else "no orphans")
     return 0
