@@ -316,3 +316,27 @@ def test_default_config_with_odd_roots_is_valid_toml(capsys, tmp_path: Path, hom
 def test_system_install_needs_root_unless_staged(capsys, tmp_path: Path) -> None:
     code, out = run(capsys, "install", "--system", "--payload", make_payload(tmp_path, "1.0.0"))
     assert code == 1 and "needs root" in out and "--root DESTDIR" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "link"),
+    [("../evil", tarfile.REGTYPE, ""), ("/etc/evil", tarfile.REGTYPE, ""), ("bin/out", tarfile.SYMTYPE, "../../x"),
+     ("dev", tarfile.CHRTYPE, "")],
+)  # fmt: skip
+def test_a_payload_member_that_would_leave_the_program_directory_is_refused(
+    tmp_path: Path, name: str, kind: bytes, link: str
+) -> None:
+    """The check used where tarfile has no "data" filter (Python before 3.11.4, e.g. Debian 12's 3.11.2)."""
+    import io
+
+    from ragd_installer.layout import InstallError
+    from ragd_installer.payload import _check_members
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        member = tarfile.TarInfo(name)
+        member.type, member.linkname = kind, link
+        tar.addfile(member, io.BytesIO(b""))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar, pytest.raises(InstallError, match="unsafe member"):
+        _check_members(tar, tmp_path / "dest", tmp_path / "p.tar")

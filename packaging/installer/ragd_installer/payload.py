@@ -59,7 +59,7 @@ class Payload:
         else:
             dest.mkdir(mode=0o755)
             with tarfile.open(self.source) as tar:
-                tar.extractall(dest, filter="data")
+                _extract(tar, dest, self.source)
         for name in PROGRAMS:
             exe = dest / "bin" / name
             if not (exe.is_file() and os.access(exe, os.X_OK)):
@@ -138,3 +138,24 @@ def _tar_text(tar: tarfile.TarFile, name: str, source: Path) -> str:
             if stream is not None:
                 return stream.read().decode("utf-8")
     raise InstallError(f"the payload {source} has no {name}", _REBUILD)
+
+
+def _extract(tar: tarfile.TarFile, dest: Path, source: Path) -> None:
+    """Extract with the "data" filter (no absolute or `..` names, no links out, no devices, no set-id bits); on a
+    Python without it (before 3.11.4) the members are checked the same way first."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    _check_members(tar, dest, source)
+    tar.extractall(dest)  # every member was checked
+
+
+def _check_members(tar: tarfile.TarFile, dest: Path, source: Path) -> None:
+    top = dest.resolve()
+    for m in tar.getmembers():
+        target = (top / m.name).resolve()
+        link = (target.parent / m.linkname).resolve() if m.issym() else (top / m.linkname).resolve()
+        if (m.name.startswith("/") or not target.is_relative_to(top) or m.isdev()
+                or ((m.issym() or m.islnk()) and not link.is_relative_to(top))):  # fmt: skip
+            raise InstallError(f"the payload {source} holds an unsafe member {m.name!r}", _REBUILD)
+        m.mode &= 0o777  # no set-id or sticky bits
