@@ -44,6 +44,9 @@ STOP_GRACE_S = (
     3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
 )
 COVERAGE_CHECK_S = 30.0
+PROGRESS_EVERY_S = (
+    10.0  # a progress line in the log this often while indexing (the log may be all a user sees)
+)
 
 
 class Lifecycle:
@@ -61,6 +64,9 @@ class Lifecycle:
         self.reload_error: str | None = None
         self.main_loop_error: str | None = None
         self._lock: InstanceLock | None = None
+        self._busy_since: float | None = time.monotonic()  # indexing since (the start-up's indexing first)
+        self._said_at = time.monotonic()
+        self._idle_at = 0.0  # when the last idle line was said
 
     # -- signals --------------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -134,11 +140,33 @@ class Lifecycle:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S
                 self.notifier.status(self.status_text())
+                self._say_progress(now)
                 self.main_loop_error = None
             except Exception as err:  # the main loop's boundary: log, report unhealthy, keep going
                 log.exception("internal error in the main loop")
                 self.main_loop_error = f"{type(err).__name__}: {err}"
             self.notifier.tick(healthy=self.healthy())
+
+    def _say_progress(self, now: float) -> None:
+        """What the agent is doing, in its log: a line every PROGRESS_EVERY_S while it indexes, and one when it
+        becomes idle ("idle: 385 files, 2423 chunks in 61 s"), for a user whose only window is the log. A change
+        indexed between two ticks of the loop counts too (a watch event since the last idle line)."""
+        state = self.agent.current_state()
+        changed = self.agent.last_event > self._idle_at
+        if self._busy_since is None and (state == "indexing" or changed):
+            self._busy_since = self._said_at = min(now, self.agent.last_event) if changed else now
+        if state == "indexing" and now - self._said_at >= PROGRESS_EVERY_S:
+            log.info("%s", self.status_text())
+            self._said_at = now
+        elif state == "idle" and self._busy_since is not None:
+            known, failed = self.agent.tracker.totals()
+            writer = self.agent.writer
+            chunks = writer.chunks if writer is not None else 0
+            log.info("idle: %d file%s, %d chunk%s in %.0f s%s", known, "" if known == 1 else "s", chunks,
+                     "" if chunks == 1 else "s", now - self._busy_since,
+                     f", {failed} failed (see `ragctl status`)" if failed else "")  # fmt: skip
+            self._busy_since = None
+            self._idle_at = now
 
     def _reload_logged(self) -> None:
         with contextlib.suppress(ConfigError):  # logged by reload(); the running configuration stays
