@@ -285,7 +285,7 @@ def _simple(ctx: Ctx, ns: argparse.Namespace) -> int:
 def _mcp(ctx: Ctx, ns: argparse.Namespace) -> int:
     from .mcp_bridge import run_stdio  # threads and logging only for this verb
 
-    return run_stdio(ctx.socket, ctx.timeout, ns.verbose)
+    return run_stdio(ns.socket, ctx.timeout, ns.verbose)  # no --socket: the agent is looked for at each call
 
 
 HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {

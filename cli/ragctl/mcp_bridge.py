@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from . import __version__
-from .protocol import BAD_REQUEST, NOT_FOUND, UNKNOWN_VERB, Client, ProtocolError, RemoteError, Unreachable
+from .protocol import (
+    BAD_REQUEST,
+    NOT_FOUND,
+    UNKNOWN_VERB,
+    Client,
+    ProtocolError,
+    RemoteError,
+    Unreachable,
+    socket_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +122,16 @@ class AgentLink:
     """Calls to the agent over its control socket, one connection per call so that calls run side by side."""
 
     def __init__(
-        self, socket: Path, connect_timeout: float | None, answer_timeout: float | None = CALL_TIMEOUT
+        self, socket: Path | None, connect_timeout: float | None, answer_timeout: float | None = CALL_TIMEOUT
     ):
-        self.socket = socket
+        self.socket = (
+            socket  # None: found again at each call (the agent may start, or move, after the bridge)
+        )
         self.connect_timeout, self.answer_timeout = connect_timeout, answer_timeout
 
     def call(self, verb: str, args: Json) -> Any:
         """The verb's result; Unreachable, RemoteError or ProtocolError otherwise."""
-        with Client(self.socket, self.connect_timeout) as client:
+        with Client(self.socket or socket_path(client=True), self.connect_timeout) as client:
             client.settimeout(self.answer_timeout)
             return client.call(verb, args)
 
@@ -406,7 +417,7 @@ def claim_stdout() -> tuple[IO[bytes], Callable[[], None]]:
     return out, restore
 
 
-def run_stdio(socket: Path, connect_timeout: float | None, verbose: bool = False) -> int:
+def run_stdio(socket: Path | None, connect_timeout: float | None, verbose: bool = False) -> int:
     """Serve MCP on this process's stdin and stdout until stdin ends (then 0)."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
                         format="ragctl mcp: %(levelname)s: %(message)s")  # fmt: skip

@@ -69,17 +69,25 @@ class RemoteError(Exception):
 SYSTEM_SOCKET = Path("/run/ragd") / SOCKET_NAME  # the system service's (RuntimeDirectory=ragd)
 
 
-def socket_path(environ: Mapping[str, str] | None = None, *, client: bool = False) -> Path:
+def socket_path(
+    environ: Mapping[str, str] | None = None, *, client: bool = False, run_user: Path | None = None
+) -> Path:
     """$RAGD_SOCKET, else <runtime dir>/control.sock (the runtime dir as the agent resolves it).
 
-    For a client, when that socket does not exist but the system service's does, the system service's."""
+    For a client, when that socket does not exist: the user's agent found from HOME and the uid (discovery.py;
+    `run_user` stands for /run/user), else the system service's socket when it exists, else that socket."""
     env = os.environ if environ is None else environ
     if env.get("RAGD_SOCKET"):
         return Path(env["RAGD_SOCKET"]).expanduser()
     own = runtime_dir(env) / SOCKET_NAME
-    if client and not os.path.exists(own) and os.path.exists(SYSTEM_SOCKET):
-        return SYSTEM_SOCKET
-    return own
+    if not client or os.path.exists(own):
+        return own
+    from . import discovery  # only here: a client whose socket is where it computed it does not need it
+
+    found = discovery.discover(env, run_user=run_user or discovery.RUN_USER)
+    if found is not None:
+        return found
+    return SYSTEM_SOCKET if os.path.exists(SYSTEM_SOCKET) else own
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ragctl import discovery
 from ragd.resident.instance import (
     SUN_PATH_MAX,
     AlreadyRunning,
@@ -24,7 +26,9 @@ from ragd.resident.instance import (
     bind_control_socket,
     peer_allowed,
     peer_credentials,
+    remove_discovery_record,
     uid_allowed,
+    write_discovery_record,
 )
 
 HOLDER = """
@@ -295,3 +299,43 @@ def test_the_socket_file_itself_keeps_another_uid_out(tmp_path: Path) -> None:
         tmp_path.chmod(0o755)  # let `nobody` reach the 0700 directory's door
         child = _as_nobody(str(path))
         assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 13
+
+
+# -- the discovery record ---------------------------------------------------------------------------------------
+def test_the_discovery_record_names_the_socket_privately(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".local/state/ragd").mkdir(parents=True, mode=0o755)
+    os.chmod(home / ".local/state/ragd", 0o755)
+    sock_path = tmp_path / "run" / "ragd" / "control.sock"
+    with bind_control_socket(sock_path):
+        path = write_discovery_record(sock_path, {"HOME": str(home)})
+        assert path == home / ".local/state/ragd/agent-socket"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        record = json.loads(path.read_text())
+        assert record == {"socket": str(sock_path), "pid": os.getpid(), "host": os.uname().nodename}
+        assert sorted(p.name for p in path.parent.iterdir()) == ["agent-socket"]  # no temp file left
+        assert discovery.recorded_socket(path, os.getuid()) == sock_path
+
+
+def test_the_record_is_removed_only_while_it_names_this_agent(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    sock_path = tmp_path / "a.sock"
+    path = write_discovery_record(sock_path, env)
+    assert path is not None
+    path.write_text(discovery.record_text(tmp_path / "b.sock", os.getpid() + 1))  # another agent took it over
+    remove_discovery_record(path, sock_path)
+    assert path.exists()
+    write_discovery_record(tmp_path / "b.sock", env)  # ours, for another socket
+    remove_discovery_record(path, sock_path)
+    assert path.exists()
+    write_discovery_record(sock_path, env)
+    remove_discovery_record(path, sock_path)
+    assert not path.exists()
+    remove_discovery_record(path, sock_path)  # already gone: nothing to do
+
+
+def test_a_record_that_cannot_be_written_does_not_stop_the_agent(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.write_text("HOME is a file here")
+    assert write_discovery_record(tmp_path / "a.sock", {"HOME": str(home)}) is None

@@ -10,7 +10,8 @@ then READY=1. The first full indexing runs after READY, with its progress in STA
 
 Shutdown (SIGTERM, SIGINT): STOPPING=1, stop watching, let running directory jobs finish for a short grace
 period, then close the embedder (files still waiting for vectors stay CHUNKED and are redone at the next start),
-let the index writer apply what it holds, close the index, remove the socket. A second SIGINT exits at once.
+let the index writer apply what it holds, close the index, remove the socket and the discovery record. A second
+SIGINT exits at once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ from ..config import Config, load_config
 from ..errors import ConfigError
 from ..mcp.server import McpService
 from ..resident.agent import Agent
-from ..resident.instance import InstanceLock, bind_control_socket, peer_allowed
+from ..resident.instance import (
+    InstanceLock,
+    bind_control_socket,
+    peer_allowed,
+    remove_discovery_record,
+    write_discovery_record,
+)
 from ..resident.notify import Notifier, progress_text
 from .control import ControlServer
 from .control_verbs import control_handlers
@@ -67,6 +74,7 @@ class Lifecycle:
         self._busy_since: float | None = time.monotonic()  # indexing since (the start-up's indexing first)
         self._said_at = time.monotonic()
         self._idle_at = 0.0  # when the last idle line was said
+        self._record: Path | None = None  # the discovery record naming our socket
 
     # -- signals --------------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -110,6 +118,7 @@ class Lifecycle:
         sock = bind_control_socket(self.socket_path)
         self.server = ControlServer(sock, control_handlers(self.agent, mcp_verbs(self.mcp)), peer_allowed)
         self.server.start()
+        self._record = write_discovery_record(self.socket_path)
         self.agent.start()
         self.notifier.ready(self.status_text())
         log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
@@ -228,6 +237,9 @@ class Lifecycle:
             if self.server is not None:
                 self._stop_agent()
         finally:
+            if self._record is not None:
+                remove_discovery_record(self._record, self.socket_path)
+                self._record = None
             self._lock.release()
             self._lock = None
 

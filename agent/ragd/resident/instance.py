@@ -5,6 +5,9 @@
   (unlinking a flock file lets two processes lock two different inodes of the same name).
 - `bind_control_socket`: a private directory (0700), a stale socket from a killed agent removed, a live one
   refused, the socket created 0600 from the start.
+- `write_discovery_record` / `remove_discovery_record`: `$HOME/.local/state/ragd/agent-socket` names the socket
+  and the pid, so that a client started with a minimal environment (an AI tool's `ragctl mcp`) finds this agent
+  (ragctl/discovery.py reads it). Written atomically, 0600 in a 0700 directory; removed only while it names us.
 - `peer_credentials` / `peer_allowed`: SO_PEERCRED. Peers with the agent's own uid are allowed, and root: root can
   read the agent's memory and files and switch to its uid anyway, so refusing it protects nothing and only breaks
   administration (`sudo ragctl ...` against a system agent).
@@ -19,9 +22,12 @@ import os
 import socket
 import stat
 import struct
+import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
+from ragctl import discovery
 from ragd.errors import RagdError, StorageError
 
 log = logging.getLogger(__name__)
@@ -264,6 +270,44 @@ def _bind(path: Path) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(LISTEN_BACKLOG)
     return sock
+
+
+# -- the discovery record ---------------------------------------------------------------------------------------
+def write_discovery_record(sock: Path, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Name `sock` and our pid in the discovery record (atomically); its path, or None (logged) when it cannot be.
+
+    A convenience for clients that lack our runtime directory: failing to write it never stops the agent."""
+    path = discovery.record_path(os.environ if environ is None else environ)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if stat.S_IMODE(path.parent.stat().st_mode) & 0o077:
+            os.chmod(path.parent, 0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".agent-socket.")  # 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(discovery.record_text(Path(os.path.abspath(sock)), os.getpid()))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        log.info("cannot write the discovery record %s (%s): clients without the agent's runtime directory "
+                 "in their environment will not find it; set RAGD_SOCKET for them", path, err.strerror or err)  # fmt: skip
+        return None
+    return path
+
+
+def remove_discovery_record(path: Path, sock: Path) -> None:
+    """Remove the record at `path` if it still names `sock` and this process (another agent may have replaced it)."""
+    record = discovery.read_record(path, os.getuid())
+    if record is None or record.get("pid") != os.getpid():
+        return
+    if record.get("socket") != os.path.abspath(sock):
+        return
+    try:
+        path.unlink()
+    except OSError as err:
+        log.warning("cannot remove the discovery record %s: %s", path, err.strerror or err)
 
 
 # -- peers ------------------------------------------------------------------------------------------------------
