@@ -116,11 +116,14 @@ class Agent:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
         rebuilt = self.open_index()
+        empty = (
+            self.indexer.index.count() == 0
+        )  # new (another data dir made the sidecars), rebuilt, or truly new
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(self.resolve_roots(), phase="initial")
-        if rebuilt:  # before the first verification, which would otherwise "repair" every source
-            self.indexer.call(_refill)
+        if rebuilt or empty:  # filled from the sidecars before the first verification, which would otherwise
+            self.indexer.call(_refill)  # "repair" every source that its unchanged sidecars already describe
         self.state = "indexing"
 
     # -- roots ----------------------------------------------------------------------------------------------
@@ -390,7 +393,8 @@ def _starting() -> RagdError:
 
 def _refill(sync: IndexSync) -> int:
     report = sync.reconcile(None)
-    log.info("the recreated index was refilled from the sidecars: %d sources", report.repaired)
+    if report.repaired:
+        log.info("the index was filled from the sidecars already there: %d sources", report.repaired)
     return report.repaired
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from tests.integration.verbs.conftest import DOCS, Running
+from pathlib import Path
+
+from ragd.config import load_config
+from ragd.resident.once import run_once
+from tests.integration.verbs.conftest import DOCS, Running, config_text
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.inproc import agent_in_process, control
 from tests.support.poll import poll
 
 
@@ -43,3 +49,24 @@ def test_a_folder_moved_while_its_parent_waits_for_its_job_is_not_repaired(runni
     assert sorted(sources) == sorted(str(running.root / rel.replace("sub/", "moved/", 1)) for rel in DOCS)
     again = running.ctl("verify")
     assert again["removed"] == 0 and again["repaired"] == 0, again
+
+
+def test_sidecars_made_with_another_index_fill_a_new_one_without_repairs(
+    kb: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A tree indexed by `ragd run --once` with another data directory (or on another machine, or before the data
+    directory was deleted): its sidecars are EMBEDDED and unchanged, so no job announces them; the new index is
+    filled from them at start-up, and the first verification repairs nothing (it "repaired" every file, with a
+    warning each, found using the agent on /usr/share/doc)."""
+    first = tmp_path / "first.toml"
+    first.write_text(f'data_dir = "{tmp_path / "elsewhere"}"\n' + config_text(fake_openai_server, [kb]))
+    summary = run_once(load_config(first))
+    assert summary.embedded == len(DOCS)
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(config_text(fake_openai_server, [kb]))
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        st = control(life, "status")
+        sources = control(life, "index", {"sources": True})["sources"]
+    assert sources == sorted(str(kb / rel) for rel in DOCS)
+    assert st["index"]["verify"]["repaired_total"] == 0, st["index"]["verify"]
