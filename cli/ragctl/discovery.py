@@ -25,8 +25,8 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from .protocol import APP_DIR, SOCKET_NAME
-
+APP_DIR = "ragd"  # the agent's directory name under the runtime, data and state directories
+SOCKET_NAME = "control.sock"
 RUN_USER = Path("/run/user")  # systemd-logind's per-user runtime directories
 RECORD = Path(".local", "state", APP_DIR, "agent-socket")  # under HOME
 MAX_RECORD = 4096  # bytes

@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import discovery
+from .discovery import APP_DIR, SOCKET_NAME
+
 VERSION = 1
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes in one line, either way
-SOCKET_NAME = "control.sock"
-APP_DIR = "ragd"
 
 # error codes (the "code" of an error reply)
 BAD_REQUEST = "bad_request"  # malformed JSON, missing or mistyped fields
@@ -82,8 +83,6 @@ def socket_path(
     own = runtime_dir(env) / SOCKET_NAME
     if not client or os.path.exists(own):
         return own
-    from . import discovery  # only here: a client whose socket is where it computed it does not need it
-
     found = discovery.discover(env, run_user=run_user or discovery.RUN_USER)
     if found is not None:
         return found
