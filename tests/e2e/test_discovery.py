@@ -25,8 +25,6 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 
 from ragctl import discovery, protocol
 from tests.e2e.agent import RAGCTL, AgentProcess, running_agent
-from tests.e2e.conftest import FAST_WATCH, write_api_config
-from tests.support.fake_openai import FakeOpenAI
 
 T = TypeVar("T")
 
@@ -66,13 +64,6 @@ def root(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "reset.md").write_text("# ERR_CONN_RESET\n\nThe peer closed the socket; retry the request.\n")
     return root
-
-
-@pytest.fixture
-def config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
-    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch=FAST_WATCH)
-    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
-    return cfg
 
 
 @pytest.fixture
