@@ -26,6 +26,18 @@ def _tree(root: Path, n: int = 6) -> Path:
     return root
 
 
+def test_the_summary_counts_in_the_right_number(tmp_path: Path, api_config_file: Path) -> None:
+    root = tmp_path / "one"
+    root.mkdir()
+    (root / "only.md").write_text("a single short file\n")
+    out = ragd("run", "--once", str(root)).stdout
+    assert "1 file embedded, 0 unchanged, 0 skipped, 0 failed in 1 directory\n" in out
+    assert (
+        "1 chunk: 1 embedded, 0 vectors reused;" in out
+        and "index: 1 chunk; 1 change note applied, 0 sources" in out
+    )
+
+
 def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file: Path) -> None:
     root = _tree(tmp_path / "kb")
     out = ragd("run", "--once", str(root))

@@ -77,23 +77,33 @@ def _index_line(index: dict[str, object]) -> str:
     if index.get("held_by_agent"):
         return "index: held by the running agent, which applies these changes itself\n"
     failed = index.get("mushrooms_failed") or []
-    line = (f"index: {index.get('chunks')} chunks; {index.get('mushrooms_applied')} change notes applied, "
-            f"{index.get('repaired')} sources repaired")  # fmt: skip
+    line = (f"index: {_n(_int(index.get('chunks')), 'chunk')}; "
+            f"{_n(_int(index.get('mushrooms_applied')), 'change note')} applied, "
+            f"{_n(_int(index.get('repaired')), 'source')} repaired")  # fmt: skip
     if index.get("rebuilt"):
         line += "; rebuilt from the sidecars"
     if failed:
-        line += f"; {len(failed)} change notes FAILED (kept and retried next run)"  # type: ignore[arg-type]
+        line += f"; {_n(len(failed), 'change note')} FAILED (kept and retried next run)"  # type: ignore[arg-type]
     return line + "\n"
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    """'1 directory', '2 directories'."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
     rate = s.embedded / s.elapsed if s.elapsed else 0.0
     out.write(
-        f"{s.embedded} files embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
-        f"{len(s.failed)} failed in {s.dirs} directories\n"
+        f"{_n(s.embedded, 'file')} embedded, {s.unchanged} unchanged, {s.skipped} skipped, "
+        f"{len(s.failed)} failed in {_n(s.dirs, 'directory', 'directories')}\n"
     )
     out.write(
-        f"{s.chunks} chunks: {s.texts_embedded} embedded, {s.vectors_reused} vectors reused; "
+        f"{_n(s.chunks, 'chunk')}: {s.texts_embedded} embedded, {_n(s.vectors_reused, 'vector')} reused; "
         f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n"
     )
     out.write(_index_line(s.index))
