@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ragd.config import data_dir, load_config
 from ragd.index import open_index
-from ragd.index.sync import IndexSync
+from ragd.index.sync import BATCH, IndexSync
 from ragd.pipeline import mushroom
 from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
@@ -92,7 +92,7 @@ def _kill_during_sync(root: Path, env: dict[str, str], dirs: int) -> bool:
 
 def test_sigkill_during_index_sync_then_restart_converges(tmp_path: Path) -> None:
     root = tmp_path / "kb"
-    dirs = 30
+    dirs = BATCH + 44  # more than one batch of change notes: the kill lands while the second batch is applied
     with FakeOpenAI(dim=8) as server:
         cfg_file = write_api_config(tmp_path / "c.toml", server)
         env = {**os.environ, "RAGD_CONFIG": str(cfg_file), "RAGD_DATA_DIR": str(tmp_path / "data")}
@@ -101,7 +101,7 @@ def test_sigkill_during_index_sync_then_restart_converges(tmp_path: Path) -> Non
             shutil.rmtree(tmp_path / "data", ignore_errors=True)
             for d in range(dirs):
                 (root / f"d{d:02d}").mkdir(parents=True)
-                for i in range(10 + attempt * 10):
+                for i in range(1 + attempt):
                     (root / f"d{d:02d}" / f"f{i}.md").write_text(f"# {d}/{i}\n\n" + f"words {d} {i} " * 50)
             if _kill_during_sync(root, env, dirs):
                 break
