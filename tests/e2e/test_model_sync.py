@@ -45,6 +45,7 @@ from tests.e2e.agent import RAGCTL, AgentProcess, ragctl, ragctl_json
 from tests.e2e.conftest import write_api_config
 from tests.support import model_sync as ms
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.isolation import isolation
 
 PROFILE = os.environ.get("RAGD_MODEL_PROFILE", "ci")
 SOAK = PROFILE == "soak"
@@ -139,14 +140,12 @@ class ModelSync(RuleBasedStateMachine):
 
     # -- environment and agent ----------------------------------------------------------------------------------
     def _isolate(self) -> None:
-        for key in list(os.environ):
-            if key.startswith("RAGD_"):
+        """The tests' isolation under this example's home (restored from `saved_env` at teardown)."""
+        for key, value in isolation(self.home).items():
+            if value is None:
                 del os.environ[key]
-        os.environ["HOME"] = str(self.home)
-        for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
-                         ("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "run")):  # fmt: skip
-            (self.home / sub).mkdir(mode=0o700)
-            os.environ[var] = str(self.home / sub)
+            else:
+                os.environ[key] = value
         os.environ["RAGD_CONFIG"] = str(self.home / "ragd.toml")
 
     def _write_config(self) -> None:
