@@ -36,6 +36,12 @@ FAST_WATCH = {"quiet": 0.1, "ceiling": 1.0}  # tests need not wait the default 0
 def write_api_config(
     path: Path, server: FakeOpenAI, *, watch: dict[str, float] | None = None, **extra: object
 ) -> Path:
+    path.write_text(api_config_text(server, watch=watch, **extra))
+    return path
+
+
+def api_config_text(server: FakeOpenAI, *, watch: dict[str, float] | None = None, **extra: object) -> str:
+    """A config file's text for the fake embeddings API (`extra` keys go into [embedding])."""
     lines = [
         "[embedding]",
         'provider = "openai"',
@@ -50,8 +56,7 @@ def write_api_config(
     lines += ["", "[mcp]", "port = 0  # an ephemeral port: tests never clash with each other or a real agent"]
     if watch:
         lines += ["", "[watch]", *(f"{k} = {v}" for k, v in watch.items())]
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ import pytest
 from ragctl.protocol import Client, RemoteError
 from ragd.config import Config
 from ragd.edges.lifecycle import Lifecycle
+from tests.e2e.conftest import api_config_text
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process
 
+WATCH = {"quiet": 0.2, "ceiling": 2.0}
 DOCS = {
     "alpha.md": "# Alpha\n\nThe wombat digs burrows at night. Token: zyxalpha.\n",
     "beta.txt": "Beta notes about numbats and termites. Token: zyxbeta.\n",
@@ -61,12 +63,7 @@ def write_tree(root: Path) -> None:
 
 
 def config_text(api: FakeOpenAI, roots: list[Path]) -> str:
-    return (
-        f'roots = {json.dumps([str(r) for r in roots])}\n\n[embedding]\nprovider = "openai"\n'
-        f'model = "fake-embed-8"\ndimension = {api.dim}\nbase_url = "{api.base_url}"\n'
-        'api_key = "sk-test-key-123456"\nretries = 2\nmax_backoff = 0.2\n\n[mcp]\nport = 0\n'
-        "\n[watch]\nquiet = 0.2\nceiling = 2.0\n"
-    )
+    return f"roots = {json.dumps([str(r) for r in roots])}\n" + api_config_text(api, watch=WATCH)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from tests.integration.verbs.conftest import Running
 def test_config_check_redacts_the_key(running: Running) -> None:
     res = running.ctl("config", {"action": "check"})
     assert res["valid"] and res["source"] == str(running.config_file)
-    assert "sk-test-key-123456" not in str(res["config"])
+    assert "sk-e2e-secret-key-0001" not in str(res["config"])  # the key of tests/e2e/conftest.py's config
 
 
 def test_a_broken_key_is_named(running: Running) -> None:
