@@ -37,7 +37,7 @@ from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
 from . import rootstate
 from .debounce import Debouncer
-from .host import Detached, Host
+from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
 from .scheduler import Scheduler
 from .tracker import Tracker
@@ -51,9 +51,9 @@ SETTLE_S = 0.6  # `wait` needs this long without new events (watchdog holds a lo
 
 
 class Agent:
-    def __init__(self, config: Config, cli_roots: Iterable[Path] = (), host: Host | None = None) -> None:
+    def __init__(self, config: Config, cli_roots: Iterable[Path], host: Host) -> None:
         self.config = config
-        self.host: Host = host if host is not None else Detached()
+        self.host = host
         self.cli_roots = [Path(r).expanduser().resolve() for r in cli_roots]
         self.data_dir = data_dir(config)
         self.started = time.time()
