@@ -156,9 +156,9 @@ def check_request(msg: Mapping[str, Any]) -> tuple[Any, str, dict[str, Any]]:
 class LineReader:
     """Reads newline-terminated messages from a socket, refusing lines longer than MAX_MESSAGE."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, received: bytes = b"") -> None:
         self._sock = sock
-        self._buf = bytearray()
+        self._buf = bytearray(received)  # `received`: bytes already read from `sock`
 
     def read_line(self) -> bytes | None:
         """The next line (without its newline), or None at end of stream."""
@@ -176,6 +176,11 @@ class LineReader:
                     raise ProtocolError(BAD_REQUEST, "connection closed in the middle of a message")
                 return None
             self._buf += chunk
+
+    def take_buffer(self) -> bytes:
+        """What was received past the last line returned (the reader is not to be used afterwards)."""
+        data, self._buf = bytes(self._buf), bytearray()
+        return data
 
 
 # -- client -----------------------------------------------------------------------------------------------------
@@ -211,6 +216,11 @@ class Client:
 
     def settimeout(self, timeout: float | None) -> None:
         self._sock.settimeout(timeout)
+
+    def detach(self) -> tuple[socket.socket, bytes]:
+        """The connection and the bytes received past the last reply, for another protocol (`mcp_session`);
+        this client is not to be used afterwards."""
+        return self._sock, self._reader.take_buffer()
 
     def call(
         self,

@@ -28,7 +28,16 @@ from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 
 T = TypeVar("T")
-TOOLS = ["search", "query", "read_document", "read_chunk", "status"]
+TOOLS = [
+    "search",
+    "query",
+    "read_document",
+    "read_chunk",
+    "recent_changes",
+    "status",
+    "wait_until_indexed",
+    "reindex",
+]
 NOT_RUNNING = (
     "the ragd agent is not running (no agent is listening on {}). "
     "Start it with `ragd run` or `systemctl --user start ragd`, then try again."
@@ -109,7 +118,12 @@ def _requests() -> list[Any]:
 
 
 # -- no agent ----------------------------------------------------------------------------------------------------
-def test_without_an_agent_the_sdk_client_initializes_and_tools_say_how_to_start_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("mode", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_without_an_agent_the_sdk_client_connects_and_tools_say_how_to_start_it(
+    tmp_path: Path, mode: str, version: str
+) -> None:
+    """Either era: `auto` discovers the per-request era (server/discover), `legacy` does the handshake."""
+
     async def session(client: Client) -> tuple[Any, ...]:
         tools = await client.list_tools()
         return (
@@ -119,10 +133,8 @@ def test_without_an_agent_the_sdk_client_initializes_and_tools_say_how_to_start_
             await client.call_tool("search", {"query": "x"}),
         )
 
-    version, info, tools, result = over_stdio(
-        tmp_path / "bridge.log", session
-    )  # mode auto: discover, then legacy
-    assert version == "2025-11-25"
+    negotiated, info, tools, result = over_stdio(tmp_path / "bridge.log", session, mode=mode)
+    assert negotiated == version
     assert info is not None and (info.name, info.version) == ("ragd", ragctl.__version__)
     assert [t.name for t in tools.tools] == TOOLS
     assert all(t.annotations and t.annotations.read_only_hint for t in tools.tools)

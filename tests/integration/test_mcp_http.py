@@ -39,7 +39,8 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process
 
 T = TypeVar("T")
-TOOLS = {"search", "query", "read_document", "read_chunk", "status"}
+TOOLS = {"search", "query", "read_document", "read_chunk", "recent_changes", "status", "wait_until_indexed",
+         "reindex"}  # fmt: skip
 A_MD = "# Network errors\n\nThe peer closed the socket: ERR_CONN_RESET.\n\n## Retry\n\nRetry the request.\n"
 
 
@@ -107,7 +108,7 @@ def text_of(result: Any) -> str:
     return str(result.content[0].text)
 
 
-def test_initialize_does_not_wait_for_indexing_and_lists_read_only_tools(kb: Path, fake_openai_server: FakeOpenAI) -> None:  # fmt: skip
+def test_initialize_does_not_wait_for_indexing_and_lists_the_tools(kb: Path, fake_openai_server: FakeOpenAI) -> None:  # fmt: skip
     fake_openai_server.delay = 2.0  # every embedding request of the initial indexing takes 2 s
     with running(kb, fake_openai_server, wait=False) as agent:
 
@@ -120,7 +121,8 @@ def test_initialize_does_not_wait_for_indexing_and_lists_read_only_tools(kb: Pat
         fake_openai_server.delay = 0.0
         assert {t.name for t in tools.tools} == TOOLS
         for tool in tools.tools:
-            assert tool.annotations.read_only_hint is True and tool.annotations.open_world_hint is False
+            assert tool.annotations.read_only_hint is (tool.name != "reindex")
+            assert tool.annotations.open_world_hint is False
             assert tool.output_schema is not None
         assert {t.uri_template for t in templates.resource_templates} == {
             f"ragd://{k}/{{+path}}" for k in ("dir", "file", "chunks", "orphans")

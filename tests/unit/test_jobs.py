@@ -11,6 +11,7 @@ from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.filejob import FileOutcome
 from ragd.pipeline.scan import Expected, Ignore
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, utc_stamp
+from ragd.resident.changes import ChangeLog
 from ragd.resident.jobs import FollowUps, Outcomes, failure_reason
 from ragd.resident.scheduler import Scheduler
 from ragd.resident.tracker import Tracker
@@ -30,13 +31,15 @@ class FollowUpCalls:
         self.notes: list[Path] = []
         self.looked: list[Path] = []
         self.found = 0
+        self.changes = ChangeLog()
 
     def follow_ups(self, scheduler: Scheduler, roots: list[Path]) -> FollowUps:
         def found() -> None:
             self.found += 1
 
         return FollowUps(scheduler, roots=lambda: roots, hand_note=self.notes.append,
-                         look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0)  # fmt: skip
+                         look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0,
+                         changes=self.changes)  # fmt: skip
 
 
 def test_without_follow_ups_every_outcome_is_recorded_and_counted_once(tmp_path: Path) -> None:
@@ -111,6 +114,9 @@ def test_the_agent_follows_up_on_notes_new_subdirectories_and_retries(tmp_path: 
     out.done(root / "gone", None, FileNotFoundError())
     out.done(tmp_path / "outside" / "gone", None, FileNotFoundError())
     assert calls.looked == [root]  # the parent of a vanished directory, when under a root and still there
+    journal, _ = calls.changes.since(0)
+    assert [(c.path, c.kind) for c in journal] == [(tmp_path / "outside" / "gone", "removed"),
+                                                   (root / "gone", "removed"), (root / "x.md", "failed")]  # fmt: skip
     assert scheduler.close(1.0)
 
 

@@ -12,6 +12,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ragctl import protocol as p
@@ -45,6 +46,16 @@ class Stream:
 
 
 Handler = Callable[[dict[str, Any], Stream], Any]
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """A handler's result that hands the connection over to another protocol (the verb `mcp_session`): the ok
+    reply carries `result`, then `serve(conn, leftover)` owns the connection until it returns, and the connection
+    is closed. `leftover`: bytes the client sent after the request, already read from the socket."""
+
+    result: Any
+    serve: Callable[[socket.socket, bytes], None]
 
 
 def error_reply(rid: Any, err: BaseException) -> dict[str, Any]:
@@ -120,10 +131,15 @@ class ControlServer:
                 conn.sendall(p.encode(p.reply_error(None, err.code, err.message, err.hint)))
                 return
             reply = self.handle(conn, msg)
+            if isinstance(reply, Takeover):
+                conn.sendall(p.encode(p.reply_ok(msg.get("id"), reply.result)))
+                conn.settimeout(None)  # the new protocol has its own idea of idleness
+                reply.serve(conn, reader.take_buffer())
+                return
             if reply is not None:
                 conn.sendall(p.encode(reply))
 
-    def handle(self, conn: socket.socket, msg: dict[str, Any]) -> dict[str, Any] | None:
+    def handle(self, conn: socket.socket, msg: dict[str, Any]) -> dict[str, Any] | Takeover | None:
         rid = msg.get("id")
         try:
             rid, verb, args = p.check_request(msg)
@@ -135,7 +151,7 @@ class ControlServer:
             result = handler(args, stream)
             if stream.closed:
                 return None
-            return p.reply_ok(rid, result)
+            return result if isinstance(result, Takeover) else p.reply_ok(rid, result)
         except (p.ProtocolError, RagdError) as err:
             return error_reply(rid, err)
         except Exception as err:  # the server loop's boundary: log it, answer, go on

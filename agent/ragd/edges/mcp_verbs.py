@@ -1,10 +1,13 @@
-"""Control verbs for the stdio bridge `ragctl mcp` (docs/mcp.md): MCP calls forwarded over the control socket.
+"""Control verbs for MCP over the control socket (docs/mcp.md, docs/protocol.md).
 
+    mcp_session {}                               -> {"protocol": "mcp"}, then the connection is an MCP session
     mcp_call {"name": str, "arguments": {...}}  -> the tools/call result (CallToolResult as on the wire)
     mcp_read {"uri": str}                        -> the resources/read result (ReadResourceResult as on the wire)
 
-Both are answered by the agent's one `MCPServer` (the one serving HTTP), so stdio and HTTP answers are identical.
-A failing tool is a normal result with `isError: true`; a failing resource read is an error reply
+`mcp_session` is what the stdio bridge `ragctl mcp` uses: after its reply the connection carries MCP's stdio
+framing both ways (mcp/session.py). `mcp_call` and `mcp_read` are one call each, without a session (scripts,
+tests). All are answered by the agent's one `MCPServer` (the one serving HTTP), so stdio and HTTP answers are
+identical. A failing tool is a normal result with `isError: true`; a failing resource read is an error reply
 (`not_found` -> JSON-RPC -32602, `failed` -> -32603); `unavailable` while the MCP server is not running.
 """
 
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ragctl import protocol as p
 
 from ..errors import RagdError
-from .control import Handler, Stream
+from .control import Handler, Stream, Takeover
 
 if TYPE_CHECKING:
     from ..mcp.server import McpService
@@ -40,4 +43,8 @@ def mcp_verbs(service: McpService) -> dict[str, Handler]:
             raise _bad("mcp_read needs a resource 'uri'")
         return service.read_resource(uri)
 
-    return {"mcp_call": mcp_call, "mcp_read": mcp_read}
+    def mcp_session(args: dict[str, Any], stream: Stream) -> Takeover:
+        service.check_running()  # refused now, as an error reply, rather than after the takeover
+        return Takeover({"protocol": "mcp"}, service.serve_session)
+
+    return {"mcp_session": mcp_session, "mcp_call": mcp_call, "mcp_read": mcp_read}

@@ -12,11 +12,11 @@ Results are plain data; `app.py` serves them as JSON.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from ragctl import protocol as p
 
@@ -25,7 +25,7 @@ from ..pipeline import sidecar
 from ..pipeline.scan import list_dir
 from ..verbs import orphans as orphans_verb
 from .paths import SafePath, check_path, check_tracked, leads_inside
-from .tools import chunk_dict
+from .tools import chunk_dict, resource_uri
 
 if TYPE_CHECKING:
     from ..verbs.runtime import Resident
@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 KINDS = ("dir", "file", "chunks", "orphans")
 
 
-def uri(kind: str, path: Path | str) -> str:
-    return f"ragd://{kind}{quote(str(path), safe='/')}"
+uri = resource_uri
 
 
 def _checked(rt: Resident, raw: str) -> SafePath:
@@ -134,3 +133,30 @@ def orphans(rt: Resident, raw: str) -> dict[str, Any]:
             check_tracked(safe, rt.ignore)
         found = orphans_verb.orphans(rt, orphans_verb.OrphansArgs(path=str(safe.path)))
     return {"path": found["path"], "orphans": found["orphans"]}
+
+
+def documents(rt: Resident, cursor: str | None, limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of `resources/list`: every document the agent knows under its roots, as `ragd://file/…`
+    resources in a stable order, and the cursor of the next page (None after the last). The cursor is the last
+    path of the page (opaque to clients); a page that starts after it stays right while files come and go."""
+    after = None
+    if cursor is not None:
+        try:
+            after = Path(base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8"))
+        except (ValueError, UnicodeError):
+            raise RagdError(f"invalid cursor {cursor[:60]!r}", "start again without a cursor",
+                            code=p.BAD_REQUEST) from None  # fmt: skip
+        if not after.is_absolute():
+            raise RagdError(
+                f"invalid cursor {cursor[:60]!r}", "start again without a cursor", code=p.BAD_REQUEST
+            )
+    found, more = rt.tracker.files(after, limit)
+    page = []
+    for path, st in found:
+        root = next((r for r in rt.roots if path.is_relative_to(r)), None)
+        name = str(path.relative_to(root)) if root is not None else str(path)
+        page.append({"uri": uri("file", path), "name": name, "title": path.name, "state": st.state})
+    next_cursor = None
+    if more and found:
+        next_cursor = base64.urlsafe_b64encode(str(found[-1][0]).encode("utf-8")).decode("ascii")
+    return page, next_cursor

@@ -15,7 +15,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,11 +25,11 @@ from ..errors import ConfigError, RagdError
 
 if TYPE_CHECKING:
     import uvicorn
-    from mcp.server.mcpserver import MCPServer
 
     from ..config import McpConfig
     from ..verbs.runtime import Resident
-    from .app import Guard
+    from .app import RagdServer
+    from .http import Guard
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,14 @@ class McpService:
         self._rt = rt
         self.url: str | None = None
         self.error: str | None = None
-        self._server: MCPServer | None = None
+        self._server: RagdServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._http: uvicorn.Server | None = None
         self._serving: Future[None] | None = None
         self._guard: Guard | None = None
+        self._sessions: set[Future[None]] = set()
+        self._stop_announcing: Callable[[], None] = lambda: None
 
     @property
     def config(self) -> McpConfig:
@@ -59,12 +61,16 @@ class McpService:
     def start(self) -> None:
         """Build the server and start its loop; serve HTTP if enabled. Never raises for a busy port."""
         from .app import build_server
+        from .events import Announcer
 
-        self._server = build_server(lambda: self._rt, self._rt.version())
+        announcer = Announcer()
+        self._server = build_server(lambda: self._rt, self._rt.version(), announcer)
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run_loop, args=(ready,), name="mcp", daemon=True)
         self._thread.start()
         ready.wait()
+        assert self._loop is not None
+        self._stop_announcing = announcer.attach(self._loop, self._rt.changes)
         if self.config.enabled:
             self._start_http()
 
@@ -86,7 +92,7 @@ class McpService:
     def _start_http(self) -> None:
         import uvicorn
 
-        from .app import http_app
+        from .http import http_app
 
         cfg = self.config
         try:
@@ -117,7 +123,10 @@ class McpService:
         log.info("MCP on %s%s", self.url, " (bearer token required)" if token else "")
 
     def stop(self) -> None:
-        """Stop serving HTTP (open streams get STOP_TIMEOUT_S), then stop the loop."""
+        """Stop serving HTTP (open streams get STOP_TIMEOUT_S) and the stdio sessions, then stop the loop."""
+        self._stop_announcing()
+        for fut in list(self._sessions):
+            fut.cancel()
         if self._http is not None and self._serving is not None:
             self._http.should_exit = True
             try:
@@ -132,7 +141,9 @@ class McpService:
 
     def status(self) -> dict[str, Any]:
         return {"enabled": self.config.enabled, "url": self.url, "error": self.error,
-                "requests": self._guard.requests if self._guard is not None else 0}  # fmt: skip
+                "requests": self._guard.requests if self._guard is not None else 0,
+                "sessions": len(self._sessions),
+                "calls_running": self._server.long_calls.running if self._server is not None else 0}  # fmt: skip
 
     # -- calls for the stdio bridge (edges/mcp_verbs.py) ------------------------------------------------------
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +158,34 @@ class McpService:
 
         return self._run(read_resource(self._need_server(), uri))
 
-    def _need_server(self) -> MCPServer:
+    def serve_session(self, conn: socket.socket, leftover: bytes = b"") -> None:
+        """Serve one MCP session (`ragctl mcp`) on a control connection until it ends; blocks the caller's
+        thread (the connection's own), not the loop."""
+        from .session import serve
+
+        fut = asyncio.run_coroutine_threadsafe(
+            serve(self._need_server(), conn, leftover), self._loop_or_fail()
+        )
+        self._sessions.add(fut)
+        try:
+            fut.result()
+        except (asyncio.CancelledError, ConnectionError):
+            pass  # the agent stops, or the client went away
+        except Exception:  # the session's boundary: a bug ends this session, never the agent
+            log.exception("MCP session failed")
+        finally:
+            self._sessions.discard(fut)
+
+    def check_running(self) -> None:
+        """Raise RagdError (unavailable) unless the MCP server is up."""
+        self._need_server()
+
+    def _loop_or_fail(self) -> asyncio.AbstractEventLoop:
+        self._need_server()
+        assert self._loop is not None
+        return self._loop
+
+    def _need_server(self) -> RagdServer:
         if self._server is None or self._loop is None or not self._loop.is_running():
             raise RagdError("the agent's MCP server is not running", "it starts with the agent; try again in a moment",
                             code=p.UNAVAILABLE)  # fmt: skip

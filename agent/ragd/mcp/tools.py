@@ -7,20 +7,31 @@ the functions are testable and reusable without an MCP session. Every path a cli
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from ragctl import protocol as p
 
 from ..errors import RagdError
+from ..paths import root_of
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines
 from .paths import check_path, check_tracked
 
 if TYPE_CHECKING:
+    from ..resident.changes import Change
     from ..verbs.runtime import Resident
 
 MAX_NEIGHBORS = 20
+
+
+def resource_uri(kind: str, path: Path | str) -> str:
+    """The URI of a ragd resource (resources.py): ragd://<kind>/<absolute path without its leading slash>."""
+    return f"ragd://{kind}{quote(str(path), safe='/')}"
 
 
 def search(
@@ -88,3 +99,29 @@ def chunk_dict(
 def status(rt: Resident) -> dict[str, Any]:
     """The agent's status, exactly as the control verb `status` (and `ragctl status --json`) reports it."""
     return dict(status_verb.snapshot(rt))
+
+
+def recent_changes(rt: Resident, since_hours: float = 24.0, path_prefix: str | None = None,
+                   limit: int = 100) -> dict[str, Any]:  # fmt: skip
+    """The documents that changed in the last `since_hours` (each once, its latest change), newest first."""
+    start = time.time() - since_hours * 3600
+    under = [check_path(path_prefix, rt.roots).path] if path_prefix else []
+    found, more = rt.changes.since(start, under, limit)
+    return {
+        "since": _iso(start),
+        "agent_started": _iso(rt.started),
+        "changes": [_change(rt, ch) for ch in found],
+        "truncated": more,
+    }
+
+
+def _change(rt: Resident, ch: Change) -> dict[str, Any]:
+    root = root_of(ch.path, rt.roots)
+    return {"path": str(ch.path), "rel_path": str(ch.path.relative_to(root)) if root else str(ch.path),
+            "root": str(root) if root else None, "change": ch.kind, "directory": ch.is_dir,
+            "at": _iso(ch.at), "reason": ch.reason,
+            "uri": resource_uri("dir" if ch.is_dir else "file", ch.path)}  # fmt: skip
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

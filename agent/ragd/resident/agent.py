@@ -36,6 +36,7 @@ from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
 from . import rootstate
+from .changes import ChangeLog
 from .debounce import Debouncer
 from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
@@ -61,6 +62,7 @@ class Agent:
         self.roots: list[Path] = []
         self.missing_roots: dict[Path, str] = {}
         self.tracker = Tracker()
+        self.changes = ChangeLog()
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
         self.embed = LazyEmbedQueue(config.embedding)
@@ -77,7 +79,7 @@ class Agent:
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
-            retry_dir_s=DIR_RETRY_S))  # fmt: skip
+            retry_dir_s=DIR_RETRY_S, changes=self.changes))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
@@ -170,6 +172,7 @@ class Agent:
         self.scheduler.discard_under(root, keep=nested)
         self.tracker.forget(root, keep=nested)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
+        self.changes.removed(root)
 
     # -- events ---------------------------------------------------------------------------------------------
     def on_watch_event(self, ev: WatchEvent) -> None:

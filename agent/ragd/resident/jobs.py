@@ -31,6 +31,7 @@ from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
+from .changes import ChangeLog
 from .scheduler import Scheduler
 from .tracker import Tracker
 
@@ -69,6 +70,7 @@ class FollowUps:
     look_again: Callable[[Path], None]  # a directory to reconcile again soon (the parent of a vanished one)
     subdirs_found: Callable[[], object]  # a job began tracking subdirectories: the watcher checks them
     retry_dir_s: float  # a directory whose job failed runs again after this
+    changes: ChangeLog  # the journal of what changed (for MCP: recent changes, change announcements)
 
 
 class Outcomes:
@@ -93,6 +95,7 @@ class Outcomes:
         fu = self.follow_ups
         if fu is None:
             return
+        fu.changes.record(result)
         if result.mushroom is not None:
             fu.hand_note(result.mushroom)
         for sub in result.new_subdirs:
@@ -109,6 +112,8 @@ class Outcomes:
     def _vanished(self, directory: Path) -> None:
         self.tracker.forget(directory)
         fu = self.follow_ups
+        if fu is not None:
+            fu.changes.removed(directory)
         parent = directory.parent
         if fu is not None and root_of(parent, fu.roots()) and parent.is_dir():
             fu.look_again(parent)

@@ -216,3 +216,22 @@ class Tracker:
     def file_state(self, path: Path) -> FileStatus | None:
         with self._lock:
             return self._dirs.get(path.parent, {}).get(path.name)
+
+    def files(
+        self, after: Path | None = None, limit: int = 500
+    ) -> tuple[list[tuple[Path, FileStatus]], bool]:
+        """Every file known, directory by directory (each in path order, its files by name): at most `limit` of
+        those after `after`, and whether more follow. A page boundary stays right while files come and go."""
+        last = (after.parent, after.name) if after is not None else None
+        with self._lock:
+            dirs = sorted(self._dirs) if last is None else sorted(d for d in self._dirs if d >= last[0])
+            found: list[tuple[Path, FileStatus]] = []
+            for d in dirs:
+                for name in sorted(self._dirs[d]):
+                    if last is not None and (d, name) <= last:
+                        continue
+                    path = d / name
+                    if len(found) == limit:
+                        return found, True
+                    found.append((path, self._dirs[d][name]))
+        return found, False

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..index.writer import Indexer
     from ..pipeline.embed import LazyEmbedQueue
     from ..pipeline.scan import Ignore
+    from ..resident.changes import ChangeLog
     from ..resident.debounce import Debouncer
     from ..resident.host import Host
     from ..resident.scheduler import Scheduler
@@ -58,6 +59,7 @@ class Runtime(Protocol):
 class Resident(Runtime, Protocol):
     host: Host
     tracker: Tracker
+    changes: ChangeLog
     scheduler: Scheduler
     debouncer: Debouncer
     embed: LazyEmbedQueue

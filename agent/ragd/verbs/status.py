@@ -146,7 +146,8 @@ def busy(rt: Resident) -> dict[str, Any]:
     pending, running = rt.dirs_to_do()
     stats = rt.embed.stats
     writer = rt.writer
+    prog = rt.tracker.progress
     return {"pending_dirs": pending, "running_dirs": running,
             "queued_texts": stats.queued + stats.in_flight,
             "pending_mushrooms": writer.pending() if writer is not None else 0,
-            "phase": rt.tracker.progress.phase}  # fmt: skip
+            "phase": prog.phase, "dirs_done": prog.dirs_done, "dirs_total": prog.dirs_total}  # fmt: skip

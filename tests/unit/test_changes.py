@@ -1,0 +1,70 @@
+"""The agent's journal of document changes (resident/changes.py): what a directory job's result records."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ragd.pipeline import mushroom
+from ragd.pipeline.dirjob import DirResult
+from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.mushroom import Event
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ragd.resident.changes import Change, ChangeLog
+
+D = Path("/kb/notes")
+
+
+def _result(*files: FileOutcome, events: tuple[Event, ...] = ()) -> DirResult:
+    return DirResult(D, files, events=events)
+
+
+def test_a_jobs_changes_are_recorded_and_unchanged_files_are_not() -> None:
+    log = ChangeLog()
+    heard: list[list[Change]] = []
+    log.listen(heard.append)
+    log.record(_result(FileOutcome("new.md", EMBEDDED, chunks=2), FileOutcome("same.md", "UNCHANGED"),
+                       FileOutcome("touched.md", "TOUCHED"), FileOutcome("bad.pdf", FAILED, reason="encrypted"),
+                       FileOutcome("big.bin", SKIPPED, reason="binary"),
+                       events=(Event("old.md", mushroom.DELETE), Event("sub", mushroom.DIR_DELETE),
+                               Event("new.md", mushroom.UPSERT))))  # fmt: skip
+    found, more = log.since(0)
+    got = {(c.path.name, c.kind, c.is_dir, c.reason) for c in found}
+    assert got == {("new.md", "indexed", False, ""), ("bad.pdf", "failed", False, "encrypted"),
+                   ("big.bin", "skipped", False, "binary"), ("old.md", "removed", False, ""),
+                   ("sub", "removed", True, "")}  # fmt: skip
+    assert not more and len(heard) == 1 and len(heard[0]) == 5
+
+
+def test_since_gives_each_paths_latest_change_newest_first_within_the_period_and_prefix() -> None:
+    log = ChangeLog()
+    log.record(_result(FileOutcome("a.md", EMBEDDED)))
+    start = time.time()
+    log.record(_result(FileOutcome("b.md", EMBEDDED)))
+    log.record(_result(FileOutcome("a.md", FAILED, reason="parse error")))
+    log.removed(Path("/kb/other"))
+    recent, _ = log.since(start)
+    assert [(c.path.name, c.kind) for c in recent] == [
+        ("other", "removed"),
+        ("a.md", "failed"),
+        ("b.md", "indexed"),
+    ]
+    under, _ = log.since(0, [D])
+    assert [c.path.name for c in under] == ["a.md", "b.md"]
+    first, more = log.since(0, limit=1)
+    assert [c.path.name for c in first] == ["other"] and more
+
+
+def test_the_journal_keeps_the_latest_changes_and_a_failing_listener_changes_nothing() -> None:
+    log = ChangeLog(size=3)
+
+    def broken(changes: list[Change]) -> None:
+        raise RuntimeError("a listener's bug")
+
+    stop = log.listen(broken)
+    for i in range(5):
+        log.record(_result(FileOutcome(f"{i}.md", EMBEDDED)))
+    stop()
+    found, _ = log.since(0)
+    assert [c.path.name for c in found] == ["4.md", "3.md", "2.md"]
+    assert log.oldest() == found[-1].at
