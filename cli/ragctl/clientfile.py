@@ -75,7 +75,7 @@ def _merged(path: Path, old: bytes | None, key: str, name: str, entry: dict[str,
     data = _parse(path, old)
     servers = data.get(key, {})
     if not isinstance(servers, dict):
-        raise MergeRefused(f"cannot merge into {path}: its {key!r} is a {_kind(servers)}, not an object of servers",
+        raise MergeRefused(f"cannot merge into {path}: its {key!r} is {_kind(servers)}, not an object of servers",
                            f"fix {key!r} in the file (or add the snippet by hand); nothing was changed")  # fmt: skip
     merged = {**data, key: {**servers, name: entry}}  # an existing `name` keeps its place
     return json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
@@ -94,13 +94,13 @@ def _parse(path: Path, old: bytes | None) -> dict[str, Any]:
                            "fix or move the file, or add the snippet by hand (comments and trailing commas are "
                            "not JSON: ragctl would lose them); nothing was changed") from None  # fmt: skip
     if not isinstance(data, dict):
-        raise MergeRefused(f"cannot merge into {path}: it holds a JSON {_kind(data)}, not an object",
+        raise MergeRefused(f"cannot merge into {path}: it holds {_kind(data)} in JSON, not an object",
                            "fix or move the file, or add the snippet by hand; nothing was changed")  # fmt: skip
     return data
 
 
 def _kind(value: object) -> str:
-    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+    return {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(value), "a number")
 
 
 def _umask() -> int:
