@@ -99,8 +99,11 @@ def _parse(path: Path, old: bytes | None) -> dict[str, Any]:
     return data
 
 
+KINDS = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}  # else a number
+
+
 def _kind(value: object) -> str:
-    return {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(value), "a number")
+    return KINDS.get(type(value), "a number")
 
 
 def _umask() -> int:

@@ -38,6 +38,8 @@ def mcp_config(ctx: Ctx, ns: argparse.Namespace) -> int:
     _check_usage(ns)
     notes: list[str] = []
     target = _endpoint(ctx, notes) if ns.http else _command()
+    if isinstance(target, Endpoint) and target.token:
+        notes.append("the entry holds the agent's bearer token: keep it private")
     clients = [CLIENTS[ns.client]] if ns.client else list(CLIENTS.values())
     reports = []
     for client in clients:
@@ -115,8 +117,6 @@ def _report(client: Client, target: Command | Endpoint, ns: argparse.Namespace, 
                       "file": str(file), "key": client.key, "entry": entry, "snippet": client.snippet(entry)}  # fmt: skip
     if client.name == "claude-code":
         report["command_line"] = claude_code_line(target)
-    if secret:
-        notes.append(f"the {client.label} entry holds the agent's bearer token: keep it private")
     if ns.write:
         done = _write(file, client, entry, secret)
         report["written"] = {"file": str(done.file), "backup": str(done.backup) if done.backup else None,
