@@ -288,6 +288,12 @@ def _mcp(ctx: Ctx, ns: argparse.Namespace) -> int:
     return run_stdio(ns.socket, ctx.timeout, ns.verbose)  # no --socket: the agent is looked for at each call
 
 
+def _mcp_config(ctx: Ctx, ns: argparse.Namespace) -> int:
+    from .mcpconfig import mcp_config  # the clients' knowledge only for this verb
+
+    return mcp_config(ctx, ns)
+
+
 HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "status": _status,
     "wait": _wait,
@@ -296,6 +302,7 @@ HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "verify": _verify,
     "export": _export,
     "mcp": _mcp,
+    "mcp-config": _mcp_config,
 }
 
 

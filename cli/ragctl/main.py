@@ -14,6 +14,7 @@ from pathlib import Path
 from . import __version__
 
 DEFAULT_TIMEOUT = 30.0  # seconds to connect and to wait for each answer (0: no limit)
+MCP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")  # `mcp-config`'s (clients.py knows them)
 
 
 def _seconds(text: str) -> float:
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_jobs(sub, common)
     _add_admin(sub, common)
     _add_mcp(sub)
+    _add_mcp_config(sub, common)
     return p
 
 
@@ -127,6 +129,24 @@ def _add_mcp(sub: argparse._SubParsersAction) -> None:
     mc.add_argument("--socket", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     mc.add_argument("-v", "--verbose", action="store_true", help="log each request on stderr")
     mc.set_defaults(json=False)  # stdout carries JSON-RPC only
+
+
+def _add_mcp_config(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    mc = sub.add_parser(
+        "mcp-config",
+        parents=[common],
+        help="print (--write: merge in) the MCP set-up of Claude Desktop, Claude Code, Cursor or VS Code",
+        description="Print the entry an AI tool needs to reach ragd (this ragctl by its absolute path), headed by "
+        "the file it goes in; --write merges it into that file, keeping a backup.",
+    )
+    mc.add_argument("client", nargs="?", choices=MCP_CLIENTS, metavar="CLIENT",
+                    help=f"one of {', '.join(MCP_CLIENTS)} (default: all of them)")  # fmt: skip
+    mc.add_argument("--http", action="store_true",
+                    help="the agent's streamable HTTP endpoint (URL and token) instead of `ragctl mcp` (stdio)")  # fmt: skip
+    mc.add_argument("--write", action="store_true", help="merge the entry into the client's config file")
+    mc.add_argument(
+        "--config-file", type=Path, metavar="PATH", help="that file instead of the client's usual one"
+    )
 
 
 def _tolerant_stdio() -> None:

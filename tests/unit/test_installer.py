@@ -132,6 +132,24 @@ def test_system_install_unit_has_the_roots_and_touches_only_destdir(capsys, tmp_
     assert "ran:" not in out
 
 
+def test_install_ends_with_how_to_connect_an_ai_tool(capsys, tmp_path: Path, home: Path) -> None:
+    out = user_install(capsys, tmp_path, tmp_path / "dest")
+    assert out.endswith(
+        f"note: connect an AI tool (Claude, Cursor, VS Code): {home}/.local/bin/ragctl mcp-config\n"
+    )
+    code, out = run(
+        capsys,
+        "install",
+        "--system",
+        "--root",
+        tmp_path / "sys",
+        "--payload",
+        make_payload(tmp_path, "1.0.1"),
+    )
+    assert code == 0, out
+    assert "connect an AI tool (Claude, Cursor, VS Code): /opt/ragd/bin/ragctl mcp-config\n" in out
+
+
 def test_reinstall_keeps_the_config_and_replaces_the_program(capsys, tmp_path: Path, home: Path) -> None:
     dest = tmp_path / "dest"
     user_install(capsys, tmp_path / "a", dest, "1.0.0", "--roots", "/srv/one")

@@ -15,6 +15,7 @@ from ragctl import protocol as p
 
 from ..verbs import config as config_verb
 from ..verbs import export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
+from ..verbs import mcp_client as mcp_client_verb
 from ..verbs.arguments import Args, parse
 from ..verbs.runtime import Resident
 from .control import Handler, Stream
@@ -35,6 +36,7 @@ TABLE: dict[str, Verb] = {
     "resume": (pause.NoArgs, pause.resume, False),
     "reload": (pause.NoArgs, reload.reload, False),
     "config": (config_verb.ConfigArgs, config_verb.config, False),
+    "mcp_client": (pause.NoArgs, mcp_client_verb.mcp_client, False),
 }
 
 

@@ -277,3 +277,6 @@ def _notes(
         )
     if config_written and not roots:
         report.notes.append(f"no roots given: add folders to {layout.config_path} (or ragctl roots add DIR)")
+    if not report.failed:
+        ragctl = layout.bin_dirs[0] / "ragctl"  # by its full path: AI tools do not see the shell's PATH
+        report.notes.append(f"connect an AI tool (Claude, Cursor, VS Code): {ragctl} mcp-config")

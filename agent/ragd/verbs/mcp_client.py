@@ -1,0 +1,30 @@
+"""`mcp_client`: what an MCP client needs to reach the agent's HTTP endpoint: its URL and its bearer token.
+
+Asked by `ragctl mcp-config --http` to print (or write) a client's configuration. The token goes only to whoever
+may use the control socket (the agent's own user, and root, who can read the config anyway); it is never logged.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from ..errors import ConfigError
+from .pause import NoArgs
+from .runtime import Resident
+
+
+class McpClient(TypedDict):
+    enabled: bool  # [mcp] enabled
+    url: str | None  # the endpoint being served; None while it is not (starting, off, or failed: see error)
+    error: str | None  # why it is not served
+    token: str | None  # the bearer token clients must send; None when none is configured
+
+
+def mcp_client(rt: Resident, args: NoArgs | None = None) -> McpClient:
+    served = rt.host.mcp_status()
+    try:
+        token = rt.config.mcp.resolved_token()
+    except ConfigError:
+        token = None  # token_env names an unset variable: the endpoint did not start, `error` says why
+    return {"enabled": bool(served.get("enabled")), "url": served.get("url"), "error": served.get("error"),
+            "token": token}  # fmt: skip
