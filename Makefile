@@ -29,6 +29,7 @@ setup: $(STAMP)
 run: setup
 	@if [ -z "$(ROOT)" ]; then \
 		echo "make run: which folder should the agent index? Say it: make run ROOT=~/Documents" >&2; exit 2; fi
+	@echo "connect an AI tool (Claude Desktop, Cursor, VS Code, Claude Code): $(abspath $(BIN))/ragctl mcp-config"
 	$(BIN)/ragd run $(ROOT)
 
 lint: setup
@@ -57,6 +58,12 @@ lock:
 	$(LOCK_VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
 		pyproject.toml requirements/lock.in -o $(LOCK)
+
+# The wheel (dist/ragd-<version>-py3-none-any.whl), for `pipx install` / `uv tool install`.
+.PHONY: wheel
+wheel: setup
+	rm -rf build/lib build/bdist.*  # setuptools would ship files left there by an earlier build
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
 # Frozen program + single-file installer (packaging/build.sh; the build extra, locked, is in the venv), and its
 # build-and-smoke.
