@@ -59,10 +59,11 @@ lock:
 		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
 		pyproject.toml requirements/lock.in -o $(LOCK)
 
-# The wheel (dist/ragd-<version>-py3-none-any.whl), for `pipx install` / `uv tool install`.
+# The wheel (dist/ragd-<version>-py3-none-any.whl), for `pipx install` / `uv tool install`. setuptools would
+# also ship files an earlier build left in build/lib.
 .PHONY: wheel
 wheel: setup
-	rm -rf build/lib build/bdist.*  # setuptools would ship files left there by an earlier build
+	rm -rf build/lib build/bdist.*
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
 
 # Frozen program + single-file installer (packaging/build.sh; the build extra, locked, is in the venv), and its
