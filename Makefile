@@ -49,13 +49,14 @@ clean:
 
 # Re-resolve $(LOCK) after a change to pyproject.toml's dependencies (or requirements/lock.in), keeping every
 # other pin; `make lock UPGRADE=1` moves everything to the newest versions allowed. Then `make test`.
-# uv resolves for every platform and Python version at once (pip-compile only for the running one).
+# uv resolves for every platform and Python version at once (pip-compile only for the running one); it trusts
+# the system's certificates, as pip does.
 UV_VERSION := 0.13.9
 LOCK_VENV  := build/lock-venv
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
-	$(LOCK_VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	$(LOCK_VENV)/bin/uv pip compile --quiet --system-certs --universal --python-version 3.11 --generate-hashes \
 		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
 		pyproject.toml requirements/lock.in -o $(LOCK)
 
