@@ -50,15 +50,17 @@ clean:
 # Re-resolve $(LOCK) after a change to pyproject.toml's dependencies (or requirements/lock.in), keeping every
 # other pin; `make lock UPGRADE=1` moves everything to the newest versions allowed. Then `make test`.
 # uv resolves for every platform and Python version at once (pip-compile only for the running one); it trusts
-# the system's certificates, as pip does.
+# the system's certificates, as pip does. The lock is written back only if it changed (a new lock, a new venv).
 UV_VERSION := 0.13.9
 LOCK_VENV  := build/lock-venv
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	cp $(LOCK) $(LOCK_VENV)/lock.txt
 	$(LOCK_VENV)/bin/uv pip compile --quiet --system-certs --universal --python-version 3.11 --generate-hashes \
 		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
-		pyproject.toml requirements/lock.in -o $(LOCK)
+		pyproject.toml requirements/lock.in -o $(LOCK_VENV)/lock.txt
+	cmp -s $(LOCK_VENV)/lock.txt $(LOCK) || cp $(LOCK_VENV)/lock.txt $(LOCK)
 
 # The wheel (dist/ragd-<version>-py3-none-any.whl), for `pipx install` / `uv tool install`. setuptools would
 # also ship files an earlier build left in build/lib.
