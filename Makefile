@@ -4,13 +4,24 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 ROOT   ?=
 STAMP  := $(VENV)/.installed
+# Every runtime, dev and build dependency at the exact version the suite passes with, with the hashes of all
+# their files (any Linux, Python 3.11-3.13). `make lock` regenerates it.
+LOCK   := requirements/lock.txt
 
-.PHONY: setup run test lint format bench clean
+.PHONY: setup run test lint format bench clean lock
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# A fresh venv (--clear: a changed lock leaves nothing behind) holding exactly the locked versions: first the
+# locked pip, setuptools and wheel, which then build what ships as source only (sdnotify) and ragd itself,
+# editable, without an isolated build env fetching the newest setuptools. setuptools' "Editable installation"
+# notice (its meta path finder for the agent/ and cli/ layout) is information only, not something to act on.
+$(STAMP): pyproject.toml $(LOCK)
+	$(PYTHON) -m venv --clear $(VENV)
+	awk '/^[^ #]/ { keep = $$1 ~ /^(pip|setuptools|wheel)==/ } keep' $(LOCK) >$(VENV)/bootstrap.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(VENV)/bootstrap.txt
+	$(BIN)/python -m pip install --quiet --require-hashes --no-build-isolation -r $(LOCK)
+	PYTHONWARNINGS='ignore:Editable installation' \
+		$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -18,6 +29,7 @@ setup: $(STAMP)
 run: setup
 	@if [ -z "$(ROOT)" ]; then \
 		echo "make run: which folder should the agent index? Say it: make run ROOT=~/Documents" >&2; exit 2; fi
+	@echo "connect an AI tool (Claude Desktop, Cursor, VS Code, Claude Code): $(abspath $(BIN))/ragctl mcp-config"
 	$(BIN)/ragd run $(ROOT)
 
 lint: setup
@@ -35,10 +47,32 @@ format: setup
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
 
-# Frozen program + single-file installer (packaging/build.sh; needs the build extra), and its build-and-smoke.
+# Re-resolve $(LOCK) after a change to pyproject.toml's dependencies (or requirements/lock.in), keeping every
+# other pin; `make lock UPGRADE=1` moves everything to the newest versions allowed. Then `make test`.
+# uv resolves for every platform and Python version at once (pip-compile only for the running one); it trusts
+# the system's certificates, as pip does. The lock is written back only if it changed (a new lock, a new venv).
+UV_VERSION := 0.13.9
+LOCK_VENV  := build/lock-venv
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	cp $(LOCK) $(LOCK_VENV)/lock.txt
+	$(LOCK_VENV)/bin/uv pip compile --quiet --system-certs --universal --python-version 3.11 --generate-hashes \
+		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
+		pyproject.toml requirements/lock.in -o $(LOCK_VENV)/lock.txt
+	cmp -s $(LOCK_VENV)/lock.txt $(LOCK) || cp $(LOCK_VENV)/lock.txt $(LOCK)
+
+# The wheel (dist/ragd-<version>-py3-none-any.whl), for `pipx install` / `uv tool install`. setuptools would
+# also ship files an earlier build left in build/lib.
+.PHONY: wheel
+wheel: setup
+	rm -rf build/lib build/bdist.*
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
+
+# Frozen program + single-file installer (packaging/build.sh; the build extra, locked, is in the venv), and its
+# build-and-smoke.
 .PHONY: dist dist-test
 dist: setup
-	test -x $(BIN)/pyinstaller || $(BIN)/python -m pip install --quiet -e '.[build]'
 	VENV=$(VENV) packaging/build.sh
 
 dist-test: dist
