@@ -28,10 +28,10 @@ from tests.e2e.agent import RAGCTL, AgentProcess, running_agent
 from tests.e2e.conftest import api_config_text
 from tests.integration.test_mcp_http import raw_post
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.mcp_tools import TOOLS
 from tests.support.poll import poll
 
 TOKEN = "e2e-mcp-token-0001"
-TOOLS = {"search", "query", "read_document", "read_chunk", "status"}
 KEYS = {
     "claude-desktop": "mcpServers",
     "claude-code": "mcpServers",
@@ -115,7 +115,7 @@ def test_each_clients_written_command_starts_a_bridge_that_reaches_the_agent(
         if client in ("vscode", "claude-code"):
             assert entry["type"] == "stdio"
         tools, status = over_stdio(entry, tmp_path / "bridge.log")
-        assert tools == TOOLS, (client, entry)
+        assert tools == set(TOOLS), (client, entry)
         assert not status.is_error, (client, status.content)
         assert status.structured_content["agent"]["pid"] == agent.pid
 
@@ -128,7 +128,7 @@ def test_the_http_entry_carries_the_agents_url_and_token(agent: AgentProcess, tm
         assert entry["url"] == url and entry["headers"] == {"Authorization": f"Bearer {TOKEN}"}
         assert stat.S_IMODE(file.stat().st_mode) == 0o600  # a new file holding the token
         tools, status = over_http(entry)
-        assert tools == TOOLS, client
+        assert tools == set(TOOLS), client
         assert not status.is_error and status.structured_content["agent"]["pid"] == agent.pid
     assert raw_post(url).status_code == 401  # the token is what lets it in
     assert raw_post(url, **entry["headers"]).status_code == 200

@@ -26,18 +26,9 @@ from ragctl.protocol import socket_path
 from tests.e2e.agent import RAGCTL, AgentProcess, ragctl_json, running_agent
 from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.mcp_tools import TOOLS
 
 T = TypeVar("T")
-TOOLS = [
-    "search",
-    "query",
-    "read_document",
-    "read_chunk",
-    "recent_changes",
-    "status",
-    "wait_until_indexed",
-    "reindex",
-]
 NOT_RUNNING = (
     "the ragd agent is not running (no agent is listening on {}). "
     "Start it with `ragd run` or `systemctl --user start ragd`, then try again."
@@ -136,7 +127,7 @@ def test_without_an_agent_the_sdk_client_connects_and_tools_say_how_to_start_it(
     negotiated, info, tools, result = over_stdio(tmp_path / "bridge.log", session, mode=mode)
     assert negotiated == version
     assert info is not None and (info.name, info.version) == ("ragd", ragctl.__version__)
-    assert [t.name for t in tools.tools] == TOOLS
+    assert [t.name for t in tools.tools] == list(TOOLS)
     assert all(t.annotations and t.annotations.read_only_hint for t in tools.tools)
     assert result.is_error and texts(result) == [NOT_RUNNING.format(socket_path())]
 

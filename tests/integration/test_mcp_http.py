@@ -37,10 +37,9 @@ from ragd.mcp.server import McpService
 from tests.integration.helpers import copy_fixture
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process
+from tests.support.mcp_tools import TOOLS
 
 T = TypeVar("T")
-TOOLS = {"search", "query", "read_document", "read_chunk", "recent_changes", "status", "wait_until_indexed",
-         "reindex"}  # fmt: skip
 A_MD = "# Network errors\n\nThe peer closed the socket: ERR_CONN_RESET.\n\n## Retry\n\nRetry the request.\n"
 
 
@@ -119,7 +118,7 @@ def test_initialize_does_not_wait_for_indexing_and_lists_the_tools(kb: Path, fak
         # answered while the initial indexing still waits for its first embeddings
         assert agent.life.agent.current_state() == "indexing"
         fake_openai_server.delay = 0.0
-        assert {t.name for t in tools.tools} == TOOLS
+        assert {t.name for t in tools.tools} == set(TOOLS)
         for tool in tools.tools:
             assert tool.annotations.read_only_hint is (tool.name != "reindex")
             assert tool.annotations.open_world_hint is False
@@ -258,7 +257,7 @@ def test_bearer_token_is_required_when_configured(kb: Path, fake_openai_server: 
         assert raw_post(agent.url, Authorization="Bearer wrong").status_code == 401
         assert raw_post(agent.url, Authorization="Bearer s3cret-token").status_code == 200
         tools = agent.mcp(lambda c: c.list_tools(), headers={"Authorization": "Bearer s3cret-token"})
-        assert {t.name for t in tools.tools} == TOOLS
+        assert {t.name for t in tools.tools} == set(TOOLS)
         assert "s3cret" not in json.dumps(agent.ctl("config", {"action": "check"}))
 
 

@@ -31,11 +31,10 @@ from ragd.edges.lifecycle import Lifecycle
 from ragd.mcp.resources import uri
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process
+from tests.support.mcp_tools import TOOLS
 from tests.support.poll import poll
 
 T = TypeVar("T")
-TOOLS = {"search", "query", "read_document", "read_chunk", "recent_changes", "status", "wait_until_indexed",
-         "reindex"}  # fmt: skip
 MODES = {"legacy": ("legacy", "2025-11-25"), "modern": ("auto", "2026-07-28")}
 
 
@@ -125,7 +124,7 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
         return tools, found, links, linked, status
 
     tools, found, links, linked, status = agent.run(transport, era, session)
-    assert {t.name for t in tools.tools} == TOOLS
+    assert {t.name for t in tools.tools} == set(TOOLS)
     for tool in tools.tools:
         a = tool.annotations
         assert a is not None and a.open_world_hint is False and a.destructive_hint is False, tool.name

@@ -28,6 +28,7 @@ from ragctl.main import build_parser
 from ragctl.mcp_bridge import AgentLink, Bridge
 from ragctl.mcp_local import SCHEMA_FILE, Schema, load_schema
 from tests.support.fake_agent import FakeAgentServer
+from tests.support.mcp_tools import TOOLS
 from tests.support.poll import poll
 
 Handler = Callable[[dict[str, Any]], Any]
@@ -36,8 +37,6 @@ TOOL_RESULT = {
     "structuredContent": {"results": [{"path": "/kb/文档.md", "score": 0.5, "content": "a\nb"}]},
     "isError": False,
 }
-TOOLS = ["search", "query", "read_document", "read_chunk", "recent_changes", "status", "wait_until_indexed",
-         "reindex"]  # fmt: skip
 ENVELOPE = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -212,7 +211,7 @@ def test_lists_are_the_schema_files(sock: Path) -> None:
     tools = s.request("tools/list")
     assert tools == schema["tools/list"]
     listed = mcp_types.ListToolsResult.model_validate(tools).tools
-    assert [t.name for t in listed] == TOOLS
+    assert [t.name for t in listed] == list(TOOLS)
     search = next(t for t in listed if t.name == "search").input_schema
     assert set(search["properties"]) == {"query", "top_k", "path_prefix", "mode"}
     templates = s.request("resources/templates/list")
