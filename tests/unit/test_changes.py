@@ -68,3 +68,10 @@ def test_the_journal_keeps_the_latest_changes_and_a_failing_listener_changes_not
     found, _ = log.since(0)
     assert [c.path.name for c in found] == ["4.md", "3.md", "2.md"]
     assert log.oldest() == found[-1].at
+
+
+def test_since_keeps_only_the_kinds_asked_for() -> None:
+    log = ChangeLog()
+    log.record(_result(FileOutcome("a.md", EMBEDDED), FileOutcome("b.gz", SKIPPED, reason="unsupported")))
+    found, _ = log.since(0, kinds=("indexed", "removed"))
+    assert [c.path.name for c in found] == ["a.md"]

@@ -79,13 +79,14 @@ class StatusOutput(BaseModel):
     mcp: dict[str, Any] = Field(description="the MCP endpoint: url, error, requests, calls_running")
 
 
+ChangeKind = Literal["indexed", "failed", "skipped", "removed"]
+
+
 class Change(BaseModel):
     path: str
     rel_path: str = Field(description="path relative to its root")
     root: str | None
-    change: Literal["indexed", "failed", "skipped", "removed"] = Field(
-        description="indexed: new or changed content, now searchable"
-    )
+    change: ChangeKind = Field(description="indexed: new or changed content, now searchable")
     directory: bool = Field(description="a directory removed with everything in it")
     at: str = Field(description="when the agent recorded it (UTC, ISO 8601)")
     reason: str = Field(description="why it failed or was skipped")

@@ -7,7 +7,7 @@ summarise_changes(hours=24)      what changed in my documents lately (the change
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
@@ -44,18 +44,28 @@ def add_prompts(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
             found = tools.recent_changes(get_rt(), float(hours), None, MAX_LISTED)
         except RagdError as err:
             return f"Tell me that ragd could not list the recent changes: {err}"
-        lines = [f"- {c['change']}: {c['path']}" + (f" ({c['reason']})" if c["reason"] else "")
-                 for c in found["changes"]]  # fmt: skip
-        if not lines:
-            return (
-                f"ragd recorded no change to my documents in the last {hours} hours (it has been running "
-                f"since {found['agent_started']}). Tell me so in one sentence."
-            )
-        more = "\n(more changes than these; call `recent_changes` for the rest)" if found["truncated"] else ""
-        return (
-            f"Summarise what changed in my documents in the last {hours} hours. ragd recorded these changes "
-            f"(newest first):\n" + "\n".join(lines) + more + "\n\n"
-            "Read the changed documents that matter with the ragd `read_document` tool, then give me a short "
-            "summary per document (what is new or different), and list the files that failed to index with "
-            "their reason."
+        return changes_prompt(found, hours)
+
+
+def changes_prompt(found: dict[str, Any], hours: int) -> str:
+    """The request to summarise `found` (the tool recent_changes' answer): documents indexed, failed or removed
+    one per line; skipped files (unsupported types, too big, ...) only counted."""
+    period = "hour" if hours == 1 else f"{hours} hours"
+    listed = [c for c in found["changes"] if c["change"] != "skipped"]
+    skipped = len(found["changes"]) - len(listed)
+    if not found["changes"]:
+        return (f"ragd recorded no change to my documents in the last {period} (it has been running since "
+                f"{found['agent_started']}). Tell me so in one sentence.")  # fmt: skip
+    lines = [f"- {c['change']}: {c['path']}" + (f" ({c['reason']})" if c["reason"] else "") for c in listed]
+    if skipped:
+        lines.append(
+            f"- and {skipped} file{'' if skipped == 1 else 's'} skipped (not indexable: see `recent_changes`)"
         )
+    more = "\n(more changes than these; call `recent_changes` for the rest)" if found["truncated"] else ""
+    return (
+        f"Summarise what changed in my documents in the last {period}. ragd recorded these changes "
+        f"(newest first):\n" + "\n".join(lines) + more + "\n\n"
+        "Read the changed documents that matter with the ragd `read_document` tool, then give me a short "
+        "summary per document (what is new or different), and list the files that failed to index with "
+        "their reason."
+    )

@@ -8,6 +8,7 @@ the functions are testable and reusable without an MCP session. Every path a cli
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from ragctl import protocol as p
 
 from ..errors import RagdError
 from ..paths import root_of
+from ..resident.changes import KINDS
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines
@@ -102,11 +104,11 @@ def status(rt: Resident) -> dict[str, Any]:
 
 
 def recent_changes(rt: Resident, since_hours: float = 24.0, path_prefix: str | None = None,
-                   limit: int = 100) -> dict[str, Any]:  # fmt: skip
+                   limit: int = 100, kinds: Sequence[str] = KINDS) -> dict[str, Any]:  # fmt: skip
     """The documents that changed in the last `since_hours` (each once, its latest change), newest first."""
     start = time.time() - since_hours * 3600
     under = [check_path(path_prefix, rt.roots).path] if path_prefix else []
-    found, more = rt.changes.since(start, under, limit)
+    found, more = rt.changes.since(start, under, limit, kinds)
     return {
         "since": _iso(start),
         "agent_started": _iso(rt.started),

@@ -75,10 +75,11 @@ class ChangeLog:
             except Exception:  # a listener's bug never fails the job that recorded the change
                 log.exception("a change listener failed")
 
-    def since(self, start: float, under: Iterable[Path] = (), limit: int = 100) -> tuple[list[Change], bool]:
+    def since(self, start: float, under: Iterable[Path] = (), limit: int = 100,
+              kinds: Iterable[str] = KINDS) -> tuple[list[Change], bool]:  # fmt: skip
         """The latest change of each path since `start` (under one of `under`, if given), newest first, at most
-        `limit`; and whether more were left out."""
-        prefixes = list(under)
+        `limit`, only those of `kinds`; and whether more were left out."""
+        prefixes, wanted = list(under), frozenset(kinds)
         with self._lock:
             changes = list(self._changes)
         latest: dict[Path, Change] = {}
@@ -87,7 +88,7 @@ class ChangeLog:
                 break
             if ch.path not in latest and (not prefixes or any(is_under(ch.path, p) for p in prefixes)):
                 latest[ch.path] = ch
-        found = list(latest.values())
+        found = [ch for ch in latest.values() if ch.kind in wanted]
         return found[:limit], len(found) > limit
 
     def oldest(self) -> float | None:
