@@ -4,7 +4,8 @@
 
 1. spawn: wall time from starting `ragctl mcp` to its answer to `initialize` (a new process each time, as an MCP
    client starts it), median and p95 over --spawns runs, for `python -m ragctl` and the installed `ragctl`
-   script. The bridge answers `initialize` without the agent, so none is needed.
+   script: first with no agent (the bridge answers from its schema file), then with the agent running (the
+   bridge opens a session on it and the agent answers).
 2. search: the `search` tool (hybrid, top_k 5) called --calls times, one call at a time, with queries taken in
    turn from a fixed list, against a `ragd run` agent indexing a generated corpus of --files files (embeddings
    from a local OpenAI-compatible server, deterministic vectors, no delay: the figures measure the transports):
@@ -81,8 +82,8 @@ def spawn_once(cmd: list[str], env: dict[str, str]) -> float:
     return took
 
 
-def bench_spawn(runs: int, env: dict[str, str]) -> None:
-    print("spawn -> initialize answered (wall, new process each run):")
+def bench_spawn(runs: int, env: dict[str, str], who: str = "no agent: the bridge answers") -> None:
+    print(f"spawn -> initialize answered (wall, new process each run; {who}):")
     commands = {"python -m ragctl mcp": [sys.executable, "-m", "ragctl"]}
     script = Path(sys.executable).with_name("ragctl")
     if script.exists():
@@ -258,6 +259,7 @@ def main() -> None:
         idle_env.pop("RAGD_SOCKET", None)
         bench_spawn(args.spawns, idle_env)
         with started_agent(base / "agent", args.files) as (env, url):
+            bench_spawn(args.spawns, env, "an agent running: it answers")
             bench_search(env, url, args.calls)
 
 

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .main import MCP_CLIENTS
-
 SERVER = "ragd"  # the entry's name in every client's file
 DEFAULT_URL = "http://127.0.0.1:8739/mcp"  # [mcp] host and port by default (docs/config.md)
 
@@ -185,7 +183,6 @@ CLIENTS: dict[str, Client] = {
         ),
     )
 }  # fmt: skip
-assert tuple(CLIENTS) == MCP_CLIENTS
 
 
 def claude_code_line(target: Command | Endpoint) -> str:

@@ -28,7 +28,7 @@ from .clients import (
     show_home,
     this_program,
 )
-from .commands import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Ctx
+from .context import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, CliError, Ctx
 from .protocol import UNKNOWN_VERB, RemoteError
 
 Report = dict[str, Any]

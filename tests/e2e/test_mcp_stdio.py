@@ -128,7 +128,9 @@ def test_without_an_agent_the_sdk_client_connects_and_tools_say_how_to_start_it(
     assert negotiated == version
     assert info is not None and (info.name, info.version) == ("ragd", ragctl.__version__)
     assert [t.name for t in tools.tools] == list(TOOLS)
-    assert [t.name for t in tools.tools if not (t.annotations and t.annotations.read_only_hint)] == ["reindex"]
+    assert [t.name for t in tools.tools if not (t.annotations and t.annotations.read_only_hint)] == [
+        "reindex"
+    ]
     assert result.is_error and texts(result) == [NOT_RUNNING.format(socket_path())]
 
 

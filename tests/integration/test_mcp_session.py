@@ -121,9 +121,11 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
         links = [c for c in found.content if isinstance(c, ResourceLink)]
         linked = await client.read_resource(links[0].uri) if links else None
         status = await client.call_tool("status", {})
-        return tools, found, links, linked, status
+        return tools, found, links, linked, status, client.server_capabilities
 
-    tools, found, links, linked, status = agent.run(transport, era, session)
+    tools, found, links, linked, status, caps = agent.run(transport, era, session)
+    assert caps.resources is not None and caps.resources.subscribe and caps.resources.list_changed
+    assert caps.prompts is not None and caps.tools is not None
     assert {t.name for t in tools.tools} == set(TOOLS)
     for tool in tools.tools:
         a = tool.annotations

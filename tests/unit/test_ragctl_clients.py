@@ -297,3 +297,10 @@ def test_http_without_an_agent_gives_the_default_url_and_says_so(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert "claude mcp add --scope user --transport http ragd http://127.0.0.1:8739/mcp\n" in proc.stdout
     assert "the agent is not running" in proc.stderr
+
+
+def test_the_command_line_offers_every_client_this_module_knows() -> None:
+    """main.py names the clients itself (parsing the command line imports nothing more)."""
+    from ragctl.main import MCP_CLIENTS
+
+    assert tuple(CLIENTS) == MCP_CLIENTS

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -102,10 +103,18 @@ class RagdServer(MCPServer):
 
 
 def initialization_options(server: MCPServer) -> InitializationOptions:
-    """The `initialize` answer of every session (stdio and HTTP): the SDK's, with list-change notifications on
-    (the SDK derives them from an argument of this call only, which its own transports never pass)."""
+    """The `initialize` answer of every session (stdio and HTTP), as `build_server` made it."""
+    return server._lowlevel_server.create_initialization_options()
+
+
+def _announce_list_changes(server: MCPServer) -> None:
+    """Advertise `resources.listChanged` to 2025 clients on every transport. The SDK derives it from an argument
+    of `create_initialization_options` that its own HTTP transport never passes, so the low-level server's
+    default is made to pass it."""
     low = server._lowlevel_server
-    return low.create_initialization_options(NotificationOptions(resources_changed=True))
+    low.create_initialization_options = partial(  # type: ignore[method-assign]
+        type(low).create_initialization_options, low, NotificationOptions(resources_changed=True)
+    )
 
 
 def build_server(
@@ -116,6 +125,7 @@ def build_server(
     server = RagdServer(get_rt, name="ragd", version=version, instructions=INSTRUCTIONS, log_level="WARNING",
                         cache_hints=CACHE_HINTS, subscriptions=announcer.bus)  # fmt: skip
     announcer.install(server)
+    _announce_list_changes(server)
     add_tools(server, get_rt, server.long_calls)
     _add_resources(server, get_rt)
     add_prompts(server, get_rt)
