@@ -49,6 +49,7 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "path_prefix": [absolute(p) for p in ns.path],
         "ext": list(ns.ext),
         "one_per_file": ns.one_per_file,
+        **({"files": True} if ns.files else {}),  # sent only when asked: an older agent knows no `files`
     },
     "sync": lambda ns: {
         "path": _opt_abs(ns.path),

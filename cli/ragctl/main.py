@@ -78,6 +78,8 @@ def _add_status_search(sub: argparse._SubParsersAction, common: argparse.Argumen
     se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
     se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
+    se.add_argument("--files", action="store_true",
+                    help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
 
 
 def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

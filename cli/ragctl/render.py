@@ -248,6 +248,8 @@ def _item(item: object) -> str:
 # -- search -----------------------------------------------------------------------------------------------------
 def search(result: Obj) -> str:
     """'1. /abs/path  [lines 3-9; Heading > Sub]  score 0.0312' and the indented snippet, per result."""
+    if "files" in result:
+        return search_files(result)
     hits: Sequence[Obj] = result.get("results") or []
     if not hits:
         return "no results\n"
@@ -258,6 +260,24 @@ def search(result: Obj) -> str:
         out.append(f"{n}. {show_path(hit.get('path', '?'))}  {_where(hit)}score {score_text}\n")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
+    return "".join(out)
+
+
+def search_files(result: Obj) -> str:
+    """Per document: '1. /abs/path  score 0.0312, 4 passages matched', then its best passages, each cited."""
+    files: Sequence[Obj] = result.get("files") or []
+    if not files:
+        return "no results\n"
+    out = []
+    for n, doc in enumerate(files, 1):
+        score = doc.get("score")
+        score_text = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
+        matched = _int(doc.get("matches"))
+        out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {score_text}, "
+                   f"{plural(matched, 'passage')} matched\n")  # fmt: skip
+        for hit in doc.get("chunks") or []:
+            out.append(f"   - {_where(hit)}{one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n")
+        out.append("\n")
     return "".join(out)
 
 

@@ -42,6 +42,10 @@ def test_search_after_run_once(tmp_path: Path, api_config_file: Path) -> None:
     assert {r["path"] for r in only["results"]} == {str(root / "ops" / "reset.md")}
     human = ragd("search", "ERR_CONN_RESET", "--mode", "keyword").stdout
     assert "1. " + str(root / "ops" / "reset.md") in human and "lines 1-3" in human
+    files = ragd_json("search", "ERR_CONN_RESET", "--mode", "keyword", "--files")["files"]
+    assert [(f["path"], f["matches"]) for f in files] == [(str(root / "ops" / "reset.md"), 1)]
+    listed = ragd("search", "ERR_CONN_RESET", "--mode", "keyword", "--files").stdout
+    assert listed.startswith("1. " + str(root / "ops" / "reset.md")) and "1 passage matched" in listed
 
 
 def test_search_says_what_to_do_when_the_index_is_held(tmp_path: Path, api_config_file: Path) -> None:

@@ -115,6 +115,7 @@ CASES = [
       "--one-per-file"], ("search", {"query": "发票", "top_k": 3, "mode": "keyword", "path_prefix": ["{cwd}/sub", "/abs"],
                                      "ext": [".md"], "one_per_file": True})),
     (["search", "q"], ("search", {"query": "q", "top_k": 5, "mode": "hybrid", "path_prefix": [], "ext": [], "one_per_file": False})),
+    (["search", "q", "--files"], ("search", {"query": "q", "top_k": 5, "mode": "hybrid", "path_prefix": [], "ext": [], "one_per_file": False, "files": True})),
     (["sync"], ("sync", {"path": None, "force": False, "wait": False, "timeout": None})),
     (["sync", "d", "--force", "--wait", "--timeout", "9"], ("sync", {"path": "{cwd}/d", "force": True, "wait": True, "timeout": 9.0})),
     (["wait"], ("wait", {"timeout": None})),

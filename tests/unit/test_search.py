@@ -13,7 +13,7 @@ from ragd.config import IndexConfig
 from ragd.errors import RagdError
 from ragd.index import IndexBackend, open_index
 from ragd.index.fts import MAX_TERMS, query_string
-from ragd.index.search import SearchService, snippet
+from ragd.index.search import FILE_CANDIDATES, SearchService, snippet
 from tests.unit.test_index_zvec import CORPUS, IDENTITY, embed, load_corpus
 
 Env = tuple[IndexBackend, Path, Path]
@@ -127,6 +127,22 @@ def test_one_per_file_keeps_the_best_chunk_of_each_file(env: Env) -> None:
     best = svc.search(query, k=10, mode="vector", one_per_file=True)
     assert rels(best).count("docs/report.pdf") == 1 and len(set(rels(best))) == len(best)
     assert best[0] == every[0] and [r.score for r in best] == sorted((r.score for r in best), reverse=True)
+
+
+def test_file_mode_ranks_documents_by_their_best_chunk_and_counts_their_matches(env: Env) -> None:
+    svc = service(env)
+    query = "revenue report costs fell quarterly growth north"
+    every = svc.search(query, k=3 * FILE_CANDIDATES, mode="vector")  # the candidates of 3 documents
+    files = svc.search_files(query, k=3, mode="vector")
+    firsts = list(dict.fromkeys(r.rel_path for r in every))[:3]
+    assert [f.rel_path for f in files] == firsts
+    for f in files:
+        mine = [r for r in every if r.rel_path == f.rel_path]
+        assert f.chunks == tuple(mine[:3]) and f.score == mine[0].score
+        assert f.matches == len(mine)
+    assert rels(list(next(f for f in files if f.rel_path == "docs/report.pdf").chunks)) == ["docs/report.pdf"] * 2
+    assert svc.search_files(query, k=1, mode="keyword", extensions=["txt"]) == []
+    assert svc.search_files("soup", k=5, path_prefixes=["/elsewhere"]) == []
 
 
 def test_query_embeddings_are_cached(env: Env) -> None:

@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
     se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
+    se.add_argument("--files", action="store_true",
+                    help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
     se.add_argument("--json", action="store_true")
     orph = sub.add_parser("orphans", help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", type=Path, help="only under this directory")

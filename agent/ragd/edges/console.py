@@ -132,10 +132,15 @@ def run_search(args: Any, config: Config) -> int:
     prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
     with offline(config) as rt:
         found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
-                                      ext=args.ext, one_per_file=args.one_per_file))  # fmt: skip
+                                      ext=args.ext, one_per_file=args.one_per_file, files=args.files))  # fmt: skip
     results = found["results"]
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
+        return 0
+    if "files" in found:
+        from ragctl.render import search_files
+
+        print(search_files(found), end="")
         return 0
     for n, r in enumerate(results, 1):
         where = " > ".join(r["heading_path"])

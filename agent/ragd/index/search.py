@@ -24,6 +24,8 @@ MODES = ("hybrid", "vector", "keyword")
 MAX_QUERY_CHARS = 4000
 SNIPPET_CHARS = 240
 ONE_PER_FILE_FACTOR = 5  # candidates fetched per wanted result when only the best chunk of each file is kept
+FILE_CANDIDATES = 10  # chunks fetched per wanted document in file mode (at most MAX_K in all)
+CHUNKS_PER_FILE = 3  # a document's best chunks shown in file mode
 _SPACES = re.compile(r"\s+")
 
 
@@ -45,6 +47,22 @@ class SearchResult:
         data = asdict(self)
         data["heading_path"] = list(self.heading_path)
         return data
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """A document that matched: ranked by its best chunk, with how many of its chunks were among the candidates."""
+
+    path: str
+    rel_path: str
+    root: str
+    score: float  # its best chunk's
+    matches: int  # its chunks among the query's candidates (FILE_CANDIDATES per document asked for)
+    chunks: tuple[SearchResult, ...]  # its best chunks, best first (at most CHUNKS_PER_FILE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "rel_path": self.rel_path, "root": self.root, "score": self.score,
+                "matches": self.matches, "chunks": [c.to_dict() for c in self.chunks]}  # fmt: skip
 
 
 def _usage(message: str, hint: str) -> RagdError:
@@ -88,22 +106,44 @@ class SearchService:
     ) -> list[SearchResult]:
         """The best `k` chunks for `query`. Raises RagdError(code="usage") on invalid input."""
         text = self._check(query, k, mode)
+        fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
+        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions)
+        if one_per_file:
+            hits = _best_per_file(hits)
+        return [self._result(h, text) for h in hits[:k]]
+
+    def search_files(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        mode: str = "hybrid",
+        path_prefixes: Sequence[str] = (),
+        roots: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+    ) -> list[FileResult]:
+        """The best `k` documents for `query` (for "which files are about ..."), each with its best chunks."""
+        text = self._check(query, k, mode)
+        hits = self._hits(text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions)
+        by_file: dict[str, list[Hit]] = {}
+        for h in hits:  # best first: a document's rank is its best chunk's
+            by_file.setdefault(h.source_path, []).append(h)
+        found = []
+        for chunks in list(by_file.values())[:k]:
+            best = [self._result(h, text) for h in chunks[:CHUNKS_PER_FILE]]
+            found.append(FileResult(best[0].path, best[0].rel_path, best[0].root, best[0].score, len(chunks),
+                                    tuple(best)))  # fmt: skip
+        return found
+
+    def _hits(self, text: str, fetch: int, mode: str, path_prefixes: Sequence[str], roots: Sequence[str],
+              extensions: Sequence[str]) -> list[Hit]:  # fmt: skip
         exts = self._extensions(extensions)
         scope = self._scope(path_prefixes, roots)
         if scope is None:
             return []
         vector = self._embed(text) if mode != "keyword" else None
-        fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
-        hits = self._index.query(
-            vector=vector,
-            text=text if mode != "vector" else None,
-            k=fetch,
-            path_prefixes=scope,
-            extensions=exts,
-        )
-        if one_per_file:
-            hits = _best_per_file(hits)
-        return [self._result(h, text) for h in hits[:k]]
+        return self._index.query(vector=vector, text=text if mode != "vector" else None, k=fetch,
+                                 path_prefixes=scope, extensions=exts)  # fmt: skip
 
     @staticmethod
     def _check(query: str, k: int, mode: str) -> str:

@@ -21,8 +21,20 @@ class SearchHit(BaseModel):
     snippet: str
 
 
+class FileHit(BaseModel):
+    path: str = Field(description="absolute path of the document")
+    rel_path: str
+    root: str
+    score: float = Field(description="its best passage's score")
+    matches: int = Field(description="how many of its passages were among the query's candidates")
+    chunks: list[SearchHit] = Field(description="its best passages, best first (up to 3)")
+
+
 class SearchOutput(BaseModel):
-    results: list[SearchHit]
+    results: list[SearchHit] = Field(
+        description="the passages, best first (with `files`: each document's best)"
+    )
+    files: list[FileHit] | None = Field(default=None, description="with `files`: the documents, best first")
 
 
 class QueryHit(BaseModel):

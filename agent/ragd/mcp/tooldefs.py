@@ -62,7 +62,7 @@ def _one_line(fn: F) -> F:
 
 def _result(model: BaseModel, links: list[ContentBlock] = ()) -> CallToolResult:  # type: ignore[assignment]
     """The structured result, its JSON as text, and any resource links."""
-    data = model.model_dump(mode="json")
+    data = {k: v for k, v in model.model_dump(mode="json").items() if v is not None}  # optional parts absent
     text = TextContent(type="text", text=json.dumps(data, ensure_ascii=False, indent=1))
     return CallToolResult(content=[text, *links], structured_content=data)
 
@@ -97,10 +97,13 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
         top_k: Annotated[int, Field(ge=1, le=100, description="how many passages")] = 5,
         path_prefix: Annotated[str | None, Field(description="only under this directory (absolute, or relative to a root)")] = None,
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning + keywords")] = "hybrid",
+        files: Annotated[bool, Field(description="documents rather than passages (for \"which files are about ...\"): top_k documents, each with its best passages and how many matched")] = False,
     ) -> Annotated[CallToolResult, SearchOutput]:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range,
         and links to the document's chunks and metadata resources."""
-        found = SearchOutput.model_validate(_tool(tools.search, get_rt(), query, top_k, path_prefix, mode))
+        found = SearchOutput.model_validate(
+            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files)
+        )
         return _result(found, _links([hit.model_dump() for hit in found.results]))
 
     @server.tool(title="Query (ragjson compatible)", annotations=READ_ONLY)

@@ -36,13 +36,13 @@ def resource_uri(kind: str, path: Path | str) -> str:
     return f"ragd://{kind}{quote(str(path), safe='/')}"
 
 
-def search(
-    rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid"
-) -> dict[str, Any]:
-    """The control verb `search` (and `ragctl search --json`): {"results": [...]}."""
+def search(rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid",
+           files: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The control verb `search` (and `ragctl search --json`): {"results": [...]} (and "files" with `files`)."""
     args = search_verb.SearchArgs(query=query, top_k=top_k, path_prefix=[path_prefix] if path_prefix else [],
-                                  mode=mode)  # type: ignore[arg-type]  # fmt: skip
-    return {"results": search_verb.search(rt, args)["results"]}
+                                  mode=mode, files=files)  # type: ignore[arg-type]  # fmt: skip
+    found = search_verb.search(rt, args)
+    return {"results": found["results"], **({"files": found["files"]} if "files" in found else {})}
 
 
 def query(rt: Resident, q: str, topn: int = 5) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import AliasChoices, Field, field_validator
 
@@ -22,6 +22,7 @@ class SearchArgs(Args):
     path_prefix: list[str] = Field(default_factory=list, validation_alias=AliasChoices("path_prefix", "path"))
     ext: list[str] = Field(default_factory=list)
     one_per_file: bool = False
+    files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
 
     @field_validator("path_prefix", mode="before")
     @classmethod
@@ -34,12 +35,18 @@ class SearchResult(TypedDict):
     mode: str
     results: list[
         dict[str, Any]
-    ]  # index.search.SearchResult.to_dict(): path, rel_path, root, chunk_index, score, ...
+    ]  # index.search.SearchResult.to_dict(): path, rel_path, root, chunk_index, ...
+    files: NotRequired[list[dict[str, Any]]]  # with `files`: index.search.FileResult.to_dict()
 
 
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [_prefix(x, rt.roots) for x in args.path_prefix]
+    if args.files:
+        files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+                                           extensions=args.ext)  # fmt: skip
+        return {"query": args.query, "mode": args.mode, "results": [f.chunks[0].to_dict() for f in files],
+                "files": [f.to_dict() for f in files]}  # fmt: skip
     results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
     return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}

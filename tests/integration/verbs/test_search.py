@@ -85,3 +85,26 @@ def test_mcp_argument_errors_read_like_the_others(
     result = running.tool(tool, arguments)
     text = result["content"][0]["text"]
     assert result.get("isError") and says in text and "pydantic" not in text and "\n" not in text, text
+
+
+def test_file_mode_answers_documents_with_their_best_passages_everywhere(running: Running) -> None:
+    """`files`: "which documents mention ..." over the control verb, `ragctl search --files` and MCP."""
+    filler = "The island rangers count the animals along the coastal trail every morning. " * 12
+    long = "\n\n".join(f"## Part {i}\n\nQuokka sightings, part {i}. {filler}" for i in range(12))
+    (running.root / "sub" / "long.md").write_text("# Quokka log\n\n" + long + "\n")
+    running.wait()
+    found = running.ctl("search", {"query": "quokka", "top_k": 3, "mode": "keyword", "files": True})
+    files = found["files"]
+    paths = [f["path"] for f in files]
+    assert len(paths) == len(set(paths)) and str(running.root / "sub" / "long.md") in paths
+    log = next(f for f in files if f["path"].endswith("long.md"))
+    assert log["matches"] > 3 and len(log["chunks"]) == 3 and log["score"] == log["chunks"][0]["score"]
+    assert [r["path"] for r in found["results"]] == paths  # each document's best passage
+    shown = subprocess.run([sys.executable, "-m", "ragctl", "search", "quokka", "--files", "-k", "3", "--mode",
+                            "keyword"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"{log['matches']} passages matched" in shown.stdout and "long.md" in shown.stdout
+    mcp = running.tool("search", {"query": "quokka", "top_k": 3, "mode": "keyword", "files": True})
+    assert not mcp.get("isError") and mcp["structuredContent"]["files"] == files
+    plain = running.tool("search", {"query": "quokka", "top_k": 3})
+    assert "files" not in plain["structuredContent"]
