@@ -140,7 +140,10 @@ def test_file_mode_ranks_documents_by_their_best_chunk_and_counts_their_matches(
         mine = [r for r in every if r.rel_path == f.rel_path]
         assert f.chunks == tuple(mine[:3]) and f.score == mine[0].score
         assert f.matches == len(mine)
-    assert rels(list(next(f for f in files if f.rel_path == "docs/report.pdf").chunks)) == ["docs/report.pdf"] * 2
+    assert (
+        rels(list(next(f for f in files if f.rel_path == "docs/report.pdf").chunks))
+        == ["docs/report.pdf"] * 2
+    )
     assert svc.search_files(query, k=1, mode="keyword", extensions=["txt"]) == []
     assert svc.search_files("soup", k=5, path_prefixes=["/elsewhere"]) == []
 
