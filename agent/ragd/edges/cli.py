@@ -46,6 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--files", action="store_true",
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
     se.add_argument("--json", action="store_true")
+    ev = sub.add_parser("eval", help="measure search on known answers: recall, MRR, nDCG per mode and group")
+    ev.add_argument("queries", type=Path, help='JSON or JSON-lines file of {"query", "answers", "group"}')
+    ev.add_argument("--mode", choices=("vector", "keyword", "hybrid", "all"), default="all")
+    ev.add_argument(
+        "-k", "--k", dest="k", type=int, default=10, help="documents ranked per query (default 10)"
+    )
+    ev.add_argument(
+        "--base", type=Path, help="folder that relative answer paths are under (default: the roots)"
+    )
+    ev.add_argument("--worst", type=int, default=10, help="worst queries listed per mode (default 10)")
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument(
+        "--config", type=Path, default=argparse.SUPPRESS, help="config file (as before the command)"
+    )
     orph = sub.add_parser("orphans", help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", type=Path, help="only under this directory")
     orph.add_argument("--clean", action="store_true", help="remove them from the index")
@@ -88,6 +102,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .console import run_search
 
         return run_search(args, config)
+    if args.command == "eval":
+        from .console import run_eval
+
+        return run_eval(args, config)
     if args.command == "orphans":
         from .console import run_orphans
 

@@ -169,3 +169,60 @@ def run_orphans(args: Any, config: Config) -> int:
         verb = "removed" if args.clean else "found (remove them with --clean)"
         print(f"{len(found)} orphan{'' if len(found) == 1 else 's'} {verb}" if found else "no orphans")
     return 0
+
+
+def run_eval(args: Any, config: Config) -> int:
+    """`ragd eval QUERIES`: the `eval` verb over the index opened read-only; a table per mode and group."""
+    from ..verbs.evaluate import MODES, EvalArgs, evaluate, load_queries, usage
+    from .offline import offline
+
+    if not 5 <= args.k <= 100:
+        raise usage(
+            f"--k must be from 5 to 100, not {args.k}", "recall@5 needs at least 5 documents per query"
+        )
+    base = args.base.expanduser().resolve() if args.base else None
+    roots = [Path(r) for r in config.roots]
+    queries = load_queries(args.queries.expanduser(), roots, base)
+    modes = MODES if args.mode == "all" else (args.mode,)
+    reports = []
+    for mode in modes:  # the index opened afresh per mode: no query vector cached by the mode before
+        with offline(config) as rt:
+            wanted = EvalArgs(queries=tuple(queries), modes=(mode,), top_k=args.k, worst=args.worst)
+            reports.append(evaluate(rt, wanted))
+    report = reports[0]
+    for more in reports[1:]:
+        report["modes"].update(more["modes"])
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print_eval(report, base)
+    return 0
+
+
+def print_eval(report: Any, base: Path | None, out: TextIO = sys.stdout) -> None:
+    k = report["top_k"]
+    out.write(f"{report['queries']} queries, the best {k} documents of each (one result per file)\n\n")
+    head = ("mode", "group", "queries", "recall@1", "recall@5", f"MRR@{k}", f"nDCG@{k}")
+    out.write(
+        f"{head[0]:<8} {head[1]:<12} {head[2]:>7} {head[3]:>9} {head[4]:>9} {head[5]:>8} {head[6]:>8}\n"
+    )
+    for mode, rep in report["modes"].items():
+        for group, s in rep["groups"].items():
+            out.write(f"{mode:<8} {group:<12} {s['queries']:>7} {s['recall@1']:>9.3f} {s['recall@5']:>9.3f} "
+                      f"{s[f'mrr@{k}']:>8.3f} {s[f'ndcg@{k}']:>8.3f}\n")  # fmt: skip
+    lat = ", ".join(f"{m} {r['median_ms']:.1f} ms" for m, r in report["modes"].items())
+    out.write(f"\nmedian query time: {lat}\n")
+    for mode, rep in report["modes"].items():
+        if not rep["worst"]:
+            continue
+        out.write(f"\nworst queries ({mode}): answer ranks (- = not in the top {k}), top hit\n")
+        for w in rep["worst"]:
+            ranks = ", ".join("-" if r is None else str(r) for r in w["ranks"])
+            top = _shown(w["top"], base) if w["top"] else "(nothing found)"
+            out.write(f"  [{w['group'] or '-'}] {w['query']}\n      ranks {ranks}; top {top}\n")
+
+
+def _shown(path: str, base: Path | None) -> str:
+    if base is not None and Path(path).is_relative_to(base):
+        return str(Path(path).relative_to(base))
+    return path

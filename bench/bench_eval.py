@@ -1,0 +1,127 @@
+"""Retrieval quality on the development set (issue 13). Prints figures; asserts nothing.
+
+    python -m bench.bench_eval [--cache DIR] [--fresh] [--worst 10]
+
+1. The corpus (bench/devset/README.md) built into DIR/corpus from pinned Debian packages, or reused when
+   DIR/manifest.json has the same pins (`--fresh` rebuilds it, and so re-indexes everything).
+2. Indexed by `ragd run --once` with the default configuration (the bundled model) in an isolated HOME under DIR:
+   wall time, files, chunks.
+3. `ragd eval bench/devset/queries.jsonl` in vector, keyword and hybrid mode: recall@1, recall@5, MRR@10 and
+   nDCG@10 per mode and group, the median query time, and the hybrid mode's worst queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.devset import build
+
+HERE = Path(__file__).parent / "devset"
+QUERIES = HERE / "queries.jsonl"
+METRICS = ("recall@1", "recall@5", "mrr@10", "ndcg@10")
+
+
+def corpus(cache: Path, fresh: bool) -> tuple[Path, bool]:
+    """(corpus dir, whether it was built now)."""
+    out, manifest = cache / "corpus", cache / "manifest.json"
+    pins = [list(p) for p in build.PINS]
+    if (
+        not fresh
+        and out.is_dir()
+        and manifest.is_file()
+        and json.loads(manifest.read_text()).get("pins") == pins
+    ):
+        return out, False
+    t0 = time.perf_counter()
+    build.main([str(out), "--debs", str(cache / "debs")])
+    print(f"corpus built in {time.perf_counter() - t0:.1f} s")
+    return out, True
+
+
+def environment(cache: Path) -> dict[str, str]:
+    home = cache / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGD_")}
+    env.update(HOME=str(home))
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_RUNTIME_DIR", "run")):  # fmt: skip
+        (home / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        env[var] = str(home / sub)
+    return env
+
+
+def ragd(env: dict[str, str], *args: str) -> Any:
+    proc = subprocess.run([sys.executable, "-m", "ragd", "-q", *args, "--json"], env=env, capture_output=True,
+                          text=True)  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"ragd {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def index(root: Path, env: dict[str, str]) -> None:
+    t0 = time.perf_counter()
+    s = ragd(env, "run", "--once", str(root))
+    wall = time.perf_counter() - t0
+    print(f"ragd run --once: {s['embedded']} files embedded, {s['unchanged']} unchanged, {len(s['failed'])} failed; "
+          f"{s['index'].get('chunks')} chunks in the index; {wall:.1f} s wall")  # fmt: skip
+    for path, reason in s["failed"]:
+        print(f"  FAILED {path}: {reason}")
+
+
+def table(report: dict[str, Any]) -> None:
+    modes = list(report["modes"])
+    groups = list(report["modes"][modes[0]]["groups"])
+    head = "".join(f" | {m:^31}" for m in modes)
+    print(f"\n{'group':<11} {'n':>3}{head}")
+    print(f"{'':<11} {'':>3}" + " | R@1   R@5   MRR   nDCG " * len(modes))
+    for g in groups:
+        n = report["modes"][modes[0]]["groups"][g]["queries"]
+        cells = "".join(" | " + " ".join(f"{report['modes'][m]['groups'][g][k]:.3f}" for k in METRICS) + "  "
+                        for m in modes)  # fmt: skip
+        print(f"{g:<11} {n:>3}{cells}")
+    print("\nmedian query time: " + ", ".join(f"{m} {report['modes'][m]['median_ms']:.1f} ms" for m in modes))
+
+
+def worst(report: dict[str, Any], base: Path, mode: str = "hybrid") -> None:
+    print(f"\nworst queries ({mode}): answer ranks (- = not in the top 10) and the top hit")
+    for w in report["modes"][mode]["worst"]:
+        ranks = ",".join("-" if r is None else str(r) for r in w["ranks"])
+        top = os.path.relpath(w["top"], base) if w["top"] else "(nothing)"
+        print(f"  [{w['group']}] {w['query']}  ranks {ranks}; top {top}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--cache", type=Path, default=Path("~/.cache/ragd-devset"), help="corpus, packages and index"
+    )
+    ap.add_argument("--fresh", action="store_true", help="rebuild the corpus (and so the whole index)")
+    ap.add_argument("--worst", type=int, default=10, help="worst hybrid queries listed")
+    args = ap.parse_args(argv)
+    cache = args.cache.expanduser().resolve()
+    print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}")
+    root, _ = corpus(cache, args.fresh)
+    docs = sum(1 for p in root.rglob("*") if p.is_file() and ".rag" not in p.parts)
+    queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
+    print(f"corpus: {docs} documents; {len(queries)} queries")
+    env = environment(cache)
+    index(root, env)
+    t0 = time.perf_counter()
+    report = ragd(env, "eval", str(QUERIES), "--base", str(root), "--worst", str(args.worst))
+    print(
+        f"ragd eval: {len(queries)} queries x {len(report['modes'])} modes in {time.perf_counter() - t0:.1f} s"
+    )
+    table(report)
+    worst(report, root)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
