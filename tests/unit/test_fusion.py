@@ -1,7 +1,15 @@
 from __future__ import annotations
 
 from ragd.index import Hit
-from ragd.index.fusion import KEYWORD_FLOOR, fuse, keyword_evidence
+from ragd.index.fts import identifier_like
+from ragd.index.fusion import (
+    KEYWORD_FLOOR,
+    KEYWORD_WEIGHT,
+    PASSAGE_DECAY,
+    fuse,
+    fuse_documents,
+    keyword_evidence,
+)
 
 
 def _hit(name: str, score: float, chunk: int = 0) -> Hit:
@@ -25,3 +33,50 @@ def test_fuse_ranks_by_reciprocal_rank_and_keeps_vector_only_hits() -> None:
     assert fuse(dense, keyword_evidence([_hit("b", 1.0)]), 1)[0].source_path == "/kb/answer"
     # chunks of one file are distinct results
     assert len(fuse([_hit("a", 0.1, 0), _hit("a", 0.2, 1)], [], 5)) == 2
+
+
+def _sized(name: str, score: float, chunk: int = 0, chunks: int = 1) -> Hit:
+    return Hit(f"/kb/{name}", chunk, score, "text", (), None, 1, 1, source_chunks=chunks)
+
+
+def test_documents_are_fused_so_a_long_document_does_not_win_on_its_number_of_chunks() -> None:
+    """Per chunk, the long manual's three so-so chunks take three of the best places; per document it is one
+    candidate among others, and its size counts against it a little."""
+    dense = [_sized("manual", 0.62, 0, 300), _sized("answer", 0.61), _sized("manual", 0.60, 7, 300),
+             _sized("other", 0.50), _sized("manual", 0.49, 9, 300)]  # fmt: skip
+    keyword = [_sized("manual", 9.0, 3, 300), _sized("answer", 8.5)]
+    chunked = [h.source_path for h in fuse(dense, keyword, 3)]
+    assert chunked.count("/kb/manual") >= 2
+    fused = fuse_documents(dense, keyword, 5)
+    assert [h.source_path for h in fused][:2] == ["/kb/answer", "/kb/manual"]
+    assert len({(h.source_path, h.chunk_index) for h in fused}) == len(fused)  # every passage once
+
+
+def test_a_documents_passages_follow_each_other_by_their_chunk_rank_and_decay() -> None:
+    dense = [_sized("a", 0.9, 2, 3), _sized("a", 0.8, 0, 3), _sized("b", 0.7), _sized("a", 0.6, 1, 3)]
+    fused = fuse_documents(dense, [], 10)
+    assert (fused[0].source_path, fused[0].chunk_index) == ("/kb/a", 2)
+    a = [h for h in fused if h.source_path == "/kb/a"]
+    assert [h.chunk_index for h in a] == [2, 0, 1]
+    assert [h.score for h in a] == [a[0].score, a[0].score * PASSAGE_DECAY, a[0].score * PASSAGE_DECAY**2]
+    b = next(h for h in fused if h.source_path == "/kb/b")
+    assert fused.index(b) == 1  # the next document comes before a's second passage: a is not far ahead
+
+
+def test_the_keyword_side_counts_in_full_only_for_identifiers() -> None:
+    dense = [
+        _sized("zh-other", 0.75),
+        _sized("zh-answer", 0.70),
+    ]  # a cross-lingual answer: no keyword can match
+    keyword = [_sized("en-near", 12.0), _sized("en-other", 10.0)]
+
+    def order(weight: float) -> list[str]:
+        return [h.source_path for h in fuse_documents(dense, keyword, 4, weight)]
+
+    assert order(KEYWORD_WEIGHT).index("/kb/zh-answer") < order(KEYWORD_WEIGHT).index("/kb/en-near")
+    assert order(1.0).index("/kb/zh-answer") > order(1.0).index("/kb/en-near")
+    assert identifier_like("what does rsync --delete-excluded do") and identifier_like("错误码 E1042")
+    assert identifier_like("parse_config 的参数") and identifier_like("look up DNS records")
+    assert not identifier_like("delete a directory and everything in it") and not identifier_like(
+        "怎么查看磁盘空间"
+    )

@@ -351,7 +351,7 @@ def test_sources_flags_a_half_written_source(index: IndexBackend, tmp_path: Path
     assert isinstance(index, ZvecIndex)
     from ragd.index.zvec_schema import to_doc  # simulate the crash with a raw write of one new-version chunk
 
-    index._live().upsert([to_doc(path, "new", str(tmp_path), make_chunks(path, ["1 changed"])[0], DIM)])
+    index._live().upsert([to_doc(path, "new", str(tmp_path), make_chunks(path, ["1 changed"])[0], DIM, 1)])
     summary = index.sources()[path]
     assert (summary.source_md5, summary.chunk_count) == ("", 3)
 

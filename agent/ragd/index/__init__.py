@@ -26,7 +26,7 @@ from ..model import EmbeddingIdentity
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1  # bump when the collection's fields change: a new version is a new (rebuilt) collection
+SCHEMA_VERSION = 2  # bump when the collection's fields change: a new version is a new (rebuilt) collection
 MAX_K = 100  # the largest number of hits one query returns
 
 
@@ -72,6 +72,7 @@ class Hit:
     start_line: int
     end_line: int
     root: str = ""
+    source_chunks: int = 1  # how many chunks its document has (hybrid ranking weighs a document's size)
 
 
 class IndexBackend(Protocol):

@@ -120,6 +120,18 @@ def terms(text: str) -> list[Term]:
     return unique[:MAX_TERMS]
 
 
+# Identifiers: flags (-r, --delete), snake_case, codes with digits (E1042, utf8), capitals (DNS, ERR_...), dotted
+# names (os.path, a.conf), calls (open()), paths (/etc): words a keyword search matches exactly and meaning does not.
+_IDENTIFIER = re.compile(
+    r"(?<!\w)--?[A-Za-z][\w-]*|\w+_\w+|[A-Za-z]+\d+\w*|\b[A-Z]{2,}\w*\b|\w+\.\w+|\w+\(\)|/\w+"
+)
+
+
+def identifier_like(text: str) -> bool:
+    """`text` names something exactly (a flag, a code, a file, a function): then keyword matches count in full."""
+    return _IDENTIFIER.search(text) is not None
+
+
 def query_string(text: str) -> str | None:
     """A zvec `Fts(query_string=...)` for `text`, or None when it holds nothing searchable."""
     found = terms(text)

@@ -1,15 +1,36 @@
-"""Hybrid ranking: reciprocal rank fusion of the vector and keyword hit lists, keeping only keyword evidence.
+"""Hybrid ranking: the vector and keyword hit lists fused per document, then each document's passages in order.
 
 Pure functions over `Hit` lists (no storage engine), so they are tested on their own (tests/unit/test_fusion.py).
+Measured on the development set (bench/devset, `python -m bench.bench_eval`; docs/benchmarks.md):
+
+- Documents, not chunks, are fused. A long document has many chunks, and so many chances that one of them lands
+  near any query (on the vector side) or shares its common words (on the keyword side): fused per chunk, the long
+  reference chapters came first for questions they do not answer. Each list is first turned into a document ranking
+  (a document's best chunk), then the two rankings are fused by reciprocal rank (constant DOC_RANK_CONSTANT).
+- A document's size counts against it, a little: the vector side ranks documents by their best chunk's cosine
+  minus DENSE_SIZE_PENALTY × ln(its chunks), the keyword side divides a document's share by
+  1 + KEYWORD_SIZE_PENALTY × ln(its chunks).
+- The keyword side weighs in full for a query with identifiers (flags, snake_case, codes like E1042: `fts.
+  identifier_like`), at KEYWORD_WEIGHT otherwise: words of a question in one language never match a document in
+  the other, so at full weight they pushed same-language documents above the cross-lingual answer.
+- Results stay passages: a document's passages follow in their chunk-level order, the i-th carrying the document's
+  score × PASSAGE_DECAY^i, so a second passage of the best document comes before the next document only when the
+  best document is far ahead.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from . import Hit
 
-RRF_RANK_CONSTANT = 60
+RRF_RANK_CONSTANT = 60  # chunk-level fusion (kept for the ragjson tool's `query` semantics: see `fuse`)
+DOC_RANK_CONSTANT = 10
+KEYWORD_WEIGHT = 0.5  # the keyword side's weight for a query without identifiers
+DENSE_SIZE_PENALTY = 0.01  # cosine taken off per ln(chunks) of a document
+KEYWORD_SIZE_PENALTY = 0.2
+PASSAGE_DECAY = 0.5
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 
@@ -38,3 +59,37 @@ def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
             first.setdefault(key, hit)
     best = sorted(scores, key=lambda key: scores[key], reverse=True)[:k]
     return [replace(first[key], score=scores[key]) for key in best]
+
+
+def _size(hit: Hit) -> float:
+    return math.log(max(1, hit.source_chunks))
+
+
+def _by_document(hits: list[Hit], value: dict[str, float]) -> list[str]:
+    """The documents of `hits` ranked by `value` (higher first), ties in the order first seen."""
+    order = list(dict.fromkeys(h.source_path for h in hits))
+    return sorted(order, key=lambda p: -value[p])
+
+
+def fuse_documents(
+    dense: list[Hit], keyword: list[Hit], k: int, keyword_weight: float = KEYWORD_WEIGHT
+) -> list[Hit]:
+    """The best `k` passages of a hybrid query: `dense` (cosine similarities) and `keyword` (BM25 evidence, see
+    `keyword_evidence`) fused per document, each document's passages then in their chunk-level (RRF) order."""
+    cosine: dict[str, float] = {}
+    for h in dense:
+        cosine[h.source_path] = max(cosine.get(h.source_path, -2.0), h.score - DENSE_SIZE_PENALTY * _size(h))
+    doc_score: dict[str, float] = {}
+    for rank, path in enumerate(_by_document(dense, cosine), 1):
+        doc_score[path] = 1.0 / (DOC_RANK_CONSTANT + rank)
+    sizes = {h.source_path: _size(h) for h in [*dense, *keyword]}
+    for rank, path in enumerate(dict.fromkeys(h.source_path for h in keyword), 1):
+        share = keyword_weight / (DOC_RANK_CONSTANT + rank) / (1.0 + KEYWORD_SIZE_PENALTY * sizes[path])
+        doc_score[path] = doc_score.get(path, 0.0) + share
+    passages: dict[str, list[Hit]] = {}
+    for hit in fuse(dense, keyword, len(dense) + len(keyword)):  # chunk-level order within each document
+        passages.setdefault(hit.source_path, []).append(hit)
+    ranked = [replace(hit, score=doc_score[path] * PASSAGE_DECAY**i)
+              for path, hits in passages.items() for i, hit in enumerate(hits)]  # fmt: skip
+    ranked.sort(key=lambda h: h.score, reverse=True)
+    return ranked[:k]

@@ -26,7 +26,15 @@ from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, scan, zvec_open
 from . import filters as F
-from .fusion import KEYWORD_FLOOR, KEYWORD_RELATIVE, RRF_RANK_CONSTANT, fuse, keyword_evidence  # noqa: F401 (re-export)
+from .fusion import (  # noqa: F401 (re-export)
+    KEYWORD_FLOOR,
+    KEYWORD_RELATIVE,
+    KEYWORD_WEIGHT,
+    RRF_RANK_CONSTANT,
+    fuse,
+    fuse_documents,
+    keyword_evidence,
+)
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
 from .zvec_open import open_collection
@@ -187,7 +195,7 @@ class ZvecIndex:
         for i, chunk in enumerate(chunks):
             if chunk.chunk_index != i or chunk.source_path != source_path:
                 raise ValueError(f"chunk {i} of {source_path} is {chunk.source_path}#{chunk.chunk_index}")
-            docs.append(to_doc(source_path, source_md5, root, chunk, self._identity.dimension))
+            docs.append(to_doc(source_path, source_md5, root, chunk, self._identity.dimension, len(chunks)))
         with self._exclusive("write") as coll:
             old = coll.query(
                 topk=MAX_TOPK, filter=F.equals(SOURCE_PATH, source_path), output_fields=[CHUNK_INDEX]
@@ -308,10 +316,10 @@ class ZvecIndex:
             hits = self._run(one, k, flt, path_prefixes)
             return [replace(h, score=1.0 - h.score) for h in hits] if one is dense else hits
         depth = min(max(4 * k, 20), MAX_K)
-        return fuse(
-            self._run(dense, depth, flt, path_prefixes),
-            keyword_evidence(self._run(keyword, depth, flt, path_prefixes)),
-            k,
+        cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
+        weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
+        return fuse_documents(
+            cosine, keyword_evidence(self._run(keyword, depth, flt, path_prefixes)), k, weight
         )
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:

@@ -26,9 +26,19 @@ from .fts import normalize
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
 SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"
 CONTENT, FTS_TEXT, HEADING_PATH = "content", "fts_text", "heading_path"
-PAGE, START_LINE, END_LINE = "page", "start_line", "end_line"
+PAGE, START_LINE, END_LINE, SOURCE_CHUNKS = "page", "start_line", "end_line", "source_chunks"
 EMBEDDING = "embedding"
-HIT_FIELDS = [SOURCE_PATH, ROOT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE]
+HIT_FIELDS = [
+    SOURCE_PATH,
+    ROOT,
+    CHUNK_INDEX,
+    CONTENT,
+    HEADING_PATH,
+    PAGE,
+    START_LINE,
+    END_LINE,
+    SOURCE_CHUNKS,
+]
 HEADING_SEP = " > "
 FTS_TOKENIZER = "jieba"
 FTS_FILTERS = ["lowercase", "stemmer"]
@@ -64,7 +74,7 @@ def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collecti
             index_param=zvec.FtsIndexParam(tokenizer_name=FTS_TOKENIZER, filters=FTS_FILTERS),
         )
     ]
-    fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE)]
+    fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE, SOURCE_CHUNKS)]
     fields.append(zvec.FieldSchema(PAGE, int32, nullable=True))
     vector = zvec.VectorSchema(
         EMBEDDING, zvec.DataType.VECTOR_FP32, dimension=identity.dimension, index_param=vector_param(cfg)
@@ -89,6 +99,7 @@ def schema_problem(schema: zvec.CollectionSchema, identity: EmbeddingIdentity) -
         START_LINE,
         END_LINE,
         PAGE,
+        SOURCE_CHUNKS,
     } - names
     if missing:
         return f"it lacks the fields {sorted(missing)}"
@@ -124,7 +135,9 @@ def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:
     return arr
 
 
-def to_doc(source_path: str, source_md5: str, root: str, chunk: IndexChunk, dimension: int) -> zvec.Doc:
+def to_doc(
+    source_path: str, source_md5: str, root: str, chunk: IndexChunk, dimension: int, source_chunks: int
+) -> zvec.Doc:
     where = f"{source_path}#{chunk.chunk_index}"
     fields: dict[str, Any] = {
         SOURCE_PATH: source_path,
@@ -140,6 +153,7 @@ def to_doc(source_path: str, source_md5: str, root: str, chunk: IndexChunk, dime
         PAGE: chunk.page,
         START_LINE: chunk.start_line,
         END_LINE: chunk.end_line,
+        SOURCE_CHUNKS: source_chunks,
     }
     if chunk.page is None:
         del fields[PAGE]
@@ -160,4 +174,5 @@ def to_hit(doc: zvec.Doc, score: float) -> Hit:
         start_line=int(f.get(START_LINE, 0)),
         end_line=int(f.get(END_LINE, 0)),
         root=f.get(ROOT, ""),
+        source_chunks=int(f.get(SOURCE_CHUNKS) or 1),
     )
