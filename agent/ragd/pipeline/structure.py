@@ -20,9 +20,16 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 MARKUPS = ("markdown", "rst", "org")
+
+# The revision of these rules, recorded in each entry ragd writes (`split_revision`; none recorded = 1).
+# 2: clean heading paths; RST and Org section titles; no permalink anchors in HTML text.
+SPLIT_REVISION = 2
+_CHANGED_IN_2 = frozenset({".rst", ".rest", ".org", ".html", ".htm"})  # their chunks or heading paths differ
 
 # Lines that open/close a fence or are an ATX heading.
 _MARK = re.compile(r"^([ \t]*)(`{3,}|~{3,}|#{1,6}(?=[ \t]|$))(.*)$", re.MULTILINE)
@@ -95,6 +102,22 @@ def _link_text(m: re.Match[str]) -> str:
 def drop_permalinks(markdown: str) -> str:
     """`## Install[¶](#install "Permalink to this heading")` -> `## Install`, anywhere in the text."""
     return _ANCHOR_LINKS.sub("", markdown)
+
+
+def needs_resplit(
+    file_name: str, parser: str | None, revision: int | None, heading_paths: Iterable[Sequence[str]]
+) -> bool:
+    """Whether an entry ragd wrote under older rules holds chunks these rules would make differently.
+
+    Only those are split again (their vectors are reused wherever a chunk's text is unchanged): RST, Org and HTML
+    files, and any other file with a heading these rules clean. An entry another tool wrote (no `parser`) is
+    left as it is.
+    """
+    if parser is None or (revision or 1) >= SPLIT_REVISION:
+        return False
+    if PurePath(file_name).suffix.lower() in _CHANGED_IN_2:
+        return True
+    return any(clean_heading(h) != h for path in heading_paths for h in path)
 
 
 # -- structures --------------------------------------------------------------------------------------------------
