@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -37,7 +38,7 @@ _MARK = re.compile(r"^([ \t]*)(`{3,}|~{3,}|#{1,6}(?=[ \t]|$))(.*)$", re.MULTILIN
 # -- heading text ------------------------------------------------------------------------------------------------
 PERMALINK_TEXT = "¶§#🔗\u200b\u00a0\ufe0f"  # the link text of heading anchors (and invisible characters)
 _PERMALINK_TITLE = re.compile(r"perma(?:link|nent link)|direct link|link to this|anchor", re.IGNORECASE)
-_CODE = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")  # opening and closing runs of the same length
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
 _LINK = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]*)>?(?:\s+(?:\"([^\"]*)\"|'([^']*)'))?\s*\)")
@@ -55,8 +56,8 @@ _TRAILING_MARKS = re.compile("[\\s¶🔗\u200b\ufe0f]+$")  # an anchor left with
 # Permalink anchors in markdown converted from HTML (Sphinx, MkDocs, GitHub, Docusaurus): a link to an anchor of
 # the same page whose text is only a mark, or whose title says what it is. Bounded, so a long text stays linear.
 _ANCHOR_LINKS = re.compile(
-    rf"(?<!!)\[[{PERMALINK_TEXT} \t]*\]\(#[^)\s]*(?:[ \t]+\"[^\"\n]{{0,200}}\")?\)"
-    r"|(?<!!)\[[^\]\n]{0,40}\]\(#[^)\s]*[ \t]+\"(?:perma(?:link|nent link)|direct link|link to this)[^\"\n]{0,200}\"\)",
+    rf"(?<!!)\[[{PERMALINK_TEXT} \t]*\]\(#[^)\s]{{0,200}}(?:[ \t]+\"[^\"\n]{{0,200}}\")?\)"
+    r"|(?<!!)\[[^\]\n]{0,40}\]\(#[^)\s]{0,200}[ \t]+\"(?:perma(?:link|nent link)|direct link|link to this)[^\"\n]{0,200}\"\)",
     re.IGNORECASE,
 )
 MAX_HEADING = 1000  # characters of a heading line looked at
@@ -272,8 +273,10 @@ def scan_org(text: str) -> tuple[Heading, ...]:
         blocks.append((opened, len(text)))
     headings: list[Heading] = []
     path = _Path()
+    block_starts = [a for a, _ in blocks]
     for m in _ORG_HEADLINE.finditer(text):
-        if any(a <= m.start() < b for a, b in blocks):
+        k = bisect_right(block_starts, m.start()) - 1
+        if k >= 0 and m.start() < blocks[k][1]:
             continue
         raw = _ORG_TAGS.sub("", _ORG_DECOR.sub("", m.group(2).strip()))
         raw = _ORG_LINK.sub(lambda k: k.group(2) if k.group(2) is not None else k.group(1), raw)
