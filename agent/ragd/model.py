@@ -47,6 +47,7 @@ class Document:
     parser: str  # e.g. "text", "markitdown", "pdfium", "soffice+markitdown"
     title: str | None = None
     is_markdown: bool = True  # whether the text carries markdown structure (headings, fences)
+    markup: str | None = None  # of a plain text whose section titles the splitter knows: "rst" or "org"
     pages: tuple[PageSpan, ...] = ()  # empty when the format has no pages
     encoding: str | None = None  # detected encoding of a text source, when it was not UTF-8
 

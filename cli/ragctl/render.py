@@ -247,7 +247,10 @@ def _item(item: object) -> str:
 
 # -- search -----------------------------------------------------------------------------------------------------
 def search(result: Obj) -> str:
-    """'1. /abs/path  [lines 3-9; Heading > Sub]  score 0.0312' and the indented snippet, per result."""
+    """'1. /abs/notes.md:3-9  [Heading > Sub]  score 0.0312' (a PDF: '[p. 2; Heading]') and the snippet, per result.
+
+    The line range is that of the document's text as the agent parsed it (what `read_document` returns).
+    """
     if "files" in result:
         return search_files(result)
     hits: Sequence[Obj] = result.get("results") or []
@@ -257,7 +260,7 @@ def search(result: Obj) -> str:
     for n, hit in enumerate(hits, 1):
         score = hit.get("score")
         score_text = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
-        out.append(f"{n}. {show_path(hit.get('path', '?'))}  {_where(hit)}score {score_text}\n")
+        out.append(f"{n}. {citation(hit)}  score {score_text}\n")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
     return "".join(out)
@@ -276,23 +279,25 @@ def search_files(result: Obj) -> str:
         out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {score_text}, "
                    f"{plural(matched, 'passage')} matched\n")  # fmt: skip
         for hit in doc.get("chunks") or []:
-            out.append(f"   - {_where(hit)}{one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n")
+            out.append(
+                f"   - {citation(hit)}: {one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n"
+            )
         out.append("\n")
     return "".join(out)
 
 
-def _where(hit: Obj) -> str:
-    if hit.get("page"):
-        loc = f"page {hit['page']}"
-    elif hit.get("start_line") is not None:
-        loc = f"lines {hit['start_line']}-{hit.get('end_line', '?')}"
-    else:
-        loc = ""
+def citation(hit: Obj) -> str:
+    """'/abs/a.pdf:12-30  [p. 3; Install > Linux]': path and line range, then the page and the heading path."""
+    where = show_path(hit.get("path", "?"))
+    start, end = hit.get("start_line"), hit.get("end_line")
+    if isinstance(start, int) and start >= 1:
+        where += f":{start}-{end if isinstance(end, int) and end >= start else '?'}"
+    page = hit.get("page")
     heading = hit.get("heading_path") or ""
     if isinstance(heading, (list, tuple)):
-        heading = " > ".join(str(h) for h in heading)
-    inside = "; ".join(part for part in (loc, one_line(heading)) if part)
-    return f"[{inside}]  " if inside else ""
+        heading = " > ".join(str(h) for h in heading if str(h).strip())
+    inside = "; ".join(part for part in (f"p. {page}" if page else "", one_line(heading)) if part)
+    return f"{where}  [{inside}]" if inside else where
 
 
 # -- the other verbs --------------------------------------------------------------------------------------------

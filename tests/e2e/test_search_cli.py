@@ -41,7 +41,7 @@ def test_search_after_run_once(tmp_path: Path, api_config_file: Path) -> None:
     only = ragd_json("search", "socket gradients 电池", "--path", str(root / "ops"), "-k", "10")
     assert {r["path"] for r in only["results"]} == {str(root / "ops" / "reset.md")}
     human = ragd("search", "ERR_CONN_RESET", "--mode", "keyword").stdout
-    assert "1. " + str(root / "ops" / "reset.md") in human and "lines 1-3" in human
+    assert "1. " + str(root / "ops" / "reset.md") + ":1-3  [ERR_CONN_RESET]  score " in human
     files = ragd_json("search", "ERR_CONN_RESET", "--mode", "keyword", "--files")["files"]
     assert [(f["path"], f["matches"]) for f in files] == [(str(root / "ops" / "reset.md"), 1)]
     listed = ragd("search", "ERR_CONN_RESET", "--mode", "keyword", "--files").stdout

@@ -411,11 +411,22 @@ def test_render_status_truncates_failures_and_survives_missing_fields() -> None:
 
 def test_render_search() -> None:
     page = {**HIT, "path": "/kb/发票 🧾.pdf", "page": 2, "heading_path": [], "score": 0.5}
-    assert render.search({"results": [HIT, page]}) == (
-        "1. /kb/notes.md  [lines 3-9; Heading > Sub]  score 0.0312\n   the phone number is 5\n\n"
-        "2. /kb/发票 🧾.pdf  [page 2]  score 0.5000\n   the phone number is 5\n\n"
+    both = {**HIT, "path": "/kb/a.pdf", "page": 7, "start_line": 40, "end_line": 41}
+    assert render.search({"results": [HIT, page, both]}) == (
+        "1. /kb/notes.md:3-9  [Heading > Sub]  score 0.0312\n   the phone number is 5\n\n"
+        "2. /kb/发票 🧾.pdf:3-9  [p. 2]  score 0.5000\n   the phone number is 5\n\n"
+        "3. /kb/a.pdf:40-41  [p. 7; Heading > Sub]  score 0.0312\n   the phone number is 5\n\n"
     )
     assert render.search({"results": []}) == "no results\n"
+
+
+def test_render_citation_without_lines() -> None:
+    """An entry written by another tool has no line range (the index holds 0): no `:0-0`."""
+    assert (
+        render.citation({"path": "/kb/x.txt", "start_line": 0, "end_line": 0, "heading_path": []})
+        == "/kb/x.txt"
+    )
+    assert render.citation({"path": "/kb/a\nb.md", "start_line": 2}) == "'/kb/a\\nb.md':2-?"
 
 
 def test_render_small_results() -> None:

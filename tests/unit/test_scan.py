@@ -197,3 +197,32 @@ def test_an_unreadable_file_is_changed_not_an_error(tmp_path: Path) -> None:
     f.unlink()
     os.mkfifo(f)
     assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
+
+
+def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp_path: Path) -> None:
+    """Entries ragd wrote before split revision 2: RST/Org/HTML files and unclean heading paths are redone
+    (RETRY: parsed and split again, vectors reused by content); the rest, and other tools' entries, stay."""
+    from ragd.pipeline.structure import SPLIT_REVISION
+
+    old = time.time() - 100
+
+    def verdict(name: str, heading: list[str] | None = None, **kw: object) -> Change:
+        f = tmp_path / name
+        f.write_text("text")
+        os.utime(f, (old, old))
+        chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==", {"heading_path": heading} if heading else {})
+        e = _entry(f, chunks=(chunk,), **kw)
+        return classify(e, f, f.stat(), IDENT, "p", time.time())
+
+    assert verdict("a.rst", parser="text") == Change.RETRY
+    assert verdict("a.org", parser="text") == Change.RETRY
+    assert verdict("a.html", ["Install"], parser="markitdown") == Change.RETRY
+    assert (
+        verdict("a.md", ['Install[¶](#install "Permalink to this heading")'], parser="text") == Change.RETRY
+    )
+    assert verdict("b.md", ["Install", "**Linux**"], parser="text") == Change.RETRY
+    assert verdict("c.md", ["Install", "Linux"], parser="text") == Change.UNCHANGED
+    assert verdict("a.pdf", parser="pdfium") == Change.UNCHANGED
+    assert verdict("b.rst", parser=None) == Change.UNCHANGED  # written by the ragjson tool: left alone
+    assert verdict("c.rst", parser="text", split_revision=SPLIT_REVISION) == Change.UNCHANGED
+    assert verdict("d.md", ["**x**"], parser="text", split_revision=SPLIT_REVISION) == Change.UNCHANGED

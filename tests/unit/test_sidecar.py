@@ -6,6 +6,7 @@ import os
 import stat
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -238,3 +239,14 @@ def test_vectors_by_hash_never_passes_on_an_unusable_vector() -> None:
     for vec in (np.zeros(4, np.float32), np.array([1, np.nan, 0, 0], np.float32), np.ones(3, np.float32)):
         assert sidecar.vectors_by_hash([_entry(vec=vec)], "m", 4) == {}
     assert set(sidecar.vectors_by_hash([_entry(vec=np.ones(4, np.float32))], "m", 4)) == {"h1"}
+
+
+def test_split_revision_round_trips_and_junk_reads_as_none(tmp_path: Path) -> None:
+    entry = replace(_entry(), split_revision=2)
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, entry)
+    assert json.loads(path.read_text(encoding="utf-8"))["split_revision"] == 2
+    assert sidecar.read_entry(path) == entry
+    data = {**json.loads(path.read_text(encoding="utf-8")), "split_revision": "2"}
+    again = sidecar.entry_from_json(data)
+    assert again is not None and again.split_revision is None

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ragctl import render
+
 from ..config import Config
 from ..pipeline.dirjob import DirResult
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
@@ -133,22 +135,10 @@ def run_search(args: Any, config: Config) -> int:
     with offline(config) as rt:
         found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
                                       ext=args.ext, one_per_file=args.one_per_file, files=args.files))  # fmt: skip
-    results = found["results"]
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0
-    if "files" in found:
-        from ragctl.render import search_files
-
-        print(search_files(found), end="")
-        return 0
-    for n, r in enumerate(results, 1):
-        where = " > ".join(r["heading_path"])
-        loc = f"page {r['page']}" if r["page"] else f"lines {r['start_line']}-{r['end_line']}"
-        print(f"{n}. {r['path']}  [{loc}{'; ' + where if where else ''}]  score {r['score']:.4f}")
-        print("   " + r["snippet"].replace("\n", " ") + "\n")
-    if not results:
-        print("no results")
+    print(render.search(found), end="")
     return 0
 
 

@@ -36,6 +36,7 @@ from .parse import SUPPORTED_EXTENSIONS, parse
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .split import split
+from .structure import SPLIT_REVISION
 
 log = logging.getLogger(__name__)
 
@@ -227,9 +228,10 @@ class FileTask:
         src = source or self.source
         assert src is not None
         created = self.old.create_dt if self.old and self.old.create_dt else stamp
+        revision = SPLIT_REVISION if kw.get("chunks") else None
         entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
                           model_name=ident.model_name, dimension=ident.dimension,
-                          splitter=ident.splitter.fingerprint, **kw)  # fmt: skip
+                          splitter=ident.splitter.fingerprint, split_revision=revision, **kw)  # fmt: skip
         sidecar.write_entry(self.directory, entry, like=self.st)
 
     def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:

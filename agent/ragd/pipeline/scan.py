@@ -17,6 +17,7 @@ from ..errors import FileSkipped
 from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
 from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, parse_stamp
+from .structure import needs_resplit
 
 HASH_BLOCK = 1 << 20
 
@@ -221,6 +222,12 @@ def classify(
         retry_at = error["retry_at"]  # None: only a change to the file can help
         due = retry_at is not None and (parse_stamp(retry_at) or 0) <= now
         return Change.RETRY if due else Change.UNCHANGED
-    if entry.status != EMBEDDED or not identity_matches(entry, identity):
+    if entry.status != EMBEDDED or not identity_matches(entry, identity) or _outdated(entry, path.name):
         return Change.RETRY
     return Change.UNCHANGED if settled else Change.TOUCHED
+
+
+def _outdated(entry: FileEntry, name: str) -> bool:
+    """Chunks made by older parse/split rules that now differ (structure.needs_resplit)."""
+    paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
+    return needs_resplit(name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths])

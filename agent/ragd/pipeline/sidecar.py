@@ -134,6 +134,9 @@ class FileEntry:
     chunks: tuple[StoredChunk, ...] = ()
     parser: str | None = None
     splitter: str | None = None
+    split_revision: int | None = (
+        None  # of ragd's parse/split rules (structure.SPLIT_REVISION) that made the chunks
+    )
     error: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -144,7 +147,7 @@ class FileEntry:
             "embedding": {"model_name": self.model_name, "dimension": self.dimension},
             "chunks": [c.to_json() for c in self.chunks],
         }
-        for key in ("parser", "splitter", "error"):
+        for key in ("parser", "splitter", "split_revision", "error"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -189,8 +192,13 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         chunks=tuple(_chunk_from_json(c) for c in data.get("chunks") or ()),
         parser=data.get("parser"),
         splitter=data.get("splitter"),
+        split_revision=_revision(data.get("split_revision")),
         error=data.get("error"),
     )
+
+
+def _revision(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def rag_dir(directory: Path) -> Path:

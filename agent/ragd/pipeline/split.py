@@ -4,19 +4,22 @@ Splitting is langchain's `RecursiveCharacterTextSplitter` with regex separators 
 markdown headings, blank lines, line breaks, sentence ends (。！？；… and ". "), Chinese clause marks
 (，、：), spaces, then a hard cut. Every separator stays at the END of the piece before it, so no chunk
 starts with 。. Around the library, this module adds what it does not know about markdown (when
-`doc.is_markdown`):
+`doc.is_markdown`) and about the section titles of reStructuredText and Org text (`doc.markup`); structure.py
+finds them:
 
-- **Code fences are never cut.** Each ``` / ~~~ fenced block (opening line through closing line; an unclosed
-  fence runs to the end of the text) is replaced, before splitting, by one private-use placeholder character
-  that the splitter's length function counts as the block's real length. A small block merges with its
-  neighbours like a paragraph; a block longer than `chunk_size` stays whole as one oversized chunk (the
+- **Code fences are never cut** (markdown). Each ``` / ~~~ fenced block (opening line through closing line; an
+  unclosed fence runs to the end of the text) is replaced, before splitting, by one private-use placeholder
+  character that the splitter's length function counts as the block's real length. A small block merges with
+  its neighbours like a paragraph; a block longer than `chunk_size` stays whole as one oversized chunk (the
   simplest rule that never cuts code).
-- **Headings stay with what follows.** Each run of ATX heading lines (only blank lines between them), with the
-  line breaks after it, is masked the same way, so a chunk never ends with a stranded heading, and a heading
-  directly followed by a fence is kept with that fence.
-- **Heading paths** come from ATX headings outside fences (`#` .. `######`; setext headings are not
-  recognised): a chunk gets the headings in force at its first line that is not itself a heading, so a
-  chunk opening with `# Install` / `## Linux` gets ("Install", "Linux").
+- **Headings stay with what follows.** Each run of heading lines (ATX headings, RST titles with their
+  adornment lines, Org headlines; only blank lines between them), with the line breaks after it, is masked the
+  same way, so a chunk never ends with a stranded heading, and a heading directly followed by a fence is kept
+  with that fence.
+- **Heading paths** come from those headings (for markdown ATX `#` .. `######` outside fences; setext headings
+  are not recognised), as plain text (`structure.clean_heading`: no links, permalink anchors, emphasis): a
+  chunk gets the headings in force at its first line that is not itself a heading, so a chunk opening with
+  `# Install` / `## Linux` gets ("Install", "Linux").
 - **kind="markdown"** cuts the text before each run of headings, then splits each section on its own: chunks
   never span two sections and carry no overlap across them. **kind="recursive"** splits the whole text,
   headings being only its first separator.
@@ -45,6 +48,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:  # langchain is imported on first use: it costs ~0.2 s at start-up
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 from ..model import Chunk, Document, SplitterSettings
+from .structure import Heading, Structure, scan
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,7 @@ KINDS = ("recursive", "markdown")
 
 # Separators, coarsest first; all regexes, the matched text stays at the END of the piece before it.
 _HEADING_SEP = "\\n(?=[ ]{0,3}#{1,6}[ \\t]|[\U00100000-\U0010fffd])"  # a heading line or its placeholder
+_TITLE_SEP = "\\n(?=[\U00100000-\U0010fffd])"  # before the placeholder of an RST/Org title
 _PLAIN_SEPARATORS = (
     r"\n(?:[ \t]*\n)+",  # paragraphs (blank lines)
     r"\n",  # lines
@@ -63,9 +68,6 @@ _PLAIN_SEPARATORS = (
 # time: 4 s for a 1 MB line), then single characters (only for runs of huge placeholders).
 _HARD_CUT_STEPS = 20
 
-# Lines that open/close a fence or are an ATX heading.
-_MARK = re.compile(r"^([ \t]*)(`{3,}|~{3,}|#{1,6}(?=[ \t]|$))(.*)$", re.MULTILINE)
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _LEADING_WS = re.compile(r"\s*")
 _NON_WS = re.compile(r"\S")
 _AFTER_HEADING = re.compile(r"\n(?:[ \t]*\n)*")
@@ -77,19 +79,6 @@ _PH_PLANE = 0xFFFE  # placeholders available in each plane
 _PH_RE = re.compile("[\U000f0000-\U0010fffd]")
 # Extra length (beyond 1) of each placeholder of the document being split in this context.
 _PH_EXTRA: ContextVar[dict[str, int] | None] = ContextVar("ragd_split_placeholder_extra", default=None)
-
-
-@dataclass(frozen=True)
-class _Heading:
-    start: int  # offset of the heading line in the original text
-    line_end: int  # offset of its end (the "\n" or len(text))
-    path: tuple[str, ...]  # headings in force from this line on
-
-
-@dataclass(frozen=True)
-class _Structure:
-    fences: tuple[tuple[int, int], ...]  # [start, end) of each fenced block, line start to closing line end
-    headings: tuple[_Heading, ...]
 
 
 @dataclass(frozen=True)
@@ -119,12 +108,13 @@ def _masked_length(text: str) -> int:
 
 @lru_cache(maxsize=32)
 def _splitter(
-    markdown: bool, chunk_size: int, chunk_overlap: int, masked: bool
+    markup: str, chunk_size: int, chunk_overlap: int, masked: bool
 ) -> RecursiveCharacterTextSplitter:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     step = max(1, chunk_size // _HARD_CUT_STEPS)
-    separators = [*([_HEADING_SEP] if markdown else []), *_PLAIN_SEPARATORS, f"(?s:.{{{step}}})", ""]
+    headings = [_HEADING_SEP] if markup == "markdown" else [_TITLE_SEP] if markup else []
+    separators = [*headings, *_PLAIN_SEPARATORS, f"(?s:.{{{step}}})", ""]
     try:
         return RecursiveCharacterTextSplitter(
             separators=separators,
@@ -142,37 +132,7 @@ def _splitter(
         ) from exc
 
 
-def _heading_title(rest: str) -> str:
-    return " ".join(_CLOSING_HASHES.sub("", rest.strip()).split())
-
-
-def _scan(text: str) -> _Structure:
-    """Find fenced blocks and the ATX headings outside them, in one pass over the marked lines."""
-    fences: list[tuple[int, int]] = []
-    headings: list[_Heading] = []
-    stack: list[tuple[int, str]] = []  # (level, title)
-    fence_start, fence_marker = -1, ""
-    for m in _MARK.finditer(text):
-        indent, marker, rest = m.group(1), m.group(2), m.group(3)
-        if fence_marker:
-            if marker[0] == fence_marker[0] and len(marker) >= len(fence_marker) and not rest.strip():
-                fences.append((fence_start, m.end()))
-                fence_marker = ""
-        elif marker[0] in "`~":
-            if not (marker[0] == "`" and "`" in rest):  # a backtick info string cannot hold backticks
-                fence_start, fence_marker = m.start(), marker
-        elif len(indent.expandtabs(4)) <= 3 and (title := _heading_title(rest)):
-            level = len(marker)
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, title))
-            headings.append(_Heading(m.start(), m.end(), tuple(t for _, t in stack)))
-    if fence_marker:
-        fences.append((fence_start, len(text)))
-    return _Structure(tuple(fences), tuple(headings))
-
-
-def _heading_runs(text: str, headings: tuple[_Heading, ...]) -> list[tuple[int, int]]:
+def _heading_runs(text: str, headings: tuple[Heading, ...]) -> list[tuple[int, int]]:
     """[start, end) of each run of headings separated only by blank lines, with the line breaks after it."""
     runs: list[tuple[int, int]] = []
     for heading in headings:
@@ -185,7 +145,7 @@ def _heading_runs(text: str, headings: tuple[_Heading, ...]) -> list[tuple[int, 
     return runs
 
 
-def _atomic_spans(text: str, structure: _Structure) -> list[tuple[int, int, int]]:
+def _atomic_spans(text: str, structure: Structure) -> list[tuple[int, int, int]]:
     """(start, end, placeholder plane) of what the splitter must not cut: each fenced block, and each run
     of heading lines with the line breaks after it (and with the fence right after it, if any)."""
     fences = dict(structure.fences)
@@ -224,7 +184,7 @@ def _mask(text: str, spans: list[tuple[int, int, int]]) -> _Masked:
     return _Masked("".join(parts), tuple(positions), tuple(cumulative), starts, extra)
 
 
-def _sections(text: str, headings: tuple[_Heading, ...]) -> list[tuple[int, int]]:
+def _sections(text: str, headings: tuple[Heading, ...]) -> list[tuple[int, int]]:
     """Cut before each run of headings (so a section holding only headings joins the next one)."""
     first = _NON_WS.search(text)
     starts = [0]
@@ -297,7 +257,7 @@ def _place(piece: str, chunks: list[str], overlap: int) -> list[tuple[int, int]]
 class _Locator:
     """Line numbers, heading paths and pages by bisection over precomputed offsets."""
 
-    def __init__(self, doc: Document, headings: tuple[_Heading, ...]) -> None:
+    def __init__(self, doc: Document, headings: tuple[Heading, ...]) -> None:
         self._text = doc.text
         self._line_starts = [0, *(m.end() for m in re.finditer("\n", doc.text))]
         self._headings = headings
@@ -342,9 +302,10 @@ def split(doc: Document, settings: SplitterSettings) -> list[Chunk]:
     text = doc.text
     if not text.strip():
         return []
-    structure = _scan(text) if doc.is_markdown else _Structure((), ())
+    markup = "markdown" if doc.is_markdown else doc.markup or ""
+    structure = scan(text, markup)
     masked = _mask(text, _atomic_spans(text, structure))
-    splitter = _splitter(doc.is_markdown, settings.chunk_size, settings.chunk_overlap, bool(masked.extra))
+    splitter = _splitter(markup, settings.chunk_size, settings.chunk_overlap, bool(masked.extra))
     if settings.kind == "markdown" and structure.headings:
         sections = [
             (masked.to_masked(a), masked.to_masked(b)) for a, b in _sections(text, structure.headings)

@@ -5,7 +5,8 @@ Formats, by extension (case-insensitive):
 | extensions | how | text |
 |---|---|---|
 | .md .markdown | decoded here | markdown |
-| .txt .text .rst .org .log .json .yaml .yml .toml | decoded here | plain (`is_markdown=False`) |
+| .txt .text .log .json .yaml .yml .toml | decoded here | plain (`is_markdown=False`) |
+| .rst .rest .org | decoded here | plain, `markup="rst"` / `"org"`: the splitter knows their section titles |
 | .pdf | pypdfium2, page by page; `pages` holds each page's offsets | plain |
 | .html .htm .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
 | .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
@@ -32,17 +33,19 @@ from pathlib import Path
 from ...config import LimitsConfig
 from ...errors import FileSkipped
 from ...model import Document
+from ..structure import scan_rst
 from .legacy import LEGACY_EXTENSIONS, parse_legacy
 from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
 from .pdf import parse_pdf
-from .text import decode, heading_title, man_title, normalise_newlines
+from .text import clean_title, decode, heading_title, man_title, normalise_newlines
 
 __all__ = ["SUPPORTED_EXTENSIONS", "parse"]
 
 log = logging.getLogger(__name__)
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown"})
-PROSE_EXTENSIONS = frozenset({".txt", ".text", ".rst", ".org"})  # plain text that may carry a title
+MARKUP_EXTENSIONS = {".rst": "rst", ".rest": "rst", ".org": "org"}  # plain text with known section titles
+PROSE_EXTENSIONS = frozenset({".txt", ".text", *MARKUP_EXTENSIONS})  # plain text that may carry a title
 DATA_EXTENSIONS = frozenset({".json", ".yaml", ".yml", ".toml", ".log"})  # plain text, no title
 TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | PROSE_EXTENSIONS | DATA_EXTENSIONS
 SUPPORTED_EXTENSIONS: frozenset[str] = (
@@ -92,7 +95,10 @@ def _parse_text(path: Path, ext: str) -> Document:
     text, encoding = decode(path.read_bytes())
     text = normalise_newlines(text)
     title = None
-    if ext in MARKDOWN_EXTENSIONS or ext in PROSE_EXTENSIONS:
+    if MARKUP_EXTENSIONS.get(ext) == "rst":
+        titles = scan_rst(text)
+        title = clean_title(titles[0].path[-1]) if titles else None
+    if title is None and (ext in MARKDOWN_EXTENSIONS or ext in PROSE_EXTENSIONS):
         title = heading_title(text) or man_title(text)
     return Document(
         path=path,
@@ -100,5 +106,6 @@ def _parse_text(path: Path, ext: str) -> Document:
         parser="text",
         title=title,
         is_markdown=ext in MARKDOWN_EXTENSIONS,
+        markup=MARKUP_EXTENSIONS.get(ext),
         encoding=encoding,
     )

@@ -4,6 +4,9 @@ Each extension goes straight to its markitdown converter class (one instance per
 cached). The `MarkItDown` facade is not used: its constructor loads the magika model (~0.1 s) and every
 `convert` runs magika on the stream (~16 ms) and then tries other converters on a guess, which can turn a
 corrupt file into garbage text. We already know the type from the extension and check the container ourselves.
+
+Permalink anchors of HTML headings and definitions (`[¶](#install "Permalink to this heading")`, as Sphinx,
+MkDocs and GitHub pages carry them) are dropped from the markdown: they are noise to both search and citations.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from xml.etree import ElementTree
 
 from ...errors import ParseError
 from ...model import Document
+from ..structure import drop_permalinks
 from .text import check_clean, clean_title, decode, heading_title, normalise_newlines
 
 CFB_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")  # OLE2 compound file: legacy Office, or encrypted OOXML
@@ -32,6 +36,7 @@ _CONVERTER_CLASSES = {
 }
 MARKITDOWN_EXTENSIONS = frozenset(_CONVERTER_CLASSES)
 OOXML_EXTENSIONS = frozenset({".docx", ".pptx", ".xlsx"})
+_HTML = frozenset({".html", ".htm"})
 _TEXTUAL = frozenset({".html", ".htm", ".csv"})  # decoded (and checked for junk) by us before conversion
 _HEADING_TITLE = frozenset({".html", ".htm", ".docx", ".pptx"})  # first heading is a sensible title
 _CORE_XML = "docProps/core.xml"
@@ -70,7 +75,10 @@ def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]
     # Hand the converter UTF-8 so it does not guess again (markitdown's HTML path assumes UTF-8 otherwise).
     result = _run(ext, io.BytesIO(text.encode("utf-8")), charset="utf-8")
     title = clean_title(str(result.title)) if result.title else None
-    return result.markdown, title, encoding
+    markdown = str(result.markdown)
+    if ext in _HTML:  # Sphinx, MkDocs, GitHub...: a `[¶](#anchor)` after each heading and definition
+        markdown = drop_permalinks(markdown)
+    return markdown, title, encoding
 
 
 def _convert_binary(path: Path, ext: str) -> str:

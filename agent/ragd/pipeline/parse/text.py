@@ -6,6 +6,7 @@ import codecs
 import re
 
 from ...errors import ParseError
+from ..structure import clean_heading
 
 # Checked longest first: the UTF-32-LE mark begins with the UTF-16-LE one.
 _BOMS = (
@@ -132,14 +133,14 @@ def heading_title(text: str) -> str | None:
 def _line_title(line: str, following: str) -> str | None:
     m = _ATX.match(line) or _ORG_TITLE.match(line)
     if m:
-        return clean_title(m.group(1))
+        return clean_title(clean_heading(m.group(1)))
     if (
         line.strip()
         and _SETEXT.match(following)
         and not _SETEXT.match(line)
         and not _NOT_SETEXT_TEXT.match(line)
     ):
-        return clean_title(line)
+        return clean_title(clean_heading(line))
     return None
 
 
