@@ -259,3 +259,17 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
     }
     assert set(states.values()) == {sidecar.EMBEDDED}  # the job under way ended cleanly
     assert {p.parent.name for p in states} == {"d0"}  # and no other started
+
+
+def test_a_new_index_is_filled_from_the_sidecars_not_repaired(tmp_path: Path, api_config_file: Path) -> None:
+    """A new collection (a new index schema after an upgrade, or another data directory) over sidecars made
+    before: its sources are filled in, and not reported as repairs (which say the index had gone wrong)."""
+    root = _tree(tmp_path / "kb", 4)
+    ragd("run", "--once", str(root))
+    env = {**os.environ, "RAGD_DATA_DIR": str(tmp_path / "another-data-dir")}
+    out = ragd("run", "--once", str(root), env=env).stdout
+    assert "0 files embedded, 4 unchanged" in out
+    assert "index: 4 chunks; 0 change notes applied, 0 sources repaired; a new index, filled from the sidecars " \
+           "(4 sources)" in out, out  # fmt: skip
+    again = ragd("run", "--once", str(root), env=env).stdout
+    assert "0 sources repaired\n" in again and "filled" not in again

@@ -84,6 +84,8 @@ def _index_line(index: dict[str, object]) -> str:
             f"{_n(_int(index.get('repaired')), 'source')} repaired")  # fmt: skip
     if index.get("rebuilt"):
         line += "; rebuilt from the sidecars"
+    elif _int(index.get("filled")):
+        line += f"; a new index, filled from the sidecars ({_n(_int(index.get('filled')), 'source')})"
     if failed:
         line += f"; {_n(len(failed), 'change note')} FAILED (kept and retried next run)"  # type: ignore[arg-type]
     return line + "\n"

@@ -175,6 +175,9 @@ def sync_index(
         log.warning("%s; the running agent will apply the changes", err.message)
         return {"held_by_agent": True, "message": err.message}
     try:
+        new = (
+            idx.count() == 0
+        )  # a new collection (a new index schema, another data dir): filled, not repaired
         sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
         report = sync.apply_pending(dirs)
         checked = sync.reconcile(expected)
@@ -184,7 +187,8 @@ def sync_index(
             optimized = True
         return {"mushrooms_applied": report.mushrooms, "events": report.events,
                 "mushrooms_failed": [{"path": str(p), "reason": r} for p, r in report.failed],
-                "repaired": checked.repaired, "rebuilt": rebuilt, "optimized": optimized,
+                "repaired": 0 if new or rebuilt else checked.repaired,
+                "filled": checked.repaired if new or rebuilt else 0, "rebuilt": rebuilt, "optimized": optimized,
                 "chunks": idx.count(), "path": str(idx.path)}  # fmt: skip
     finally:
         idx.close()
