@@ -170,3 +170,22 @@ def test_a_requested_rebuild_is_information_not_a_warning(
         assert destroy_index(tmp_path, IDENTITY)
     assert not coll.exists() and f"deleted the index at {coll}" in caplog.text
     assert [r.levelname for r in caplog.records if r.name.startswith("ragd.index")] == ["INFO"]
+
+
+def test_the_collections_of_earlier_index_schemas_are_removed_and_others_kept(tmp_path: Path) -> None:
+    """After an upgrade that changes the collection's fields, the old collection is derived data no version can
+    open any more: it is removed when the new one is opened for writing (the new one is filled from the sidecars);
+    another identity's collection (another model) stays."""
+    from ragd.index import SCHEMA_VERSION, collection_name
+    from ragd.model import EmbeddingIdentity
+
+    older = tmp_path / "index" / collection_name(IDENTITY, SCHEMA_VERSION - 1)
+    older.mkdir(parents=True)
+    (older / "data.bin").write_bytes(b"old segments")
+    older.with_name(older.name + ".verified").write_text("{}")
+    other = tmp_path / "index" / collection_name(EmbeddingIdentity("another-model", 8), SCHEMA_VERSION - 1)
+    other.mkdir()
+    ix, rebuilt = open_or_rebuild(tmp_path, IDENTITY, IndexConfig())
+    ix.close()
+    assert not older.exists() and not older.with_name(older.name + ".verified").exists()
+    assert other.exists() and collection_dir(tmp_path, IDENTITY).exists() and not rebuilt

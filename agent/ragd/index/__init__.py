@@ -135,12 +135,12 @@ class IndexBackend(Protocol):
     def close(self) -> None: ...
 
 
-def collection_name(identity: EmbeddingIdentity) -> str:
+def collection_name(identity: EmbeddingIdentity, schema: int = SCHEMA_VERSION) -> str:
     """A directory name for the identity's collection: readable, file-system safe and unique per fingerprint."""
     fingerprint = identity.fingerprint
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", fingerprint).strip("._-")[:80]
     digest = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:10]
-    return f"v{SCHEMA_VERSION}-{readable}-{digest}"
+    return f"v{schema}-{readable}-{digest}"
 
 
 def collection_dir(data_dir: Path, identity: EmbeddingIdentity) -> Path:
@@ -167,6 +167,22 @@ def destroy_index(data_dir: Path, identity: EmbeddingIdentity) -> bool:
     return destroy(collection_dir(data_dir, identity))
 
 
+def _drop_older_schemas(data_dir: Path, identity: EmbeddingIdentity) -> None:
+    """Delete this identity's collections made by earlier versions of ragd (an older SCHEMA_VERSION): derived data
+    no version of ragd from now on can open. The new one is filled from the sidecars (no embedding)."""
+    from .zvec_open import destroy
+
+    for schema in range(1, SCHEMA_VERSION):
+        old = Path(data_dir) / "index" / collection_name(identity, schema)
+        try:
+            if destroy(old):
+                log.info("removed the index of an earlier ragd (schema %d) at %s; the new one (schema %d) is "
+                         "filled from the sidecars", schema, old, SCHEMA_VERSION)  # fmt: skip
+            old.with_name(old.name + ".verified").unlink(missing_ok=True)
+        except (IndexBusy, OSError) as err:  # kept for now; tried again at the next start
+            log.warning("cannot remove the index of an earlier ragd at %s: %s", old, err)
+
+
 def open_or_rebuild(
     data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig
 ) -> tuple[IndexBackend, bool]:
@@ -177,6 +193,7 @@ def open_or_rebuild(
     A flat collection split into several segments (optimized, or listed with iter_docs, by earlier versions) is
     rebuilt too: zvec's BM25 statistics are per segment, and a flat collection stays one segment from then on.
     """
+    _drop_older_schemas(data_dir, identity)
     try:
         index = open_index(data_dir, identity, cfg)
     except IndexBusy:
