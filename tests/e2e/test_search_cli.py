@@ -140,5 +140,6 @@ def test_orphans_and_rebuild(tmp_path: Path, api_config_file: Path) -> None:
     assert ragd_json("orphans", str(root / "ops"), "--clean")["removed"] == 1
     assert ragd_json("orphans")["orphans"] == [str(root / "ml.txt")]
     rebuilt = ragd_json("run", "--once", "--rebuild-index", str(root))
-    assert rebuilt["index"]["repaired"] == 1 and rebuilt["index"]["chunks"] == 1  # only phone.md is left
+    assert rebuilt["index"]["filled"] == 1 and rebuilt["index"]["repaired"] == 0  # filled, not repairs
+    assert rebuilt["index"]["chunks"] == 1  # only phone.md is left
     assert ragd_json("orphans")["orphans"] == []
