@@ -125,7 +125,7 @@ def test_missing_index_is_rebuilt_from_sidecars(tmp_path: Path, fake_openai_serv
     run(cfg)
     shutil.rmtree(data_dir(cfg) / "index")
     s = run(cfg)
-    assert s.index["repaired"] == 5 and s.texts_embedded == 0
+    assert s.index["filled"] == 5 and s.index["repaired"] == 0 and s.texts_embedded == 0
     assert_index_equals_sidecars(cfg, root)
 
 
