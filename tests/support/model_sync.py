@@ -356,7 +356,10 @@ class Judge:
             root = self.rel(entry["path"])
             counts = {k: v for k, v in entry["files"].items() if v}
             want = {k: v for k, v in self.model.counts(root).items() if v}
-            assert counts == want, f"status of root {root!r}: {entry['files']}, want {want}"
+            assert counts == want, (
+                f"status of root {root!r}: {entry['files']}, want {want}; failures "
+                f"{[f['path'] for f in entry['failures']]}, want {sorted(self.model.failed(root))}"
+            )
             failures = {self.rel(f["path"]) for f in entry["failures"]}
             assert failures == self.model.failed(root), f"failures of {root!r}: {entry['failures']}"
             assert not entry.get("dir_errors"), f"directory errors under {root!r}: {entry['dir_errors']}"
