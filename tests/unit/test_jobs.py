@@ -146,3 +146,26 @@ def test_a_missing_path_inside_a_directory_that_is_still_there_is_a_failure_not_
     p = t.phase_tally()
     assert p.failed_dirs == ((str(tmp_path), f"[Errno 20] Not a directory: '{sub / '.rag'}'"),)
     assert p.dirs_total == 2  # tmp_path (failed) and sub; `replaced` vanished while its job ran
+
+
+def test_the_result_of_a_directory_deleted_while_its_job_ran_is_not_kept(tmp_path: Path) -> None:
+    """The deletion was handled (the directory forgotten) before the job's result came in: what the job saw must
+    not stay tracked (a FAILED file of it would be counted in `ragctl status` for ever), and the parent is looked
+    at again (its job records the deletion in the index)."""
+    root = tmp_path / "r"
+    (root / "d").mkdir(parents=True)
+    scheduler = Scheduler(lambda d: DirResult(d), lambda *_: None, jobs=1)
+    scheduler.pause()
+    calls = FollowUpCalls()
+    t = Tracker()
+    out = Outcomes(t, IGNORE, calls.follow_ups(scheduler, [root]))
+    (root / "d").rmdir()
+    t.forget(root / "d")  # the watcher's deletion, handled first
+    note = root / "d" / ".rag" / "x.mushroom"
+    late = _finished(
+        root / "d", FileOutcome("c.md", FAILED, reason="No such file or directory"), mushroom=note
+    )
+    out.done(root / "d", late, None)
+    assert t.file_state(root / "d" / "c.md") is None and t.totals() == (0, 0)
+    assert calls.looked == [root] and calls.notes == []
+    assert scheduler.close(1.0)

@@ -92,6 +92,11 @@ class Outcomes:
 
     def _finished(self, result: DirResult) -> None:
         self.tracker.record(result)
+        if not result.directory.is_dir():
+            # deleted while its job ran: the deletion may have been handled (and the directory forgotten) before
+            # this result came in, which would leave what the job saw (its files, FAILED ones too) tracked for ever
+            self._vanished(result.directory)
+            return
         fu = self.follow_ups
         if fu is None:
             return
