@@ -258,9 +258,7 @@ def search(result: Obj) -> str:
         return "no results\n"
     out = []
     for n, hit in enumerate(hits, 1):
-        score = hit.get("score")
-        score_text = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
-        out.append(f"{n}. {citation(hit)}  score {score_text}\n")
+        out.append(f"{n}. {citation(hit)}  score {_score(hit)}\n")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
     return "".join(out)
@@ -273,10 +271,8 @@ def search_files(result: Obj) -> str:
         return "no results\n"
     out = []
     for n, doc in enumerate(files, 1):
-        score = doc.get("score")
-        score_text = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
         matched = _int(doc.get("matches"))
-        out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {score_text}, "
+        out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {_score(doc)}, "
                    f"{plural(matched, 'passage')} matched\n")  # fmt: skip
         for hit in doc.get("chunks") or []:
             out.append(
@@ -284,6 +280,11 @@ def search_files(result: Obj) -> str:
             )
         out.append("\n")
     return "".join(out)
+
+
+def _score(found: Obj) -> str:
+    score = found.get("score")
+    return f"{score:.4f}" if isinstance(score, (int, float)) else "?"
 
 
 def citation(hit: Obj) -> str:
