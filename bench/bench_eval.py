@@ -1,6 +1,6 @@
 """Retrieval quality on the development set (issue 13). Prints figures; asserts nothing.
 
-    python -m bench.bench_eval [--cache DIR] [--fresh] [--worst 10]
+    python -m bench.bench_eval [--cache DIR] [--fresh] [--worst 10] [--config FILE]
 
 1. The corpus (bench/devset/README.md) built into DIR/corpus from pinned Debian packages, or reused when
    DIR/manifest.json has the same pins (`--fresh` rebuilds it, and so re-indexes everything).
@@ -8,6 +8,9 @@
    wall time, files, chunks.
 3. `ragd eval bench/devset/queries.jsonl` in vector, keyword and hybrid mode: recall@1, recall@5, MRR@10 and
    nDCG@10 per mode and group, the median query time, and the hybrid mode's worst queries.
+
+`--config FILE` indexes and searches with that ragd configuration instead of the defaults (e.g. another
+`[splitter] chunk_size`): give each configuration its own `--cache` DIR, since the sidecars live in the corpus.
 """
 
 from __future__ import annotations
@@ -57,17 +60,18 @@ def environment(cache: Path) -> dict[str, str]:
     return env
 
 
-def ragd(env: dict[str, str], *args: str) -> Any:
-    proc = subprocess.run([sys.executable, "-m", "ragd", "-q", *args, "--json"], env=env, capture_output=True,
-                          text=True)  # fmt: skip
+def ragd(env: dict[str, str], config: Path | None, *args: str) -> Any:
+    chosen = ["--config", str(config)] if config else []
+    proc = subprocess.run([sys.executable, "-m", "ragd", "-q", *chosen, *args, "--json"], env=env,
+                          capture_output=True, text=True)  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"ragd {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return json.loads(proc.stdout)
 
 
-def index(root: Path, env: dict[str, str]) -> None:
+def index(root: Path, env: dict[str, str], config: Path | None) -> None:
     t0 = time.perf_counter()
-    s = ragd(env, "run", "--once", str(root))
+    s = ragd(env, config, "run", "--once", str(root))
     wall = time.perf_counter() - t0
     print(f"ragd run --once: {s['embedded']} files embedded, {s['unchanged']} unchanged, {len(s['failed'])} failed; "
           f"{s['index'].get('chunks')} chunks in the index; {wall:.1f} s wall")  # fmt: skip
@@ -104,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--fresh", action="store_true", help="rebuild the corpus (and so the whole index)")
     ap.add_argument("--worst", type=int, default=10, help="worst hybrid queries listed")
+    ap.add_argument("--config", type=Path, help="a ragd configuration file to index and search with")
     args = ap.parse_args(argv)
     cache = args.cache.expanduser().resolve()
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}")
@@ -112,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
     print(f"corpus: {docs} documents; {len(queries)} queries")
     env = environment(cache)
-    index(root, env)
+    config = args.config.expanduser().resolve() if args.config else None
+    if config:
+        print(f"configuration: {config}")
+    index(root, env, config)
     t0 = time.perf_counter()
-    report = ragd(env, "eval", str(QUERIES), "--base", str(root), "--worst", str(args.worst))
+    report = ragd(env, config, "eval", str(QUERIES), "--base", str(root), "--worst", str(args.worst))
     print(
         f"ragd eval: {len(queries)} queries x {len(report['modes'])} modes in {time.perf_counter() - t0:.1f} s"
     )

@@ -116,6 +116,7 @@ print(f"  {sys.argv[2]!r} -> {top}"); sys.exit(0 if top == sys.argv[3] else 1)' 
 while IFS=$'\t' read -r q f; do check_top "$q" "$f"; done < <("$PY" -c '
 import json,sys
 for q, f in json.loads(sys.argv[1]).items(): print(f"{q}\t{f}")' "$QUERIES")
+! grep -q "are not translated" "$T/agent.log" || fail "the bundle lacks the CC-CEDICT data: $(grep translated "$T/agent.log")"
 printf 'Platypuses lay eggs and hunt under water.\n' > "$T/docs/new.md"
 "$BIN/ragctl" wait --timeout 60 || fail "ragctl wait after a change"
 check_top "platypus eggs" new.md

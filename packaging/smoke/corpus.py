@@ -21,6 +21,7 @@ QUERIES = {
     "release plan for December": "plan.pptx",
     "widget inventory quantity": "stock.xlsx",
     "ERR_CONN_RESET": "errors.log",
+    "袋鼠用什么带孩子": "page.html",  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
 }
 
 

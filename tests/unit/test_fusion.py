@@ -80,3 +80,18 @@ def test_the_keyword_side_counts_in_full_only_for_identifiers() -> None:
     assert not identifier_like("delete a directory and everything in it") and not identifier_like(
         "怎么查看磁盘空间"
     )
+
+
+def test_the_english_glosses_of_a_chinese_question_bring_the_english_answer_up() -> None:
+    """The vector side ranks the English answer third, behind two Chinese pages; the keyword hits of the question's
+    English glosses name it: fused, it comes first, with its passages; without them it stays third."""
+    dense = [_sized("zh-near", 0.71), _sized("zh-other", 0.70), _sized("en-answer", 0.69, 0, 4)]
+    translated = [_sized("en-answer", 8.0, 2, 4), _sized("en-answer", 6.0, 0, 4), _sized("en-noise", 5.0)]
+    without = [h.source_path for h in fuse_documents(dense, [], 5)]
+    fused = fuse_documents(dense, [], 5, translated=translated)
+    assert without.index("/kb/en-answer") == 2 and fused[0].source_path == "/kb/en-answer"
+    assert {h.chunk_index for h in fused if h.source_path == "/kb/en-answer"} == {0, 2}
+    assert "/kb/en-noise" in [
+        h.source_path for h in fused
+    ]  # a document only the glosses found is a candidate
+    assert fuse_documents(dense, [], 5, translated=[]) == fuse_documents(dense, [], 5)

@@ -250,6 +250,23 @@ def test_hybrid_query_fuses_both(corpus_index: tuple[IndexBackend, Path]) -> Non
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_a_chinese_question_finds_english_documents_through_its_words_glosses(
+    corpus_index: tuple[IndexBackend, Path],
+) -> None:
+    """防火墙 is in no document, and the hashed-token vectors of Chinese and English share nothing: only the
+    question's English glosses (firewall) lead to the English page. Keyword mode stays literal."""
+    index, root = corpus_index
+    question = "怎么检查防火墙"
+    assert index.query(vector=None, text=question, k=5) == []
+    assert rel_paths(index.query(vector=embed(question), text=question, k=3), root)[0] == "docs/network.md"
+    mixed = "防火墙 和 proxy 设置"  # mixed questions keep their English words, and gain the glosses
+    assert rel_paths(index.query(vector=embed(mixed), text=mixed, k=3), root)[0] == "docs/network.md"
+    piano = rel_paths(
+        index.query(vector=embed("钢琴"), text="钢琴", k=3), root
+    )  # piano: the page in each language
+    assert set(piano[:2]) == {"中文/音乐.md", "notes/music.md"}
+
+
 def test_query_filters_by_prefix_and_extension(corpus_index: tuple[IndexBackend, Path]) -> None:
     index, root = corpus_index
     hits = index.query(vector=embed("tomatoes"), text="tomatoes", k=10, path_prefixes=[str(root / "notes")])

@@ -13,6 +13,9 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
 - The keyword side weighs in full for a query with identifiers (flags, snake_case, codes like E1042: `fts.
   identifier_like`), at KEYWORD_WEIGHT otherwise: words of a question in one language never match a document in
   the other, so at full weight they pushed same-language documents above the cross-lingual answer.
+- A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
+  answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
+  (its evidence only).
 - Results stay passages: a document's passages follow in their chunk-level order, the i-th carrying the document's
   score × PASSAGE_DECAY^i, so a second passage of the best document comes before the next document only when the
   best document is far ahead.
@@ -31,6 +34,7 @@ KEYWORD_WEIGHT = 0.5  # the keyword side's weight for a query without identifier
 DENSE_SIZE_PENALTY = 0.01  # cosine taken off per ln(chunks) of a document
 KEYWORD_SIZE_PENALTY = 0.2
 PASSAGE_DECAY = 0.5
+TRANSLATED_WEIGHT = 1.0  # the share of the keyword hits of a Chinese question's English glosses
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 
@@ -50,9 +54,13 @@ def keyword_evidence(hits: list[Hit]) -> list[Hit]:
 
 def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
     """Reciprocal rank fusion (constant RRF_RANK_CONSTANT) of two ranked lists of chunks."""
+    return _rrf([dense, keyword], k)
+
+
+def _rrf(lists: list[list[Hit]], k: int) -> list[Hit]:
     scores: dict[tuple[str, int], float] = {}
     first: dict[tuple[str, int], Hit] = {}
-    for ranked in (dense, keyword):
+    for ranked in lists:
         for rank, hit in enumerate(ranked, 1):
             key = (hit.source_path, hit.chunk_index)
             scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_RANK_CONSTANT + rank)
@@ -72,22 +80,30 @@ def _by_document(hits: list[Hit], value: dict[str, float]) -> list[str]:
 
 
 def fuse_documents(
-    dense: list[Hit], keyword: list[Hit], k: int, keyword_weight: float = KEYWORD_WEIGHT
+    dense: list[Hit],
+    keyword: list[Hit],
+    k: int,
+    keyword_weight: float = KEYWORD_WEIGHT,
+    translated: list[Hit] | None = None,
 ) -> list[Hit]:
-    """The best `k` passages of a hybrid query: `dense` (cosine similarities) and `keyword` (BM25 evidence, see
-    `keyword_evidence`) fused per document, each document's passages then in their chunk-level (RRF) order."""
+    """The best `k` passages of a hybrid query: `dense` (cosine similarities), `keyword` and `translated` (BM25
+    evidence, see `keyword_evidence`; `translated`: the hits of the question's English glosses) fused per document,
+    each document's passages then in their chunk-level (RRF) order."""
+    translated = translated or []
     cosine: dict[str, float] = {}
     for h in dense:
         cosine[h.source_path] = max(cosine.get(h.source_path, -2.0), h.score - DENSE_SIZE_PENALTY * _size(h))
     doc_score: dict[str, float] = {}
     for rank, path in enumerate(_by_document(dense, cosine), 1):
         doc_score[path] = 1.0 / (DOC_RANK_CONSTANT + rank)
-    sizes = {h.source_path: _size(h) for h in [*dense, *keyword]}
-    for rank, path in enumerate(dict.fromkeys(h.source_path for h in keyword), 1):
-        share = keyword_weight / (DOC_RANK_CONSTANT + rank) / (1.0 + KEYWORD_SIZE_PENALTY * sizes[path])
-        doc_score[path] = doc_score.get(path, 0.0) + share
+    sizes = {h.source_path: _size(h) for h in [*dense, *keyword, *translated]}
+    for hits, weight in ((keyword, keyword_weight), (translated, TRANSLATED_WEIGHT)):
+        for rank, path in enumerate(dict.fromkeys(h.source_path for h in hits), 1):
+            share = weight / (DOC_RANK_CONSTANT + rank) / (1.0 + KEYWORD_SIZE_PENALTY * sizes[path])
+            doc_score[path] = doc_score.get(path, 0.0) + share
     passages: dict[str, list[Hit]] = {}
-    for hit in fuse(dense, keyword, len(dense) + len(keyword)):  # chunk-level order within each document
+    lists = [dense, keyword, translated]
+    for hit in _rrf(lists, sum(map(len, lists))):  # chunk-level order within each document
         passages.setdefault(hit.source_path, []).append(hit)
     ranked = [replace(hit, score=doc_score[path] * PASSAGE_DECAY**i)
               for path, hits in passages.items() for i, hit in enumerate(hits)]  # fmt: skip

@@ -24,7 +24,7 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexError_
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, scan, zvec_open
+from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, lexicon, scan, zvec_open
 from . import filters as F
 from .fusion import (  # noqa: F401 (re-export)
     KEYWORD_FLOOR,
@@ -318,9 +318,12 @@ class ZvecIndex:
         depth = min(max(4 * k, 20), MAX_K)
         cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
         weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
-        return fuse_documents(
-            cosine, keyword_evidence(self._run(keyword, depth, flt, path_prefixes)), k, weight
-        )
+        found = keyword_evidence(self._run(keyword, depth, flt, path_prefixes))
+        translated: list[Hit] = []
+        if glossed := lexicon.shared().query_string(text or ""):  # a Chinese question's English words
+            glosses = zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=glossed))
+            translated = keyword_evidence(self._run(glosses, depth, flt, path_prefixes))
+        return fuse_documents(cosine, found, k, weight, translated)
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
         exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit

