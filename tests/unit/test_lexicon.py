@@ -58,7 +58,9 @@ def test_the_shipped_dictionary_translates_technical_questions() -> None:
     assert all(w == w.lower() and " " not in w for w in words)
     per_word = {w for w in lex.english("压缩") if w}
     assert 1 <= len(per_word) <= PER_WORD
-    long = lex.english("网络" * 200 + "".join(chr(0x4E00 + i) for i in range(0, 2000, 7)) + "磁盘空间压缩文件")
+    long = lex.english(
+        "网络" * 200 + "".join(chr(0x4E00 + i) for i in range(0, 2000, 7)) + "磁盘空间压缩文件"
+    )
     assert 0 < len(long) <= MAX_WORDS
 
 
