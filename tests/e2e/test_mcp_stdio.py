@@ -64,8 +64,13 @@ def raw_session(requests: list[Any], timeout: float = 60) -> list[str]:
 
 
 def assert_jsonrpc(line: str) -> list[dict[str, Any]]:
-    """`line` is one JSON-RPC 2.0 response (or a batch of them); returns them."""
+    """`line` is one JSON-RPC 2.0 response (or a batch of them), or a notification from the server; returns the
+    responses. A notification can come at any time: `resources/list_changed` is announced (coalesced over 0.5 s)
+    after the agent indexed documents, so a session opened right after it went idle may get one."""
     msg = json.loads(line)
+    if isinstance(msg, dict) and "id" not in msg:
+        assert msg["jsonrpc"] == "2.0" and msg["method"].startswith("notifications/"), line
+        return []
     replies = msg if isinstance(msg, list) else [msg]
     for reply in replies:
         assert reply["jsonrpc"] == "2.0" and "id" in reply, line
