@@ -183,11 +183,12 @@ def legacy_replace(idx: object, src: str, chunks: list[IndexChunk]) -> None:
         coll.upsert(docs)
 
 
-def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]]) -> float:
-    """Write `sources` one of three ways, flush; returns chunks/s."""
+def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]]) -> tuple[float, float]:
+    """Write `sources` one of three ways, flush; returns chunks per second of wall time and of CPU time (the
+    process's, all threads: less affected by other load on a shared machine)."""
     from ragd.index import SourceWrite
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if how == "write_sources":
         writes = [SourceWrite(src, "md5", "/bench", chunks) for src, chunks in sources]
         for s in range(0, len(writes), 100):
@@ -198,7 +199,8 @@ def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]
         else:
             idx.replace_source(src, "md5", "/bench", chunks)  # type: ignore[attr-defined]
     idx.flush()  # type: ignore[attr-defined]
-    return sum(len(c) for _, c in sources) / (time.perf_counter() - t0)
+    n = sum(len(c) for _, c in sources)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
 def bench_sync(n: int, m: int, tmp: Path) -> None:
@@ -209,7 +211,9 @@ def bench_sync(n: int, m: int, tmp: Path) -> None:
     t0 = time.perf_counter()
     bulk_load(idx, vecs[:n], texts[:n])
     idx.flush()
-    print(f"N={n}: base bulk-loaded in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"N={n}: base bulk-loaded in {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.1f}"
+    )
     fresh = iter(range(n, len(texts)))
 
     def chunks(src: str, k: int) -> list[IndexChunk]:
@@ -224,9 +228,10 @@ def bench_sync(n: int, m: int, tmp: Path) -> None:
         # existing sources of the base (10 chunks each), rewritten with 8: their last 2 chunks must go
         olds = [f"/bench/d{i // 10000}/f{i // 10}.md" for i in range(h * 10, n, 10 * len(hows))][: m // 10]
         rewrite = [(src, chunks(src, 8)) for src in olds]
-        add, change = _sync_pass(idx, how, new), _sync_pass(idx, how, rewrite) if rewrite else 0.0
+        add, change = _sync_pass(idx, how, new), _sync_pass(idx, how, rewrite) if rewrite else (0.0, 0.0)
         expected += 10 * len(new) - 2 * len(rewrite)
-        print(f"  {how:14s} new sources {add:7,.0f} chunks/s   rewritten (shrunk) {change:7,.0f} chunks/s")
+        print(f"  {how:14s} new sources {add[0]:6,.0f} chunks/s ({add[1]:6,.0f}/CPU-s)   "
+              f"rewritten (shrunk) {change[0]:6,.0f} chunks/s ({change[1]:6,.0f}/CPU-s)")  # fmt: skip
     count = idx.count()
     print(
         f"  chunks in the index: {count:,} ({'as expected' if count == expected else f'EXPECTED {expected:,}'})"
