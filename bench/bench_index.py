@@ -2,17 +2,25 @@
 
     python -m bench.bench_index --sizes 10000,100000 [--queries 200] [--types flat,hnsw]
     python -m bench.bench_index --reconcile 10000
+    python -m bench.bench_index --sync-only --sizes 10000,100000 [--sync-chunks 5000]
 
 For each size N (512-d synthetic vectors drawn around 1,000 cluster centres; chunk texts of 60 words drawn with
 Zipf frequencies from a 20,000-word vocabulary that includes Chinese and English words): index sync throughput (chunks/s through `replace_source`, 10 chunks per source), optimize time, query
 latency p50/p95 for hybrid, vector and keyword with the index optimized, recall@10 of HNSW against flat (exact),
 and the process's RSS after building. `--reconcile N` times the start-up check of N indexed sources against their
 sidecars (an index written by `ragd run --once` on a generated tree).
+
+`--sync-only` measures index sync on top of a collection of each size (bulk-loaded, flat, not optimized: as the
+agent keeps it): chunks/s writing new sources and rewriting existing ones (10 chunks each, shrunk to 8), the way
+replace_source worked before issue 14 (a filtered lookup of the source's chunks per source), through today's
+replace_source (one source per call) and through write_sources with 100 sources per call (how a batch of change
+notes is written), with the count checked at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import random
@@ -58,7 +66,7 @@ def bulk_load(idx: object, vecs: np.ndarray, texts: list[str]) -> None:
         for s in range(0, len(texts), 1024):
             docs = [to_doc(f"/bench/d{i // 10000}/f{i // 10}.md", "md5", "/bench",
                            IndexChunk(f"/bench/d{i // 10000}/f{i // 10}.md", i % 10, texts[i], str(i), "File: bench",
-                                      vecs[i]), DIM)
+                                      vecs[i]), DIM, 10)
                     for i in range(s, min(s + 1024, len(texts)))]  # fmt: skip
             coll.insert(docs)
 
@@ -159,6 +167,78 @@ def bench_reconcile(n: int, tmp: Path) -> None:
         idx.close()
 
 
+def legacy_replace(idx: object, src: str, chunks: list[IndexChunk]) -> None:
+    """replace_source before issue 14: a filtered query for the source's chunks, delete those past the new count,
+    upsert (kept here to measure it beside today's on the same collection)."""
+    from ragd.index import filters as F
+    from ragd.index.scan import MAX_TOPK
+    from ragd.index.zvec_schema import CHUNK_INDEX, SOURCE_PATH, to_doc
+
+    docs = [to_doc(src, "md5", "/bench", c, DIM, len(chunks)) for c in chunks]
+    with idx._exclusive("write") as coll:  # type: ignore[attr-defined]
+        old = coll.query(topk=MAX_TOPK, filter=F.equals(SOURCE_PATH, src), output_fields=[CHUNK_INDEX])
+        stale = [d.id for d in old if int(d.fields.get(CHUNK_INDEX, 0)) >= len(docs)]
+        if stale:
+            coll.delete(stale)
+        coll.upsert(docs)
+
+
+def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]]) -> tuple[float, float]:
+    """Write `sources` one of three ways, flush; returns chunks per second of wall time and of CPU time (the
+    process's, all threads: less affected by other load on a shared machine)."""
+    from ragd.index import SourceWrite
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    if how == "write_sources":
+        writes = [SourceWrite(src, "md5", "/bench", chunks) for src, chunks in sources]
+        for s in range(0, len(writes), 100):
+            idx.write_sources(writes[s : s + 100])  # type: ignore[attr-defined]
+    for src, chunks in sources if how != "write_sources" else ():
+        if how == "lookup":
+            legacy_replace(idx, src, chunks)
+        else:
+            idx.replace_source(src, "md5", "/bench", chunks)  # type: ignore[attr-defined]
+    idx.flush()  # type: ignore[attr-defined]
+    n = sum(len(c) for _, c in sources)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
+
+
+def bench_sync(n: int, m: int, tmp: Path) -> None:
+    """Sync throughput on top of n bulk-loaded chunks: m chunks of new sources, then m/10 sources rewritten."""
+    hows = ["lookup", "replace_source", "write_sources"]
+    vecs, texts = synth(n + 2 * m * len(hows))
+    idx = open_index(tmp / f"sync-{n}", EmbeddingIdentity("bench-512", DIM), IndexConfig(type="flat"))
+    t0 = time.perf_counter()
+    bulk_load(idx, vecs[:n], texts[:n])
+    idx.flush()
+    print(
+        f"N={n}: base bulk-loaded in {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.1f}"
+    )
+    fresh = iter(range(n, len(texts)))
+
+    def chunks(src: str, k: int) -> list[IndexChunk]:
+        return [
+            IndexChunk(src, i, texts[j], str(j), "File: bench", vecs[j])
+            for i, j in enumerate(itertools.islice(fresh, k))
+        ]
+
+    expected = n
+    for h, how in enumerate(hows):
+        new = [(f"/bench/new-{how}/f{s}.md", chunks(f"/bench/new-{how}/f{s}.md", 10)) for s in range(m // 10)]
+        # existing sources of the base (10 chunks each), rewritten with 8: their last 2 chunks must go
+        olds = [f"/bench/d{i // 10000}/f{i // 10}.md" for i in range(h * 10, n, 10 * len(hows))][: m // 10]
+        rewrite = [(src, chunks(src, 8)) for src in olds]
+        add, change = _sync_pass(idx, how, new), _sync_pass(idx, how, rewrite) if rewrite else (0.0, 0.0)
+        expected += 10 * len(new) - 2 * len(rewrite)
+        print(f"  {how:14s} new sources {add[0]:6,.0f} chunks/s ({add[1]:6,.0f}/CPU-s)   "
+              f"rewritten (shrunk) {change[0]:6,.0f} chunks/s ({change[1]:6,.0f}/CPU-s)")  # fmt: skip
+    count = idx.count()
+    print(
+        f"  chunks in the index: {count:,} ({'as expected' if count == expected else f'EXPECTED {expected:,}'})"
+    )
+    idx.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000")
@@ -168,10 +248,15 @@ def main() -> None:
     ap.add_argument(
         "--bulk", action="store_true", help="insert in 1,024-document batches instead of per source"
     )
+    ap.add_argument("--sync-only", action="store_true", help="sync throughput on top of each size")
+    ap.add_argument("--sync-chunks", type=int, default=5000, help="chunks written per --sync-only figure")
     a = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="ragd-bench-index-") as t:
         for n in (int(x) for x in a.sizes.split(",") if x):
+            if a.sync_only:
+                bench_sync(n, a.sync_chunks, Path(t))
+                continue
             bench_size(n, a.types.split(","), a.queries, Path(t), a.bulk)
         if a.reconcile:
             bench_reconcile(a.reconcile, Path(t))

@@ -47,6 +47,21 @@ class IndexChunk:
 
 
 @dataclass(frozen=True)
+class SourceWrite:
+    """What the index should hold for one source: exactly `chunks` (none: the source is removed).
+
+    `held`: how many chunks the index holds for it now, numbered 0..held-1, when the caller knows (from `sources()`,
+    which lists the index itself); None lets the backend look it up from the record its last write left.
+    """
+
+    source_path: str
+    source_md5: str
+    root: str
+    chunks: Sequence[IndexChunk]
+    held: int | None = None
+
+
+@dataclass(frozen=True)
 class SourceSummary:
     """What the index holds for one source file.
 
@@ -90,6 +105,15 @@ class IndexBackend(Protocol):
         self, source_path: str, source_md5: str, root: str, chunks: Sequence[IndexChunk]
     ) -> None:
         """Make the index hold exactly `chunks` for `source_path` (old chunks beyond the new count are removed)."""
+        ...
+
+    def write_sources(self, writes: Sequence[SourceWrite]) -> None:
+        """Make the index hold exactly each write's chunks for its source, many sources at once.
+
+        Cheaper than `replace_source` per source (no lookup for sources the caller knows, batched deletes and
+        upserts), and recoverable: a crash part way leaves nothing a repeat of the same writes does not fix.
+        Fails before writing anything when a write's input is invalid.
+        """
         ...
 
     def delete_source(self, source_path: str) -> int:
@@ -221,6 +245,7 @@ __all__ = [
     "IndexBackend",
     "IndexChunk",
     "SourceSummary",
+    "SourceWrite",
     "collection_dir",
     "collection_name",
     "destroy_index",

@@ -21,11 +21,12 @@ from ..paths import is_under, outermost, root_of
 from ..pipeline import mushroom, sidecar
 from ..pipeline.scan import Expected, Ignore, indexable, walk_dirs
 from ..pipeline.sidecar import FileEntry
-from . import IndexBackend, IndexChunk
+from . import IndexBackend, IndexChunk, SourceSummary, SourceWrite
 
 log = logging.getLogger(__name__)
 
 BATCH = 256  # mushrooms applied per index flush
+STAGE_CHUNKS = 1024  # chunks gathered for one index write (bounds the vectors a batch holds in memory)
 
 
 @dataclass
@@ -90,29 +91,81 @@ class IndexSync:
         self.identity = identity
         self.roots = list(roots)
         self.ignore = ignore
+        # Writes gathered inside apply_batch and made together (the last one per source wins), each with the
+        # note it came from; notes whose writes failed. Outside a batch every write is made at once.
+        self._staged: dict[str, tuple[SourceWrite, Path | None]] = {}
+        self._staged_chunks = 0
+        self._batching = False
+        self._note: Path | None = None
+        self._failed: dict[Path, str] = {}
 
     # -- single sources and subtrees ---------------------------------------------------------------------------
-    def sync_source(self, directory: Path, name: str) -> None:
-        """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED)."""
+    def sync_source(
+        self, directory: Path, name: str, have: SourceSummary | None = None, *, listed: bool = False
+    ) -> None:
+        """Make the index hold exactly what `directory/.rag/name.ragjson` says (nothing, if not EMBEDDED).
+
+        `listed`: the caller listed the index (`sources()`) and `have` is what it holds for this source (None:
+        nothing), so the index need not look that up."""
         path = directory / name
+        held = self._held(path, have) if listed else None
+        write = SourceWrite(str(path), "", "", (), held)  # no chunks: remove what the index holds
         entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
         root = root_of(path, self.roots)  # None: e.g. a job's note applied after its root was removed
-        if root is None or not indexable(entry, self.identity) or not path.exists():
-            self.index.delete_source(str(path))
-            return
-        assert entry is not None
-        why = bad_vector(entry)
-        if why is not None:
-            log.error("not serving %s: its sidecar holds invalid vectors (%s); re-embed it with "
-                      "`ragctl sync %s --force`", path, why, path)  # fmt: skip
-            self.index.delete_source(str(path))
-            return
-        self.index.replace_source(str(path), entry.source.md5_hash, str(root), to_index_chunks(path, entry))
+        if root is not None and entry is not None and indexable(entry, self.identity) and path.exists():
+            why = bad_vector(entry)
+            if why is None:
+                chunks = to_index_chunks(path, entry)
+                write = SourceWrite(str(path), entry.source.md5_hash, str(root), chunks, held)
+            else:
+                log.error("not serving %s: its sidecar holds invalid vectors (%s); re-embed it with "
+                          "`ragctl sync %s --force`", path, why, path)  # fmt: skip
+        self._stage(write)
+
+    def _held(self, path: Path, have: SourceSummary | None) -> int:
+        """Chunks the index holds for `path` by its listing. A source whose chunks disagree (a write cut short
+        by a crash, possibly with gaps) is deleted by filter first, the one way that finds all its chunks."""
+        if have is None:
+            return 0
+        if have.source_md5:
+            return have.chunk_count
+        self.index.delete_source(str(path))
+        return 0
 
     def sync_subtree(self, top: Path) -> int:
         """Re-sync every source under `top` from its sidecars; drop indexed sources that have none."""
+        self._write_staged()  # the listing below must see them
         expected = self.expected(walk_dirs(top, self.ignore)) if top.is_dir() else {}
         return self._converge(expected, self.index.sources(str(top)))
+
+    # -- staged writes -----------------------------------------------------------------------------------------
+    def _stage(self, write: SourceWrite) -> None:
+        old = self._staged.pop(write.source_path, None)
+        self._staged_chunks += len(write.chunks) - (len(old[0].chunks) if old else 0)
+        self._staged[write.source_path] = (write, self._note)
+        if not self._batching or self._staged_chunks >= STAGE_CHUNKS:
+            self._write_staged()
+
+    def _write_staged(self) -> None:
+        """Write the staged sources in one call. In a batch, a failure is retried source by source and charged
+        to the notes whose sources failed (they stay and are retried); outside one it is raised."""
+        staged, self._staged, self._staged_chunks = self._staged, {}, 0
+        if not staged:
+            return
+        try:
+            self.index.write_sources([w for w, _ in staged.values()])
+            return
+        except RagdError:
+            if not self._batching:
+                raise
+        for write, note in staged.values():
+            try:
+                self.index.write_sources([write])
+            except RagdError as err:
+                if note is None:
+                    raise
+                log.error("index write of %s failed: %s", write.source_path, err)
+                self._failed.setdefault(note, str(err))
 
     # -- mushrooms -----------------------------------------------------------------------------------------
     def apply_event(self, directory: Path, ev: mushroom.Event) -> None:
@@ -127,6 +180,7 @@ class IndexSync:
         if ev.status in (mushroom.UPSERT, mushroom.DELETE):
             self.sync_source(directory, ev.file)
         elif ev.status == mushroom.DIR_DELETE and not target.is_dir():
+            self._write_staged()  # in order: staged writes below `target` go first
             self.index.delete_subtree(str(target))
         else:  # dir_recover, or a dir_delete for a directory that has come back
             self.sync_subtree(target)
@@ -145,23 +199,39 @@ class IndexSync:
         return len(note.events)
 
     def apply_batch(self, paths: Sequence[Path]) -> SyncReport:
-        """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones."""
+        """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones.
+
+        Their writes are gathered and made a thousand chunks at a time; a crash before the flush leaves every
+        mushroom on disk, and applying them again gives the same index (see ZvecIndex.write_sources)."""
         report = SyncReport()
         applied = []
-        for p in paths:
-            try:
-                n = self.consume(p)
-            except (RagdError, OSError) as err:
-                if not p.exists():  # its folder was deleted or moved meanwhile: the note went with it
-                    log.debug("mushroom %s gone before it was applied", p)
+        self._batching, self._failed = True, {}
+        try:
+            for p in paths:
+                self._note = p
+                try:
+                    n = self.consume(p)
+                except (RagdError, OSError) as err:
+                    if not p.exists():  # its folder was deleted or moved meanwhile: the note went with it
+                        log.debug("mushroom %s gone before it was applied", p)
+                        continue
+                    log.error("mushroom %s not applied: %s", p, err)
+                    report.failed.append((p, str(err)))
                     continue
-                log.error("mushroom %s not applied: %s", p, err)
-                report.failed.append((p, str(err)))
-                continue
-            if n is not None:
-                report.events += n
-                report.mushrooms += 1
-                applied.append(p)
+                if n is not None:
+                    report.events += n
+                    report.mushrooms += 1
+                    applied.append(p)
+            self._note = None
+            self._write_staged()
+        finally:
+            self._batching, self._note, self._staged, self._staged_chunks = False, None, {}, 0
+        for p, why in self._failed.items():
+            if p in applied:
+                log.error("mushroom %s not applied: %s", p, why)
+                applied.remove(p)
+                report.mushrooms -= 1
+                report.failed.append((p, why))
         if applied:
             self.index.flush()
         for p in applied:
@@ -194,6 +264,7 @@ class IndexSync:
     def reconcile(self, expected: dict[str, Expected] | None = None) -> SyncReport:
         """Check the index against the sidecars per source (md5, chunk count) and repair what differs."""
         report = SyncReport()
+        self._write_staged()
         for root in outermost(self.roots):
             exp = expected if expected is not None else self.expected(walk_dirs(root, self.ignore))
             exp = {k: v for k, v in exp.items() if is_under(Path(k), root)}
@@ -202,17 +273,18 @@ class IndexSync:
             report.removed += len(set(before) - set(exp))
         return report
 
-    def _converge(self, expected: dict[str, Expected], indexed: dict) -> int:
+    def _converge(self, expected: dict[str, Expected], indexed: dict[str, SourceSummary]) -> int:
         changed = 0
         for path, want in expected.items():
             have = indexed.get(path)
             if have is None or have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count:
                 p = Path(path)
-                self.sync_source(p.parent, p.name)
+                self.sync_source(p.parent, p.name, have, listed=True)
                 changed += 1
         for path in set(indexed) - set(expected):
-            self.index.delete_source(path)
+            self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
             changed += 1
+        self._write_staged()
         if changed:
             self.index.flush()
         return changed

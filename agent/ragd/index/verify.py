@@ -255,7 +255,7 @@ class Verifier:
                         "verify: %s was in the index with no EMBEDDED sidecar under a root; removed", path
                     )
                 else:
-                    sync.sync_source(p.parent, p.name)
+                    sync.sync_source(p.parent, p.name, have, listed=True)
                     repaired.append(path)
                     what = "missing from" if have is None else "stale in"
                     log.warning("verify: %s was %s the index; re-synced from its sidecar", path, what)

@@ -24,7 +24,7 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexError_
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, IndexChunk, SourceSummary, fts, health, lexicon, scan, zvec_open
+from . import MAX_K, Hit, IndexChunk, SourceSummary, SourceWrite, fts, health, lexicon, scan, zvec_open
 from . import filters as F
 from .fusion import (  # noqa: F401 (re-export)
     KEYWORD_FLOOR,
@@ -44,10 +44,12 @@ from .zvec_schema import (
     EXT,
     FTS_TEXT,
     HIT_FIELDS,
+    SOURCE_CHUNKS,
     SOURCE_MD5,
     SOURCE_PATH,
     check_text,
     check_vector,
+    doc_id,
     to_doc,
     to_hit,
     vector_param,
@@ -68,9 +70,9 @@ def _zvec_errors(op: str, path: Path) -> Iterator[None]:
         ) from err
 
 
-def _check_statuses(statuses: Any, op: str, path: Path) -> None:
+def _check_statuses(statuses: Any, op: str, path: Path, *, missing_ok: bool = False) -> None:
     for st in statuses if isinstance(statuses, list) else [statuses]:
-        if not st.ok():
+        if not st.ok() and not (missing_ok and st.code() == zvec.StatusCode.NOT_FOUND):
             raise IndexError_(f"index {op} failed at {path}: {st.message()}", "see the agent log")
 
 
@@ -190,22 +192,59 @@ class ZvecIndex:
     def replace_source(
         self, source_path: str, source_md5: str, root: str, chunks: Sequence[IndexChunk]
     ) -> None:
-        check_text(source_path, "the path")
-        docs = []
-        for i, chunk in enumerate(chunks):
-            if chunk.chunk_index != i or chunk.source_path != source_path:
-                raise ValueError(f"chunk {i} of {source_path} is {chunk.source_path}#{chunk.chunk_index}")
-            docs.append(to_doc(source_path, source_md5, root, chunk, self._identity.dimension, len(chunks)))
+        self.write_sources([SourceWrite(source_path, source_md5, root, chunks)])
+
+    def write_sources(self, writes: Sequence[SourceWrite]) -> None:
+        """Per source: delete its chunks past the new count, then upsert the new ones, chunk 0 first.
+
+        What a source holds comes from the caller (`held`) or from `source_chunks` of its chunk 0: one fetch by id
+        for many sources, not a filtered query per source (whose cost grew with the collection: docs/benchmarks.md).
+        The order keeps that record true whatever prefix of these calls a crash leaves: every stale chunk is
+        deleted (highest first, chunk 0 last) before chunk 0 is rewritten with the new count, so no chunk lies
+        past its chunk 0's count and none is left without its chunk 0.
+        """
+        last = {w.source_path: w for w in writes}  # a source written twice: the last write wins
+        docs = [doc for w in last.values() for doc in self._docs(w)]  # all checked before anything is written
         with self._exclusive("write") as coll:
-            old = coll.query(
-                topk=MAX_TOPK, filter=F.equals(SOURCE_PATH, source_path), output_fields=[CHUNK_INDEX]
-            )
-            stale = [d.id for d in old if int(d.fields.get(CHUNK_INDEX, 0)) >= len(docs)]
-            if stale:
-                _check_statuses(coll.delete(stale), "delete", self._path)
+            held = self._held(coll, list(last.values()))
+            stale = [
+                doc_id(w.source_path, i)
+                for w in last.values()
+                for i in range(held[w.source_path] - 1, len(w.chunks) - 1, -1)
+            ]
+            for start in range(0, len(stale), MAX_BATCH):
+                statuses = coll.delete(stale[start : start + MAX_BATCH])
+                _check_statuses(
+                    statuses, "delete", self._path, missing_ok=True
+                )  # gone: a repeat after a crash
             for start in range(0, len(docs), MAX_BATCH):
                 _check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
             self._written += len(docs) + len(stale)
+
+    def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
+        check_text(w.source_path, "the path")
+        docs = []
+        for i, chunk in enumerate(w.chunks):
+            if chunk.chunk_index != i or chunk.source_path != w.source_path:
+                raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+            docs.append(
+                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, len(w.chunks))
+            )
+        return docs
+
+    @staticmethod
+    def _held(coll: zvec.Collection, writes: Sequence[SourceWrite]) -> dict[str, int]:
+        """How many chunks the index holds per source: the caller's figure, else its chunk 0's record (0: none)."""
+        held = {w.source_path: w.held for w in writes if w.held is not None}
+        ask = {doc_id(w.source_path, 0): w.source_path for w in writes if w.held is None}
+        ids = list(ask)
+        for start in range(0, len(ids), MAX_BATCH):
+            found = coll.fetch(
+                ids[start : start + MAX_BATCH], output_fields=[SOURCE_CHUNKS], include_vector=False
+            )
+            for i, doc in found.items():
+                held[ask[i]] = max(1, int(doc.fields.get(SOURCE_CHUNKS) or 0))
+        return {w.source_path: held.get(w.source_path, 0) for w in writes}
 
     def _delete_where(self, expr: str) -> int:
         flt = F.for_delete(expr)

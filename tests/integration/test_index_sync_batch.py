@@ -1,0 +1,125 @@
+"""Index sync writes a batch of change notes together: exact results, failures charged to their own note, and
+reconcile repairing what the per-source record cannot see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragd.config import Config, data_dir
+from ragd.index import open_index
+from ragd.index.sync import STAGE_CHUNKS, IndexSync
+from ragd.index.zvec_backend import ZvecIndex
+from ragd.index.zvec_schema import doc_id, to_doc
+from ragd.pipeline import mushroom, sidecar
+from ragd.pipeline.scan import Ignore
+from tests.integration.helpers import run
+from tests.integration.test_index_sync import assert_index_equals_sidecars
+from tests.support.fake_openai import FakeOpenAI
+
+
+def small_chunks_config(server: FakeOpenAI, root: Path) -> Config:
+    emb = {"provider": "openai", "model": "fake-embed-8", "dimension": server.dim, "base_url": server.base_url,
+           "api_key": "sk-test-key-123456", "retries": 2, "max_backoff": 0.2, "timeout": 5}  # fmt: skip
+    return Config.model_validate(
+        {"roots": [str(root)], "embedding": emb, "splitter": {"chunk_size": 60, "chunk_overlap": 0}}
+    )
+
+
+def body(name: str, lines: int, version: str = "v1") -> str:
+    return "\n\n".join(f"{version} line {i} of {name} about lighthouses" for i in range(lines))
+
+
+def chunk_total(cfg: Config) -> int:
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    try:
+        return idx.count()
+    finally:
+        idx.close()
+
+
+def test_a_batch_larger_than_one_write_is_applied_exactly(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    root = tmp_path / "kb"
+    for d in ("a", "b", "c"):
+        (root / d).mkdir(parents=True)
+        for i in range(10):
+            (root / d / f"n{i}.md").write_text(body(f"{d}{i}", 40))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg).ok
+    assert_index_equals_sidecars(cfg, root)
+    assert chunk_total(cfg) > STAGE_CHUNKS  # the batch was written in several parts
+    for d in ("a", "b", "c"):
+        for i in range(0, 10, 3):
+            (root / d / f"n{i}.md").write_text(body(f"{d}{i}", 5, "v2"))  # shrunk
+        (root / d / "n1.md").unlink()  # deleted
+        (root / d / "n2.md").write_text(body(f"{d}2", 70, "v2"))  # grown
+        (root / d / "fresh.md").write_text(body(f"{d}-fresh", 30))  # new
+    s = run(cfg)
+    assert s.ok and s.index.get("mushrooms_failed") == []
+    assert_index_equals_sidecars(cfg, root)
+
+
+def _setup_two_dirs(tmp_path: Path, server: FakeOpenAI) -> tuple[Config, Path]:
+    root = tmp_path / "kb"
+    for d in ("a", "b"):
+        (root / d).mkdir(parents=True)
+        for n in ("x.md", "y.md"):
+            (root / d / n).write_text(body(d + n, 3))
+    cfg = small_chunks_config(server, root)
+    assert run(cfg).ok
+    return cfg, root
+
+
+def test_notes_whose_writes_fail_stay_for_a_retry(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
+    cfg, root = _setup_two_dirs(tmp_path, fake_openai_server)
+    (root / "a" / "x.md").write_text(body("ax", 6, "v2"))
+    (root / "b" / "y.md").unlink()
+    notes = [mushroom.write(root / "a", [mushroom.Event("x.md", mushroom.UPSERT)]),
+             mushroom.write(root / "b", [mushroom.Event("y.md", mushroom.DELETE)])]  # fmt: skip
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    idx.close()  # every write now fails
+    report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch([n for n in notes if n])
+    assert [p for p, _ in report.failed] == notes and report.mushrooms == 0
+    assert all("closed" in why for _, why in report.failed)
+    assert all(n is not None and n.exists() for n in notes)
+    s = run(cfg)  # applied on the next run
+    assert s.ok and s.index.get("mushrooms_failed") == []
+    assert_index_equals_sidecars(cfg, root)
+
+
+def test_reconcile_repairs_what_the_chunk_record_cannot_see(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """States an older ragd could leave at a crash: chunks past the count its chunk 0 records, and chunks left
+    without their chunk 0. Change notes trust the record; the start-up reconcile lists the index and repairs."""
+    cfg, root = _setup_two_dirs(tmp_path, fake_openai_server)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    try:
+        assert isinstance(idx, ZvecIndex)
+        past, headless = str(root / "a/x.md"), str(root / "b/y.md")
+        held = idx.chunks(past)
+        md5 = idx.sources(past)[past].source_md5
+        extra = [to_doc(past, md5, str(root), c, cfg.identity.dimension, len(held))
+                 for c in _shifted(idx, past, len(held))]  # fmt: skip
+        assert idx._coll is not None
+        idx._coll.upsert(extra)
+        idx._coll.delete(doc_id(headless, 0))
+        idx.flush()
+        report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).reconcile()
+        assert report.repaired == 2
+    finally:
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
+def _shifted(idx: ZvecIndex, path: str, n: int) -> list:
+    """Copies of the source's first chunks numbered n, n+1, … (as if a longer version had been there)."""
+    from dataclasses import replace
+
+    from ragd.index.sync import to_index_chunks
+
+    p = Path(path)
+    entry = sidecar.read_entry(sidecar.entry_path(p.parent, p.name))
+    assert entry is not None
+    return [replace(c, chunk_index=n + c.chunk_index) for c in to_index_chunks(p, entry)]
