@@ -19,6 +19,7 @@ from ..errors import ConfigError, IndexBusy
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.scan import Expected, Ignore, walk_dirs
+from ..pipeline.statcache import StatCache
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler
 from .tracker import PhaseTally, Tracker
@@ -119,12 +120,14 @@ def run_once(
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
     queue = LazyEmbedQueue(config.embedding)
+    cache = StatCache.load(data_dir(config))
     try:
-        ctx = job_context(config, queue.submit, ignore, roots, force=force)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache)
         report = _reporter(progress, tracker, roots)
         _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
     finally:
         queue.close()
+    cache.save()
     phase = tracker.phase_tally()
     synced: dict[str, object] = {}
     if index:
