@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
-from ragd.config import data_dir
-from ragd.pipeline import sidecar, statcache
-from tests.e2e.conftest import ragd_json
+from ragd.config import data_dir, load_config
+from ragd.index import collection_dir, open_index
+from ragd.pipeline import mushroom, sidecar, statcache
+from tests.e2e.conftest import ragd, ragd_json
 from tests.support.opens import OpenWatch
 from tests.support.poll import poll
 
@@ -130,3 +132,39 @@ def test_a_damaged_or_foreign_cache_is_ignored(tmp_path: Path, api_config_file: 
     older["ragd"] = "0.0.1"
     cache.write_bytes(json.dumps(older, separators=(",", ":")).encode() + b"\n" + body)
     assert sorted(_run(root)[1]) == everything
+
+
+def test_a_run_with_nothing_to_sync_leaves_the_index_closed(tmp_path: Path, api_config_file: Path) -> None:
+    root = _tree(tmp_path / "kb")
+    files = len(KEEP) + len(CHANGES)
+    assert ragd_json("run", "--once", str(root))["index"]["opened"] is True
+    again = ragd_json("run", "--once", str(root))["index"]
+    assert again["opened"] is False and again["chunks"] == files and again["repaired"] == 0
+
+    cfg = load_config()  # the index changed behind the run's back: opened, checked and repaired
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    assert idx.delete_source(str(root / KEEP[0])) == 1
+    idx.flush()
+    idx.close()
+    changed = ragd_json("run", "--once", str(root))["index"]
+    assert changed["opened"] is True and changed["repaired"] == 1 and changed["chunks"] == files
+    checked = ragd_json("run", "--once", str(root))[
+        "index"
+    ]  # a repair is checked once more before it is trusted
+    assert checked["opened"] is True and checked["repaired"] == 0
+    assert ragd_json("run", "--once", str(root))["index"]["opened"] is False
+
+    mushroom.write(root, [mushroom.Event(KEEP[1], mushroom.UPSERT)])  # another producer's change note
+    noted = ragd_json("run", "--once", str(root))["index"]
+    assert noted["opened"] is True and noted["mushrooms_applied"] == 1 and not mushroom.pending(root)
+
+    shutil.rmtree(collection_dir(data_dir(cfg), cfg.identity))  # the index lost: filled from the sidecars
+    lost = ragd_json("run", "--once", str(root))["index"]
+    assert lost["opened"] is True and lost["filled"] == files and lost["chunks"] == files
+    other = _tree(
+        tmp_path / "other"
+    )  # another root's run changes the index: the next run of this one opens it
+    assert ragd_json("run", "--once", str(other))["index"]["opened"] is True
+    assert ragd_json("run", "--once", str(root))["index"]["opened"] is True
+    human = ragd("run", "--once", str(root)).stdout
+    assert f"index: {2 * files} chunks; 0 change notes applied, 0 sources repaired; nothing to sync" in human
