@@ -7,6 +7,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import orjson
+
 from ragd.pipeline import sidecar, statcache
 from ragd.pipeline.digest import Digest
 from ragd.pipeline.sidecar import FAILED, DirLock
@@ -21,7 +23,7 @@ def _written(tmp_path: Path) -> Path:
 
 def _cache_saying(path: Path, digest: Digest) -> StatCache:
     """A cache whose record for `path` has the entry file's current stat and `digest`."""
-    record = [list(stat_key(os.stat(path))), digest.to_json()]
+    record = orjson.dumps([stat_key(os.stat(path)), digest.to_json()])
     return StatCache(None, {str(path.parent.parent): {"a.md": record}})
 
 
@@ -65,6 +67,6 @@ def test_the_cache_file_round_trips_and_a_damaged_one_is_ignored(tmp_path: Path)
 
 def test_a_record_of_another_shape_is_a_miss(tmp_path: Path) -> None:
     path = _written(tmp_path)
-    cache = StatCache(None, {str(tmp_path): {"a.md": [list(stat_key(os.stat(path))), ["EMBEDDED"]]}})
+    cache = StatCache(None, {str(tmp_path): {"a.md": orjson.dumps([stat_key(os.stat(path)), ["EMBEDDED"]])}})
     found = load_dir(tmp_path, cache)
     assert found.live["a.md"] == Digest.of(_entry("a.md"), "a.md") and cache.misses == 1
