@@ -98,11 +98,7 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         if recovered:
             full = _read_deleted(directory, name)
             entry = None if full is None else Digest.of(full, name)
-        change = (
-            Change.RETRY
-            if ctx.force
-            else classify(entry, where + name, st, identity, ctx.policy, now)
-        )
+        change = Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now)
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED):
             plan.work.append((name, change))
         else:

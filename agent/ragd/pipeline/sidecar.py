@@ -414,10 +414,16 @@ def _keep_private(directory: Path, tmp_fd: int) -> None:
 
 
 def clean_debris(tmp: Path) -> int:
+    """Remove the `*.tmp` files in `tmp` (scandir: taken with every lock, so no pathlib glob on this path)."""
     removed = 0
-    for p in tmp.glob("*.tmp"):
+    try:
+        with os.scandir(tmp) as it:
+            debris = [de.path for de in it if de.name.endswith(".tmp")]
+    except (FileNotFoundError, NotADirectoryError):  # removed meanwhile: nothing to clean
+        return 0
+    for p in debris:
         try:
-            p.unlink()
+            os.unlink(p)
             removed += 1
         except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
             pass
