@@ -51,17 +51,20 @@ def test_the_cache_file_round_trips_and_a_damaged_one_is_ignored(tmp_path: Path)
     path = _written(tmp_path)
     digest = Digest.of(_entry("a.md"), "a.md")
     assert Digest.from_json(digest.to_json()) == digest
-    cache = _cache_saying(path, digest)
-    cache.path = tmp_path / statcache.FILE_NAME
+    record = _cache_saying(path, digest).get(str(tmp_path), "a.md")
+    assert record is not None
+    file = tmp_path / statcache.FILE_NAME
+    cache = StatCache(file)
+    cache.replace(str(tmp_path), {"a.md": record})
     cache.save()
     loaded = StatCache.load(tmp_path)
     assert loaded.get(str(tmp_path), "a.md") == cache.get(str(tmp_path), "a.md")
-    raw = cache.path.read_bytes()
+    raw = file.read_bytes()
     head, _, body = raw.partition(b"\n")
-    cache.path.write_bytes(head + b"\n" + body.replace(b'"a.md"', b'"b.md"'))  # its md5 no longer matches
+    file.write_bytes(head + b"\n" + body.replace(b'"a.md"', b'"b.md"'))  # its md5 no longer matches
     assert StatCache.load(tmp_path).get(str(tmp_path), "b.md") is None
     assert StatCache.load(tmp_path).get(str(tmp_path), "a.md") is None
-    cache.path.write_bytes(b"not a cache")
+    file.write_bytes(b"not a cache")
     assert StatCache.load(tmp_path).get(str(tmp_path), "a.md") is None
 
 

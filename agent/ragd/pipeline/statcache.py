@@ -74,6 +74,7 @@ class StatCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._dirty = False  # changed since loaded or saved
 
     @classmethod
     def load(cls, data_dir: Path) -> StatCache:
@@ -91,7 +92,9 @@ class StatCache:
         dirs = _decode(raw)
         if dirs is None:
             log.info("the stat cache %s is of another version or damaged; reading every sidecar", path)
-            return cls(path)
+            fresh = cls(path)
+            fresh._dirty = True  # replaced at the next save, even if nothing is cached by then
+            return fresh
         return cls(path, dirs)
 
     def get(self, directory: str, name: str) -> Record | None:
@@ -105,20 +108,24 @@ class StatCache:
     def replace(self, directory: str, records: dict[str, Record]) -> None:
         """What a job found in one directory's `.rag/` (only its current entries are kept)."""
         with self._lock:
+            if self._dirs.get(directory, {}) == records:
+                return
+            self._dirty = True
             if records:
                 self._dirs[directory] = records
             else:
                 self._dirs.pop(directory, None)
 
     def save(self) -> None:
-        """Write the cache (directories gone since are dropped). A failure costs speed only: logged, not raised."""
-        if self.path is None:
+        """Write the cache if it changed (directories gone since are dropped). A failure costs speed only: logged,
+        not raised."""
+        if self.path is None or not self._dirty:
             return
         with self._lock:
             dirs = {d: r for d, r in self._dirs.items() if os.path.isdir(d)}
-            self._dirs = dirs
+            self._dirs, self._dirty = dirs, False
             body = _encode(dirs)
-        head = orjson.dumps({**_header(), "md5": hashlib.md5(body, usedforsecurity=False).hexdigest()})
+        head = orjson.dumps({**_header(), "md5": _md5(body)})
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
