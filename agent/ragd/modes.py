@@ -38,10 +38,10 @@ def private_mode(like: os.stat_result, gid: int, *, directory: bool = False) -> 
     return (0o700 if directory else 0o600) | shared
 
 
-def restrict(path: Path, like: os.stat_result) -> bool:
+def restrict(path: Path | str, like: os.stat_result, current: os.stat_result | None = None) -> bool:
     """Narrow the mode of an existing file or directory to `private_mode` (never widens; the special bits such as a
-    directory's setgid stay). True if it changed."""
-    st = os.stat(path)
+    directory's setgid stay). True if it changed. `current`: the path's stat, when the caller has just taken it."""
+    st = os.stat(path) if current is None else current
     mode = stat.S_IMODE(st.st_mode)
     narrowed = mode & (private_mode(like, st.st_gid, directory=stat.S_ISDIR(st.st_mode)) | 0o7000)
     if narrowed == mode:

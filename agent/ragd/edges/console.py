@@ -86,6 +86,8 @@ def _index_line(index: dict[str, object]) -> str:
         line += "; rebuilt from the sidecars"
     elif _int(index.get("filled")):
         line += f"; a new index, filled from the sidecars ({_n(_int(index.get('filled')), 'source')})"
+    elif index.get("opened") is False:
+        line += "; nothing to sync, unchanged since the last check (not opened)"
     if failed:
         line += f"; {_n(len(failed), 'change note')} FAILED (kept and retried next run)"  # type: ignore[arg-type]
     return line + "\n"

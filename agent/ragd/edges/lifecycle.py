@@ -257,6 +257,7 @@ class Lifecycle:
         if not finished:
             log.info("left unfinished files for the next start")
         agent.scheduler.close(timeout=30.0)
+        agent.stat_cache.save()
         writer = agent.writer
         if writer is not None:
             writer.stop()

@@ -25,11 +25,13 @@ from pathlib import Path
 
 from .. import modes
 from ..modes import valid_name
-from . import mushroom, sidecar
+from . import mushroom, sidecar, statcache
+from .digest import Digest
 from .filejob import FileOutcome, FileTask, JobContext
 from .mushroom import Event
 from .scan import Change, Expected, Listing, classify, indexable, list_dir
 from .sidecar import EMBEDDED, SKIPPED, FileEntry
+from .statcache import DirEntries
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
@@ -52,22 +54,32 @@ class DirResult:
 @dataclass
 class _Plan:
     listing: Listing
-    entries: dict[str, FileEntry | None]  # live entries by name (None: directory entry)
+    entries: dict[str, Digest | None]  # live entries by name (None: directory entry), as digests
     deleted: set[str]
+    found: DirEntries  # the full entries read so far (more are read when needed: `entry`)
     work: list[tuple[str, Change]] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
     stray: list[str] = field(default_factory=list)
 
+    def entry(self, directory: Path, name: str) -> FileEntry | None:
+        """The whole live entry of `name` (read now unless it was read while planning)."""
+        full = self.found.full
+        if name not in full:
+            full[name] = (
+                sidecar.try_read(sidecar.entry_path(directory, name)) if self.entries.get(name) else None
+            )
+        return full[name]
+
 
 def _plan(ctx: JobContext, directory: Path) -> _Plan:
     listing = list_dir(directory, ctx.ignore)
-    found = sidecar.load_entries(directory)
+    found = statcache.load_dir(directory, ctx.stat_cache)
     for name, why in found.unreadable.items():
         log.warning("%s; treating %s as new", why, name)
     entries = {n: e for n, e in found.live.items() if valid_name(n)}
-    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)})
+    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)}, found)
     plan.stray = [n for n in found.live if n not in entries]
     deleted = plan.deleted
     for name, entry in entries.items():
@@ -79,17 +91,14 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
             continue
         if name not in entries and (name in deleted or _moved_in(directory / name)):
             plan.events.append(Event(name, mushroom.DIR_RECOVER))
-    now = time.time()
+    now, where, identity = time.time(), _prefix(directory), ctx.identity
     for name, st in listing.files.items():
         entry = entries.get(name)
         recovered = entry is None and name in deleted
         if recovered:
-            entry = _read_deleted(directory, name)
-        change = (
-            Change.RETRY
-            if ctx.force
-            else classify(entry, directory / name, st, ctx.identity, ctx.policy, now)
-        )
+            full = _read_deleted(directory, name)
+            entry = None if full is None else Digest.of(full, name)
+        change = Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now)
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED):
             plan.work.append((name, change))
         else:
@@ -97,6 +106,11 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         if recovered or change in (Change.NEW, Change.CHANGED, Change.RETRY):
             plan.events.append(Event(name, mushroom.UPSERT))
     return plan
+
+
+def _prefix(directory: Path) -> str:
+    """`directory` as a string to which a name is appended (on the per-file path, faster than Path or join)."""
+    return os.path.join(directory, "")
 
 
 def _moved_in(sub: Path) -> bool:
@@ -130,6 +144,8 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
+        changed = {n for n, _ in plan.work} | {ev.file for ev in plan.events}
+        statcache.keep(ctx.stat_cache, directory, plan.found, changed)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
     return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh)
@@ -139,31 +155,33 @@ def _expected(
     ctx: JobContext, directory: Path, plan: _Plan, outcomes: list[FileOutcome]
 ) -> dict[str, Expected]:
     out: dict[str, Expected] = {}
+    where, identity = _prefix(directory), ctx.identity
     for f in outcomes:
-        path = str(directory / f.name)
+        path = where + f.name
         if f.state in (EMBEDDED, "TOUCHED") and f.md5:
             out[path] = Expected(f.md5, f.chunks)
         elif f.state == "UNCHANGED":
             entry = plan.entries.get(f.name)
-            if entry is not None and indexable(entry, ctx.identity):
-                out[path] = Expected(entry.source.md5_hash, len(entry.chunks))
+            if entry is not None and indexable(entry, identity):
+                out[path] = Expected(entry.source.md5_hash, entry.chunk_count)
     return out
 
 
 def _unchanged(directory: Path, name: str, plan: _Plan) -> FileOutcome:
     entry = plan.entries.get(name)
-    _keep_private(directory, name, plan.listing.files[name])
+    _keep_private(directory, name, plan.listing.files[name], plan.found.stats.get(name))
     if entry is None or entry.status == EMBEDDED:
-        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=len(entry.chunks) if entry else 0)
+        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=entry.chunk_count if entry else 0)
     error = entry.error or {}
     return FileOutcome(name, "UNCHANGED", recorded=entry.status, reason=str(error.get("message", "")),
                        retry_at=error.get("retry_at"))  # fmt: skip
 
 
-def _keep_private(directory: Path, name: str, st: os.stat_result) -> None:
-    """Narrow an entry written more readable than its source (by an older version or another tool)."""
+def _keep_private(directory: Path, name: str, st: os.stat_result, now: os.stat_result | None) -> None:
+    """Narrow an entry written more readable than its source (by an older version or another tool); `now`: the
+    entry's stat, if it was taken already."""
     try:
-        modes.restrict(sidecar.entry_path(directory, name), st)
+        modes.restrict(os.path.join(directory, sidecar.RAG_DIR, name + sidecar.ENTRY_SUFFIX), st, now)
     except OSError as err:
         log.warning(
             "cannot narrow the permissions of the entry of %s: %s", directory / name, err.strerror or err
@@ -207,7 +225,8 @@ def _apply_structure(directory: Path, plan: _Plan) -> None:
     for name in plan.listing.files:
         if name not in plan.entries and name in plan.deleted:
             sidecar.recover(directory, name)
-            plan.entries[name] = sidecar.try_read(sidecar.entry_path(directory, name))
+            full = plan.found.full[name] = sidecar.try_read(sidecar.entry_path(directory, name))
+            plan.entries[name] = None if full is None else Digest.of(full, name)
 
 
 class _ReusePool:
@@ -219,7 +238,7 @@ class _ReusePool:
 
     def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
         if self._pool is None:
-            entries = [e for e in self._plan.entries.values() if e is not None]
+            entries = [e for n in self._plan.entries if (e := self._plan.entry(self._dir, n)) is not None]
             entries += [e for n in self._plan.deleted if (e := _read_deleted(self._dir, n)) is not None]
             ident = self._ctx.identity
             self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
@@ -237,7 +256,7 @@ def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcom
     for start in range(0, len(plan.work), FILES_PER_ROUND):
         waiting = []
         for name, change in plan.work[start : start + FILES_PER_ROUND]:
-            task = FileTask(ctx, directory, name, change, plan.entries.get(name))
+            task = FileTask(ctx, directory, name, change, plan.entry(directory, name))
             out = task.guard(partial(task.prepare, reuse.lookup))
             if out is None:
                 waiting.append(task)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from .parse import SUPPORTED_EXTENSIONS, parse
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .split import split
+from .statcache import StatCache
 from .structure import SPLIT_REVISION
 
 log = logging.getLogger(__name__)
@@ -59,8 +61,9 @@ class JobContext:
     reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
     force: bool = False
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
+    stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
 
-    @property
+    @cached_property
     def identity(self) -> EmbeddingIdentity:
         return self.config.identity
 

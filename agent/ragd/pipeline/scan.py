@@ -6,6 +6,7 @@ import errno
 import fnmatch
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,10 +17,11 @@ from ..config import IgnoreConfig
 from ..errors import FileSkipped
 from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
+from .digest import Digest, outdated
 from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, parse_stamp
-from .structure import needs_resplit
 
 HASH_BLOCK = 1 << 20
+Entry = FileEntry | Digest  # a whole entry, or what the stat cache keeps of it
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,11 @@ class Ignore:
     def __init__(self, cfg: IgnoreConfig) -> None:
         self.patterns = cfg.file_patterns
         self.skip_dirs = frozenset(cfg.skip_dirs)
+        # one expression for all the patterns (fnmatchcase's semantics, one match per name)
+        self._files = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in self.patterns) or "(?!)")
 
     def file(self, name: str) -> bool:
-        return name.startswith(".") or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+        return name.startswith(".") or self._files.match(name) is not None
 
     def dir(self, name: str) -> bool:
         """Not tracked: ignored by the rules, or a name that cannot be recorded (not valid UTF-8)."""
@@ -130,7 +134,7 @@ def walk_dirs(root: Path, ignore: Ignore) -> Iterator[Path]:
         stack.extend(sorted(subs, reverse=True))
 
 
-def md5_file(path: Path) -> str:
+def md5_file(path: Path | str) -> str:
     """The md5 of a regular file. Opened without blocking, so a FIFO put in its place is refused (FileSkipped)."""
     h = hashlib.md5(usedforsecurity=False)
     with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as fh:
@@ -142,7 +146,7 @@ def md5_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _same_content(entry: FileEntry, path: Path) -> bool:
+def _same_content(entry: Entry, path: Path | str) -> bool:
     if not entry.source.md5_hash:
         return False
     try:
@@ -159,7 +163,7 @@ class Change(Enum):
     RETRY = "retry"  # a failed file whose retry time has come, or a skipped one whose policy changed
 
 
-def stat_matches(entry: FileEntry, st: os.stat_result) -> bool:
+def stat_matches(entry: Entry, st: os.stat_result) -> bool:
     src = entry.source
     if src.size_bytes != st.st_size or src.inode != st.st_ino:
         return False
@@ -168,13 +172,13 @@ def stat_matches(entry: FileEntry, st: os.stat_result) -> bool:
     return src.mtime == int(st.st_mtime)
 
 
-def is_racy(entry: FileEntry, st: os.stat_result) -> bool:
+def is_racy(entry: Entry, st: os.stat_result) -> bool:
     """The file may have changed again within the second it was recorded in (DESIGN §4)."""
     recorded = parse_stamp(entry.modify_dt)
     return recorded is None or int(st.st_mtime) >= int(recorded)
 
 
-def identity_matches(entry: FileEntry, identity: EmbeddingIdentity) -> bool:
+def identity_matches(entry: Entry, identity: EmbeddingIdentity) -> bool:
     if entry.model_name != identity.model_name or entry.dimension != identity.dimension:
         return False
     return entry.splitter is None or entry.splitter == identity.splitter.fingerprint
@@ -188,19 +192,19 @@ class Expected:
     chunk_count: int
 
 
-def indexable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
+def indexable(entry: Entry | None, identity: EmbeddingIdentity) -> bool:
     """Whether the entry's chunks belong in the index of `identity` (EMBEDDED, same identity, all vectors)."""
     return (
         entry is not None
         and entry.status == EMBEDDED
         and identity_matches(entry, identity)
-        and all(c.vector_base64 is not None for c in entry.chunks)
+        and entry.all_vectors
     )
 
 
 def classify(
-    entry: FileEntry | None,
-    path: Path,
+    entry: Entry | None,
+    path: Path | str,
     st: os.stat_result,
     identity: EmbeddingIdentity,
     policy: str,
@@ -222,12 +226,10 @@ def classify(
         retry_at = error["retry_at"]  # None: only a change to the file can help
         due = retry_at is not None and (parse_stamp(retry_at) or 0) <= now
         return Change.RETRY if due else Change.UNCHANGED
-    if entry.status != EMBEDDED or not identity_matches(entry, identity) or _outdated(entry, path.name):
+    if (
+        entry.status != EMBEDDED
+        or not identity_matches(entry, identity)
+        or outdated(entry, os.path.basename(path))
+    ):
         return Change.RETRY
     return Change.UNCHANGED if settled else Change.TOUCHED
-
-
-def _outdated(entry: FileEntry, name: str) -> bool:
-    """Chunks made by older parse/split rules that now differ (structure.needs_resplit)."""
-    paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
-    return needs_resplit(name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths])

@@ -152,6 +152,10 @@ class FileEntry:
                 data[key] = getattr(self, key)
         return data
 
+    @property
+    def all_vectors(self) -> bool:
+        return all(c.vector_base64 is not None for c in self.chunks)
+
     def with_status(self, status: str, **changes: Any) -> FileEntry:
         return replace(self, status=status, modify_dt=utc_stamp(), **changes)
 
@@ -212,13 +216,23 @@ def entry_path(directory: Path, name: str, *, deleted: bool = False) -> Path:
 def read_entry(path: Path) -> FileEntry | None:
     """Read one entry file; a directory entry gives None. Unreadable or malformed -> StorageError."""
     try:
-        data = orjson.loads(path.read_bytes())
-        return entry_from_json(data)
-    except (OSError, orjson.JSONDecodeError, ValueError, KeyError, TypeError) as err:
-        raise StorageError(
-            f"cannot read sidecar {path}: {type(err).__name__}: {err}",
-            "the entry is rebuilt from the source on the next run",
-        ) from None
+        data = path.read_bytes()
+    except OSError as err:
+        raise unreadable(path, err) from None
+    return parse_entry(path, data)
+
+
+def parse_entry(path: Path, data: bytes) -> FileEntry | None:
+    """The entry in `data` (read from `path`); a directory entry gives None. Malformed -> StorageError."""
+    try:
+        return entry_from_json(orjson.loads(data))
+    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as err:
+        raise unreadable(path, err) from None
+
+
+def unreadable(path: Path, err: Exception) -> StorageError:
+    return StorageError(f"cannot read sidecar {path}: {type(err).__name__}: {err}",
+                        "the entry is rebuilt from the source on the next run")  # fmt: skip
 
 
 def try_read(path: Path) -> FileEntry | None:
@@ -400,10 +414,16 @@ def _keep_private(directory: Path, tmp_fd: int) -> None:
 
 
 def clean_debris(tmp: Path) -> int:
+    """Remove the `*.tmp` files in `tmp` (scandir: taken with every lock, so no pathlib glob on this path)."""
     removed = 0
-    for p in tmp.glob("*.tmp"):
+    try:
+        with os.scandir(tmp) as it:
+            debris = [de.path for de in it if de.name.endswith(".tmp")]
+    except (FileNotFoundError, NotADirectoryError):  # removed meanwhile: nothing to clean
+        return 0
+    for p in debris:
         try:
-            p.unlink()
+            os.unlink(p)
             removed += 1
         except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
             pass

@@ -35,6 +35,7 @@ from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
+from ..pipeline.statcache import StatCache
 from . import rootstate
 from .changes import ChangeLog
 from .debounce import Debouncer
@@ -75,7 +76,8 @@ class Agent:
         self._forced: set[Path] = set()
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
-        self._ctx = job_context(config, self._submit, self.ignore)
+        self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
+        self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache)
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
@@ -238,6 +240,7 @@ class Agent:
             if self.tracker.progress.phase is None or self._rescans or self.scheduler.busy():
                 return
             self.tracker.end_phase()
+        self.stat_cache.save()
         self.verifier.request("rescan")
 
     def dir_busy(self, directory: Path) -> bool:

@@ -31,6 +31,7 @@ from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
+from ..pipeline.statcache import StatCache
 from .changes import ChangeLog
 from .scheduler import Scheduler
 from .tracker import Tracker
@@ -55,9 +56,16 @@ def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:
 
 
 def job_context(
-    config: Config, submit: SubmitFn, ignore: Ignore, roots: Iterable[Path] = (), *, force: bool = False
+    config: Config,
+    submit: SubmitFn,
+    ignore: Ignore,
+    roots: Iterable[Path] = (),
+    *,
+    force: bool = False,
+    stat_cache: StatCache | None = None,
 ) -> JobContext:
-    return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots))
+    return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots),
+                      stat_cache=stat_cache)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,12 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy
+from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.scan import Expected, Ignore, walk_dirs
+from ..pipeline.statcache import StatCache
+from . import checked
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler
 from .tracker import PhaseTally, Tracker
@@ -119,12 +122,14 @@ def run_once(
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
     queue = LazyEmbedQueue(config.embedding)
+    cache = StatCache.load(data_dir(config))
     try:
-        ctx = job_context(config, queue.submit, ignore, roots, force=force)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache)
         report = _reporter(progress, tracker, roots)
         _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
     finally:
         queue.close()
+    cache.save()
     phase = tracker.phase_tally()
     synced: dict[str, object] = {}
     if index:
@@ -164,8 +169,26 @@ def sync_index(
 ) -> dict[str, object]:
     """Apply pending mushrooms (ours and other producers'), then check the index against the sidecars.
 
-    When a running agent holds the index, it is left to the agent (which consumes the same mushrooms).
+    When a running agent holds the index, it is left to the agent (which consumes the same mushrooms). When there
+    is nothing to sync and the index is as the last check left it, it is not opened (`checked.py`).
     """
+    home = data_dir(config)
+    if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
+        known = checked.unchanged(home, config.identity, roots, expected)
+        if known is not None:
+            return known
+    checked.forget(home, config.identity)
+    report = _open_and_sync(config, roots, dirs, expected)
+    chunks = report.get("chunks")
+    clean = not any(report.get(k) for k in ("mushrooms_failed", "repaired", "filled", "rebuilt"))
+    if expected is not None and report.get("opened") and clean and isinstance(chunks, int):
+        checked.remember(home, config.identity, roots, expected, chunks)  # the index equalled the sidecars
+    return report
+
+
+def _open_and_sync(
+    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
+) -> dict[str, object]:
     from ..index import open_or_rebuild
     from ..index.sync import IndexSync
 
@@ -180,15 +203,15 @@ def sync_index(
         )  # a new collection (a new index schema, another data dir): filled, not repaired
         sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
         report = sync.apply_pending(dirs)
-        checked = sync.reconcile(expected)
+        checked_ = sync.reconcile(expected)
         optimized = False
         if idx.needs_optimize:
             idx.optimize()
             optimized = True
         return {"mushrooms_applied": report.mushrooms, "events": report.events,
                 "mushrooms_failed": [{"path": str(p), "reason": r} for p, r in report.failed],
-                "repaired": 0 if new or rebuilt else checked.repaired,
-                "filled": checked.repaired if new or rebuilt else 0, "rebuilt": rebuilt, "optimized": optimized,
-                "chunks": idx.count(), "path": str(idx.path)}  # fmt: skip
+                "repaired": 0 if new or rebuilt else checked_.repaired,
+                "filled": checked_.repaired if new or rebuilt else 0, "rebuilt": rebuilt, "optimized": optimized,
+                "chunks": idx.count(), "path": str(idx.path), "opened": True}  # fmt: skip
     finally:
         idx.close()

@@ -1,0 +1,61 @@
+"""A file entry's digest: what a directory job needs of an entry to decide that its file is unchanged and to report
+it (status, the recorded stat and md5, the embedding identity, the chunk count, the error), without the chunks.
+
+The stat cache (`statcache.py`) keeps digests so that an unchanged directory's job does not read and parse its
+`.ragjson` files; a job that has work to do reads the full entries it needs (`sidecar.read_entry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .sidecar import FileEntry, SourceInfo
+from .structure import needs_resplit
+
+
+@dataclass(frozen=True)
+class Digest:
+    status: str
+    modify_dt: str
+    source: SourceInfo
+    model_name: str
+    dimension: int
+    chunk_count: int
+    all_vectors: bool  # every chunk has a vector
+    outdated: bool  # made by older parse/split rules that now split it differently (structure.needs_resplit)
+    splitter: str | None = None
+    parser: str | None = None
+    split_revision: int | None = None
+    error: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, entry: FileEntry, name: str) -> Digest:
+        """The digest of the entry of the file `name`."""
+        return cls(entry.status, entry.modify_dt, entry.source, entry.model_name, entry.dimension,
+                   len(entry.chunks), entry.all_vectors, outdated(entry, name), entry.splitter, entry.parser,
+                   entry.split_revision, entry.error)  # fmt: skip
+
+    def to_json(self) -> list[Any]:
+        s = self.source
+        source = [s.file_name, s.md5_hash, s.size_bytes, s.mtime, s.inode, s.mtime_ns, s.ctime_ns]
+        return [self.status, self.modify_dt, source, self.model_name, self.dimension, self.chunk_count,
+                self.all_vectors, self.outdated, self.splitter, self.parser, self.split_revision,
+                None if self.error is None else dict(self.error)]  # fmt: skip
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Digest:
+        """The digest `to_json` made (the stat cache checks its file whole: see statcache.py). Raises TypeError or
+        ValueError on a record of another shape."""
+        status, modify_dt, src, model, dim, count, vectors, old, splitter, parser, revision, error = raw
+        return cls(status, modify_dt, SourceInfo(*src), model, dim, count, vectors, old, splitter, parser,
+                   revision, error)  # fmt: skip
+
+
+def outdated(entry: FileEntry | Digest, name: str) -> bool:
+    """Chunks made by older parse/split rules that now differ (structure.needs_resplit)."""
+    if isinstance(entry, Digest):
+        return entry.outdated
+    paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
+    return needs_resplit(name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths])

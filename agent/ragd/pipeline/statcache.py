@@ -1,0 +1,265 @@
+"""The stat cache: each sidecar entry's digest, keyed by the entry file's own stat, so that the job of an unchanged
+directory stats its `.ragjson` files instead of reading and parsing them.
+
+Where it lives: `<data dir>/sidecars.cache`, beside the index, never in `.rag/`. A `.rag/` folder is shared with
+the ragjson tool and holds only what RAG-Storage-Spec v2.4 names (DESIGN §3.1: entries, `.deleted` entries, `tmp/`
+and change notes; extra metadata is allowed as additional *keys* in an entry, not as additional files). The cache
+is ragd's private, derived state, like the index: each data directory (each agent) has its own, it is 0600 in the
+0700 data directory, and deleting it costs one full read of the sidecars.
+
+Why it is safe (nothing in it can make a job miss a change):
+- It only ever stands in for reading an entry: the decision is still `scan.classify` on the digest against the
+  source's stat now (and its md5 when the stat differs), so a changed source is found exactly as without a cache.
+- A digest is used only while the entry file's stat (device, inode, size, mtime_ns, ctime_ns) is the one it was
+  read under (`os.fstat` of the very descriptor read). An entry rewritten in place or replaced by a rename (the
+  ragjson tool, an editor, a restore) gets a new ctime (or inode) and is read again; a deleted one is not listed.
+  Nobody can set a ctime: any change to the file after the read sets it to "now".
+- A digest is stored only when the entry's mtime and ctime are more than `RACY_NS` older than the read began, so a
+  later change within the same timestamp tick (coarse file-system clocks, 2-second FAT times) cannot keep its key.
+- The file carries a format number, ragd's version and the split rules' revision (a digest's `outdated` depends on
+  them) and an md5 of its body: a cache of another version, truncated or damaged is ignored as a whole (all entries
+  are read, and the cache is written anew). A record that does not decode is a miss.
+- Writes are atomic (tmp + rename); several writers (an agent and a `run --once` on the same data directory) lose
+  at most each other's records, never correctness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..errors import StorageError
+from ..modes import valid_name
+from . import sidecar
+from .digest import Digest
+from .sidecar import FileEntry
+from .structure import SPLIT_REVISION
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "sidecars.cache"
+FORMAT = 2
+RACY_NS = 2_000_000_000  # an entry changed this recently may change again without a new stat: not cached
+Key = tuple[int, int, int, int, int]
+# one entry's record, kept as its JSON bytes (a third of the memory of the decoded lists):
+# [key, digest JSON | None (a directory entry)]
+Record = bytes
+
+
+def stat_key(st: os.stat_result) -> Key:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _header() -> dict[str, Any]:
+    return {"format": FORMAT, "ragd": __version__, "split_revision": SPLIT_REVISION}
+
+
+class StatCache:
+    """Digests by directory and name. Thread-safe; `save` writes it back to where it was loaded from."""
+
+    def __init__(self, path: Path | None = None, dirs: dict[str, dict[str, Record]] | None = None) -> None:
+        self.path = path
+        self._dirs: dict[str, dict[str, Record]] = dirs or {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self._dirty = False  # changed since loaded or saved
+
+    @classmethod
+    def load(cls, data_dir: Path) -> StatCache:
+        """The cache of a data directory; an empty one when it is missing, of another version, or damaged."""
+        path = Path(data_dir) / FILE_NAME
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls(path)
+        except OSError as err:
+            log.warning(
+                "cannot read the stat cache %s (%s); reading every sidecar", path, err.strerror or err
+            )
+            return cls(path)
+        dirs = _decode(raw)
+        if dirs is None:
+            log.info("the stat cache %s is of another version or damaged; reading every sidecar", path)
+            fresh = cls(path)
+            fresh._dirty = True  # replaced at the next save, even if nothing is cached by then
+            return fresh
+        return cls(path, dirs)
+
+    def get(self, directory: str, name: str) -> Record | None:
+        return self._dirs.get(directory, {}).get(name)
+
+    def count(self, hits: int, misses: int) -> None:
+        with self._lock:
+            self.hits += hits
+            self.misses += misses
+
+    def replace(self, directory: str, records: dict[str, Record]) -> None:
+        """What a job found in one directory's `.rag/` (only its current entries are kept)."""
+        with self._lock:
+            if self._dirs.get(directory, {}) == records:
+                return
+            self._dirty = True
+            if records:
+                self._dirs[directory] = records
+            else:
+                self._dirs.pop(directory, None)
+
+    def save(self) -> None:
+        """Write the cache if it changed (directories gone since are dropped). A failure costs speed only: logged,
+        not raised."""
+        if self.path is None or not self._dirty:
+            return
+        with self._lock:
+            dirs = {d: r for d, r in self._dirs.items() if os.path.isdir(d)}
+            self._dirs, self._dirty = dirs, False
+            body = _encode(dirs)
+        head = orjson.dumps({**_header(), "md5": _md5(body)})
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as fh:
+                fh.write(head + b"\n" + body)
+            os.replace(tmp, self.path)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            log.warning("cannot write the stat cache %s: %s", self.path, err.strerror or err)
+
+
+def _encode(dirs: dict[str, dict[str, Record]]) -> bytes:
+    """One line per entry: directory and name as JSON strings (which never hold a raw tab), then the record."""
+    lines = []
+    for directory, records in dirs.items():
+        where = orjson.dumps(directory)
+        lines += [b"\t".join((where, orjson.dumps(name), record)) for name, record in records.items()]
+    return b"\n".join(lines)
+
+
+def _decode(raw: bytes) -> dict[str, dict[str, Record]] | None:
+    head, sep, body = raw.partition(b"\n")
+    dirs: dict[str, dict[str, Record]] = {}
+    records: dict[str, Record]
+    try:
+        header = orjson.loads(head)
+        if not sep or not isinstance(header, dict) or header.pop("md5", None) != _md5(body):
+            return None
+        if header != _header():
+            return None
+        last, records = b"", {}
+        for line in body.split(b"\n") if body else ():
+            where, name, record = line.split(b"\t", 2)
+            if where != last:
+                last, records = where, dirs.setdefault(orjson.loads(where), {})
+            records[orjson.loads(name)] = record
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        return None
+    return dirs
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class DirEntries:
+    """One `.rag/` folder: live digests by name (None: a directory entry), the full entries read on the way,
+    deleted names, unreadable names (with why), each live entry file's stat, and the records for the cache."""
+
+    live: dict[str, Digest | None] = field(default_factory=dict)
+    full: dict[str, FileEntry | None] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
+
+
+def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
+    """Every entry of `directory/.rag/`: from the cache where the entry file's stat says it is the one cached, else
+    read (and offered to the cache)."""
+    found = DirEntries()
+    started = time.time_ns()
+    where = str(directory)
+    hits = 0
+    for name, path, deleted in _entries(directory):
+        if deleted:
+            found.deleted.add(name)
+            continue
+        if cache is not None and valid_name(name) and _from_cache(cache, where, name, path, found):
+            hits += 1
+            continue
+        try:
+            entry, st = _read(path)
+        except StorageError as err:
+            found.unreadable[name] = err.message
+            continue
+        found.full[name] = entry
+        found.live[name] = None if entry is None else Digest.of(entry, name)
+        found.stats[name] = st
+        if cache is not None and valid_name(name) and max(st.st_mtime_ns, st.st_ctime_ns) < started - RACY_NS:
+            found.records[name] = _record(stat_key(st), found.live[name])
+    if cache is not None:
+        cache.count(hits, len(found.live) - hits)
+    return found
+
+
+def _entries(directory: Path) -> Iterator[tuple[str, str, bool]]:
+    """(name, entry file, deleted) of each entry in `directory/.rag/` (sidecar.list_entries, without a Path each)."""
+    try:
+        with os.scandir(os.path.join(directory, sidecar.RAG_DIR)) as it:
+            for de in it:
+                if de.name.endswith(sidecar.ENTRY_SUFFIX):
+                    yield de.name[: -len(sidecar.ENTRY_SUFFIX)], de.path, False
+                elif de.name.endswith(sidecar.DELETED_SUFFIX):
+                    yield de.name[: -len(sidecar.DELETED_SUFFIX)], de.path, True
+    except (FileNotFoundError, NotADirectoryError):  # no store (a file named .rag fails its own job only)
+        return
+
+
+def _from_cache(cache: StatCache, where: str, name: str, path: str, found: DirEntries) -> bool:
+    record = cache.get(where, name)
+    if record is None:
+        return False
+    try:
+        st = os.stat(path)
+        cached_key, raw = orjson.loads(record)
+        if tuple(cached_key) != stat_key(st):
+            return False
+        found.live[name] = None if raw is None else Digest.from_json(raw)
+    except (OSError, TypeError, ValueError):  # (orjson.JSONDecodeError is a ValueError)
+        return False  # gone or unreadable (the read says which), or a record this version cannot decode
+    found.stats[name] = st
+    found.records[name] = record
+    return True
+
+
+def _record(key: Key, digest: Digest | None) -> Record:
+    return orjson.dumps([key, None if digest is None else digest.to_json()])
+
+
+def _read(path: str) -> tuple[FileEntry | None, os.stat_result]:
+    """The entry and the stat of the very file read (so a replacement between the two is never mixed up)."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read()
+    except OSError as err:
+        raise sidecar.unreadable(Path(path), err) from None
+    return sidecar.parse_entry(Path(path), data), st
+
+
+def keep(cache: StatCache | None, directory: Path, found: DirEntries, changed: Collection[str]) -> None:
+    """Record what a job found, less the entries it changed (their new stat is cached by a later job)."""
+    if cache is not None:
+        cache.replace(str(directory), {n: r for n, r in found.records.items() if n not in changed})
