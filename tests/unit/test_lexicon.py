@@ -39,7 +39,10 @@ def test_a_question_is_cut_into_the_longest_known_words() -> None:
     assert lex.segment("查看个磁盘") == ["查看", "个", "磁盘"]
     assert lex.english("怎么查看磁盘空间？") == ["look", "examine", "check", "disk", "space"]
     assert lex.english("查看 文件") == ["look", "examine", "check", "document", "file", "records"]
-    assert lex.query_string("磁盤空間") == '"disk" "space"'  # traditional characters too
+    assert lex.query_string("磁盤空間") == "disk space"  # traditional characters too
+    assert (
+        Lexicon({"光线": "x-ray or light"}).query_string("光线") == '"x-ray" "or" light'
+    )  # operators quoted
 
 
 @pytest.mark.parametrize("text", ["", "   ", "how much disk space is left", "du -sh", "个", "怎么", "😀 🚀"])

@@ -35,6 +35,9 @@ DENSE_SIZE_PENALTY = 0.01  # cosine taken off per ln(chunks) of a document
 KEYWORD_SIZE_PENALTY = 0.2
 PASSAGE_DECAY = 0.5
 TRANSLATED_WEIGHT = 1.0  # the share of the keyword hits of a Chinese question's English glosses
+TRANSLATED_DEPTH = (
+    30  # glosses hits asked for: deeper ones are noise (30 scored 0.747, 100 0.740) and cost 3x
+)
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 

@@ -40,6 +40,7 @@ _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 _NOTE = re.compile(r"\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_OPERATORS = frozenset(("AND", "OR", "NOT", "TO"))
 _NOT_A_SENSE = ("CL:", "variant of", "old variant", "see ", "surname", "used in")
 # Words of glosses that name no subject: dictionary prose ("sb", "sth") and generic verbs and nouns.
 _GLOSS_STOP = fts.STOPWORDS_EN | frozenset((
@@ -138,9 +139,13 @@ class Lexicon:
         return out[:MAX_WORDS]
 
     def query_string(self, text: str) -> str | None:
-        """A zvec full-text query for the English words of `text`'s Chinese words, None when there are none."""
+        """A zvec full-text query for the English words of `text`'s Chinese words, None when there are none.
+
+        A plain word is a bare term (half the cost of a quoted one, the same matches); a hyphenated one is quoted,
+        so that its parts must follow each other; the query language's operators are never bare."""
         words = self.english(text)
-        return " ".join(f'"{w}"' for w in words) if words else None
+        terms = [w if w.isalpha() and w.upper() not in _OPERATORS else f'"{w}"' for w in words]
+        return " ".join(terms) if terms else None
 
 
 @functools.cache

@@ -31,6 +31,7 @@ from .fusion import (  # noqa: F401 (re-export)
     KEYWORD_RELATIVE,
     KEYWORD_WEIGHT,
     RRF_RANK_CONSTANT,
+    TRANSLATED_DEPTH,
     fuse,
     fuse_documents,
     keyword_evidence,
@@ -361,7 +362,9 @@ class ZvecIndex:
         translated: list[Hit] = []
         if glossed := lexicon.shared().query_string(text or ""):  # a Chinese question's English words
             glosses = zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=glossed))
-            translated = keyword_evidence(self._run(glosses, depth, flt, path_prefixes))
+            translated = keyword_evidence(
+                self._run(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes)
+            )
         return fuse_documents(cosine, found, k, weight, translated)
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
