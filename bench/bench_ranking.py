@@ -11,7 +11,8 @@ Then, for every question:
   fields: the shipped one (jieba in its default `search` cut mode, over header + content) and variants (jieba
   `mix` and `full`, CJK character bigrams (zvec's ngram tokenizer over the Chinese text only) next to the shipped
   field, the header alone next to it); every variant keeps the glosses list unless it says otherwise;
-- the glosses list: the English glosses of a question's Chinese words (`lexicon`) against the shipped field;
+- the glosses list: the English glosses of a question's Chinese words (`lexicon`) against the shipped field,
+  `fusion.TRANSLATED_DEPTH` hits as the search asks for;
 - each variant's lists go through the shipped `fusion.fuse_documents` (or, for the dense-side variants, a document
   score built the same way with one term added), and `evaluate` scores the document ranking.
 
@@ -122,7 +123,11 @@ def keyword_lists(
     for q in questions:
         qs = lexicon.shared().query_string(q)
         docs = (
-            coll.query(zvec.Query("shipped", fts=zvec.Fts(query_string=qs)), topk=DEPTH, output_fields=["n"])
+            coll.query(
+                zvec.Query("shipped", fts=zvec.Fts(query_string=qs)),
+                topk=fusion.TRANSLATED_DEPTH,
+                output_fields=["n"],
+            )
             if qs
             else []
         )
