@@ -188,16 +188,22 @@ def test_any_user_text_is_a_valid_query(env: Env, query: str) -> None:
     ("text", "expected"),
     [
         ("parse_config()", '"parse_config"'),
-        ("How do I fix ERR_CONN_RESET?", '"fix" "ERR_CONN_RESET"'),
-        ('"exact phrase" rest', '"exact phrase" "rest"'),
-        ("title:rocket^2 -x", '"title:rocket^2" "x"'),
-        ("C:\\Users\\bob", '"C" "Users" "bob"'),
-        ('x"y', '"x" "y"'),
-        ("１２３ ｶﾀｶﾅ café", '"123" カタカナ "cafe"'),
-        ("数字123和字母", '数字 "123" 和字母'),
+        (
+            "How do I fix ERR_CONN_RESET?",
+            'fix "ERR_CONN_RESET"',
+        ),  # a plain word is bare: one token either way
+        ('"exact phrase" rest', '"exact phrase" rest'),
+        ("title:rocket^2 -x", '"title:rocket^2" x'),
+        ("C:\\Users\\bob", "C Users bob"),
+        ('x"y', "x y"),
+        ("１２３ ｶﾀｶﾅ café", "123 カタカナ cafe"),
+        ("数字123和字母", "数字 123 和字母"),
+        ("cats and dogs or NOT mice", 'cats dogs "NOT" mice'),  # and/or are stopwords; an operator is quoted
+        ("e2e x86_64 utf-8 E1042", '"e2e" "x86_64" "utf-8" "E1042"'),  # mixed: a sequence of tokens
         ("会议记录", "会议记录"),  # a single-character stopword (会) inside a word is kept
         ("如何配置代理", "配置代理"),
-        ("the", '"the"'),  # only stopwords: search for them after all
+        ("the", "the"),  # only stopwords: search for them after all
+        ("to", '"to"'),  # ... and an operator word stays quoted
         ("???", None),
         ("", None),
     ],
@@ -207,7 +213,7 @@ def test_keyword_query_string(text: str, expected: str | None) -> None:
 
 
 def test_keyword_query_is_bounded() -> None:
-    built = query_string(" ".join(f"word{i}" for i in range(100)))
+    built = query_string(" ".join(f"word-{i}" for i in range(100)))
     assert built is not None and built.count('"') == 2 * MAX_TERMS
 
 

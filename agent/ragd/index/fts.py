@@ -5,7 +5,10 @@ zvec 0.8's query language (measured, see docs/zvec-notes.md) gives meaning to `A
 error. A double-quoted phrase is run through the field's tokenizer and must match as a sequence, which is what
 identifiers such as `ERR_CONN_RESET` or `parse_config()` need. So:
 
-- every non-CJK word becomes a quoted phrase, stripped of the punctuation around it (`"parse_config"`);
+- every non-CJK word becomes a quoted phrase, stripped of the punctuation around it (`"parse_config"`), except a
+  word of letters only or of digits only, which is one token either way and is left bare (the same matches, and a bare
+  term costs less to search: 6.3 against 7.3 ms median on the development set); the query language's operator
+  words (`AND`, `OR`, `NOT`, `TO`) are always quoted;
 - a run of CJK characters stays a bare term, so jieba splits it into words that are OR-ed (a phrase would demand
   the exact sequence; CJK characters are always safe bare terms);
 - text the user put in double quotes stays one phrase;
@@ -132,9 +135,18 @@ def identifier_like(text: str) -> bool:
     return _IDENTIFIER.search(text) is not None
 
 
+_OPERATORS = frozenset(("AND", "OR", "NOT", "TO"))
+
+
+def bare(word: str) -> bool:
+    """`word` may stand unquoted in a query string: one token whatever the tokenizer (letters only, or digits only:
+    jieba cuts `E1042` into `E` + `1042`, which bare would OR), and not an operator."""
+    return (word.isalpha() or word.isdigit()) and word.upper() not in _OPERATORS
+
+
 def query_string(text: str) -> str | None:
     """A zvec `Fts(query_string=...)` for `text`, or None when it holds nothing searchable."""
     found = terms(text)
     if not found:
         return None
-    return " ".join(f'"{t.text}"' if t.phrase else t.text for t in found)
+    return " ".join(f'"{t.text}"' if t.phrase and not bare(t.text) else t.text for t in found)

@@ -40,7 +40,6 @@ _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 _NOTE = re.compile(r"\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_OPERATORS = frozenset(("AND", "OR", "NOT", "TO"))
 _NOT_A_SENSE = ("CL:", "variant of", "old variant", "see ", "surname", "used in")
 # Words of glosses that name no subject: dictionary prose ("sb", "sth") and generic verbs and nouns.
 _GLOSS_STOP = fts.STOPWORDS_EN | frozenset((
@@ -144,7 +143,7 @@ class Lexicon:
         A plain word is a bare term (half the cost of a quoted one, the same matches); a hyphenated one is quoted,
         so that its parts must follow each other; the query language's operators are never bare."""
         words = self.english(text)
-        terms = [w if w.isalpha() and w.upper() not in _OPERATORS else f'"{w}"' for w in words]
+        terms = [w if fts.bare(w) else f'"{w}"' for w in words]
         return " ".join(terms) if terms else None
 
 
