@@ -199,6 +199,7 @@ def test_any_user_text_is_a_valid_query(env: Env, query: str) -> None:
         ("１２３ ｶﾀｶﾅ café", "123 カタカナ cafe"),
         ("数字123和字母", "数字 123 和字母"),
         ("cats and dogs or NOT mice", 'cats dogs "NOT" mice'),  # and/or are stopwords; an operator is quoted
+        ("привет мир", '"привет" "мир"'),  # other scripts stay phrases
         ("e2e x86_64 utf-8 E1042", '"e2e" "x86_64" "utf-8" "E1042"'),  # mixed: a sequence of tokens
         ("会议记录", "会议记录"),  # a single-character stopword (会) inside a word is kept
         ("如何配置代理", "配置代理"),
