@@ -6,7 +6,7 @@
    DIR/manifest.json has the same pins (`--fresh` rebuilds it, and so re-indexes everything).
 2. Indexed by `ragd run --once` with the default configuration (the bundled model) in an isolated HOME under DIR:
    wall time, files, chunks.
-3. `ragd eval bench/devset/queries.jsonl` in vector, keyword and hybrid mode: recall@1, recall@5, MRR@10 and
+3. `ragd eval bench/devset/queries.jsonl` in vector, keyword and hybrid mode: recall@1, recall@5, hit@5, MRR@10 and
    nDCG@10 per mode and group, the median query time, and the hybrid mode's worst queries.
 
 `--config FILE` indexes and searches with that ragd configuration instead of the defaults (e.g. another
@@ -29,7 +29,7 @@ from bench.devset import build
 
 HERE = Path(__file__).parent / "devset"
 QUERIES = HERE / "queries.jsonl"
-METRICS = ("recall@1", "recall@5", "mrr@10", "ndcg@10")
+METRICS = ("recall@1", "recall@5", "hit@5", "mrr@10", "ndcg@10")
 
 
 def corpus(cache: Path, fresh: bool) -> tuple[Path, bool]:
@@ -82,9 +82,9 @@ def index(root: Path, env: dict[str, str], config: Path | None) -> None:
 def table(report: dict[str, Any]) -> None:
     modes = list(report["modes"])
     groups = list(report["modes"][modes[0]]["groups"])
-    head = "".join(f" | {m:^31}" for m in modes)
+    head = "".join(f" | {m:^37}" for m in modes)
     print(f"\n{'group':<11} {'n':>3}{head}")
-    print(f"{'':<11} {'':>3}" + " | R@1   R@5   MRR   nDCG " * len(modes))
+    print(f"{'':<11} {'':>3}" + " | R@1   R@5   H@5   MRR   nDCG " * len(modes))
     for g in groups:
         n = report["modes"][modes[0]]["groups"][g]["queries"]
         cells = "".join(" | " + " ".join(f"{report['modes'][m]['groups'][g][k]:.3f}" for k in METRICS) + "  "

@@ -77,12 +77,21 @@ def test_eval_table_prints_the_json_figures(indexed: tuple[Path, Path], server: 
     out = ragd("eval", str(queries), "--base", str(root), "--mode", "hybrid", "--worst", "3").stdout
     lines = out.splitlines()
     header = next(n for n, ln in enumerate(lines) if ln.startswith("mode"))
-    assert lines[header].split() == ["mode", "group", "queries", "recall@1", "recall@5", "MRR@10", "nDCG@10"]
+    assert lines[header].split() == [
+        "mode",
+        "group",
+        "queries",
+        "recall@1",
+        "recall@5",
+        "hit@5",
+        "MRR@10",
+        "nDCG@10",
+    ]
     table = [ln.split() for ln in lines[header + 1 : header + 1 + len(data["modes"]["hybrid"]["groups"])]]
     for cells, (group, s) in zip(table, data["modes"]["hybrid"]["groups"].items(), strict=True):
         assert cells[:3] == ["hybrid", group, str(s["queries"])]
         assert [float(c) for c in cells[3:]] == [
-            round(s[m], 3) for m in ("recall@1", "recall@5", "mrr@10", "ndcg@10")
+            round(s[m], 3) for m in ("recall@1", "recall@5", "hit@5", "mrr@10", "ndcg@10")
         ]
     assert "median query time: hybrid" in out
     worst = data["modes"]["hybrid"]["worst"]

@@ -14,6 +14,7 @@ from ragd.index.evaluate import (
     Scores,
     by_group,
     documents,
+    hit_at,
     mrr_at,
     ndcg_at,
     rank_of,
@@ -36,6 +37,11 @@ def test_one_answer() -> None:
     assert ndcg_at(RANKING, ["c"], 10) == pytest.approx(1 / math.log2(4))  # 1/log2(3+1) over an ideal of 1
     assert ndcg_at(RANKING, ["a"], 10) == 1.0
     assert (mrr_at(RANKING, ["f"], 5), ndcg_at(RANKING, ["f"], 5), recall_at(RANKING, ["f"], 5)) == (0, 0, 0)
+    assert (hit_at(RANKING, ["c"], 5), hit_at(RANKING, ["c"], 2), hit_at(RANKING, ["f"], 5)) == (
+        1.0,
+        0.0,
+        0.0,
+    )
 
 
 def test_several_answers() -> None:
@@ -47,6 +53,7 @@ def test_several_answers() -> None:
     ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)  # three answers at ranks 1, 2, 3
     assert ndcg_at(RANKING, answers, 10) == pytest.approx(dcg / ideal)
     assert recall_at(RANKING, ["a", "b"], 1) == 0.5  # two answers: at most half of them in the top 1
+    assert hit_at(RANKING, ["a", "b"], 1) == 1.0 and hit_at(RANKING, answers, 5) == 1.0  # any one of them
     assert ndcg_at(RANKING, ["b", "a"], 10) == pytest.approx(1.0)
     assert ndcg_at(RANKING, list("abcdefghijkl"), 3) == pytest.approx(1.0)  # the ideal holds k documents only
 
@@ -59,8 +66,8 @@ def test_scores_per_group_and_the_worst() -> None:
     groups = by_group(outs)
     assert list(groups) == [ALL, "zh", "en"]  # a query without a group counts in `all` only
     assert groups["zh"].recall_1 == 0.5 and groups["zh"].mrr == pytest.approx((1 + 1 / 3) / 2)
-    assert groups[ALL].recall_5 == 0.75 and groups["en"] == Scores(0.0, 0.0, 0.0, 0.0)
-    assert groups[ALL].to_json(10) == {"recall@1": 0.25, "recall@5": 0.75, "mrr@10": pytest.approx(
+    assert groups[ALL].recall_5 == 0.75 and groups["en"] == Scores(0.0, 0.0, 0.0, 0.0, 0.0)
+    assert groups[ALL].to_json(10) == {"recall@1": 0.25, "recall@5": 0.75, "hit@5": 0.75, "mrr@10": pytest.approx(
         (1 + 1 / 3 + 0 + 0.5) / 4), "ndcg@10": groups[ALL].ndcg}  # fmt: skip
     assert [o.query for o in worst(outs, 2)] == ["q3", "q2"]
     assert [o.query for o in worst(outs, 10)] == ["q3", "q2", "q4"]  # q1 is perfect: not listed

@@ -196,14 +196,14 @@ def run_eval(args: Any, config: Config) -> int:
 def print_eval(report: Any, base: Path | None, out: TextIO = sys.stdout) -> None:
     k = report["top_k"]
     out.write(f"{report['queries']} queries, the best {k} documents of each (one result per file)\n\n")
-    head = ("mode", "group", "queries", "recall@1", "recall@5", f"MRR@{k}", f"nDCG@{k}")
+    head = ("mode", "group", "queries", "recall@1", "recall@5", "hit@5", f"MRR@{k}", f"nDCG@{k}")
     out.write(
-        f"{head[0]:<8} {head[1]:<12} {head[2]:>7} {head[3]:>9} {head[4]:>9} {head[5]:>8} {head[6]:>8}\n"
+        f"{head[0]:<8} {head[1]:<12} {head[2]:>7} {head[3]:>9} {head[4]:>9} {head[5]:>6} {head[6]:>8} {head[7]:>8}\n"
     )
     for mode, rep in report["modes"].items():
         for group, s in rep["groups"].items():
             out.write(f"{mode:<8} {group:<12} {s['queries']:>7} {s['recall@1']:>9.3f} {s['recall@5']:>9.3f} "
-                      f"{s[f'mrr@{k}']:>8.3f} {s[f'ndcg@{k}']:>8.3f}\n")  # fmt: skip
+                      f"{s['hit@5']:>6.3f} {s[f'mrr@{k}']:>8.3f} {s[f'ndcg@{k}']:>8.3f}\n")  # fmt: skip
     lat = ", ".join(f"{m} {r['median_ms']:.1f} ms" for m, r in report["modes"].items())
     out.write(f"\nmedian query time: {lat}\n")
     for mode, rep in report["modes"].items():

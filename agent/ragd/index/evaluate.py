@@ -3,7 +3,8 @@
 Relevance is binary: a document is right or it is not. A ranking lists documents best first, each once (a
 document's rank is that of its first chunk among the hits). With several answers, recall@k is the fraction of
 them in the top k (so a query with two answers scores at most 0.5 at recall@1); MRR@k counts the first right
-document; nDCG@k rewards every right document by its position, against the best possible order.
+document; hit@5 says whether any right document is among the first five; nDCG@k rewards every right document by
+its position, against the best possible order.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ def recall_at(ranking: Sequence[str], answers: Sequence[str], k: int) -> float:
     return sum(a in top for a in set(answers)) / len(set(answers))
 
 
+def hit_at(ranking: Sequence[str], answers: Sequence[str], k: int) -> float:
+    """1 when any answer is among the first k documents, else 0 (recall@k of a query with one answer)."""
+    return float(not set(ranking[:k]).isdisjoint(answers))
+
+
 def mrr_at(ranking: Sequence[str], answers: Sequence[str], k: int) -> float:
     wanted = set(answers)
     for i, doc in enumerate(ranking[:k], 1):
@@ -53,6 +59,7 @@ def ndcg_at(ranking: Sequence[str], answers: Sequence[str], k: int) -> float:
 class Scores:
     recall_1: float
     recall_5: float
+    hit_5: float  # any answer among the first five
     mrr: float  # @k
     ndcg: float  # @k
 
@@ -60,7 +67,7 @@ class Scores:
     def of(cls, ranking: Sequence[str], answers: Sequence[str], k: int) -> Scores:
         if not answers:
             raise ValueError("a known-answer query needs at least one answer")
-        return cls(recall_at(ranking, answers, 1), recall_at(ranking, answers, 5),
+        return cls(recall_at(ranking, answers, 1), recall_at(ranking, answers, 5), hit_at(ranking, answers, 5),
                    mrr_at(ranking, answers, k), ndcg_at(ranking, answers, k))  # fmt: skip
 
     @classmethod
@@ -69,12 +76,14 @@ class Scores:
             raise ValueError("no scores to average")
         n = len(scores)
         return cls(sum(s.recall_1 for s in scores) / n, sum(s.recall_5 for s in scores) / n,
-                   sum(s.mrr for s in scores) / n, sum(s.ndcg for s in scores) / n)  # fmt: skip
+                   sum(s.hit_5 for s in scores) / n, sum(s.mrr for s in scores) / n,
+                   sum(s.ndcg for s in scores) / n)  # fmt: skip
 
     def to_json(self, k: int) -> dict[str, float]:
         return {
             "recall@1": self.recall_1,
             "recall@5": self.recall_5,
+            "hit@5": self.hit_5,
             f"mrr@{k}": self.mrr,
             f"ndcg@{k}": self.ndcg,
         }
