@@ -88,12 +88,13 @@ class VerifyHooks:
 
 
 class SidecarCache:
-    """What each file entry says the index should hold, re-read only when the entry file's stat changes."""
+    """What each file entry says the index should hold, re-read only when the entry file's stat changes (device,
+    inode, size, mtime and ctime: an entry rewritten in place with its mtime put back has a new ctime)."""
 
     def __init__(self, identity: EmbeddingIdentity) -> None:
         self.identity = identity
-        self._seen: dict[Path, tuple[tuple[int, int, int], Expected | None]] = {}
-        self._next: dict[Path, tuple[tuple[int, int, int], Expected | None]] = {}
+        self._seen: dict[Path, tuple[tuple[int, ...], Expected | None]] = {}
+        self._next: dict[Path, tuple[tuple[int, ...], Expected | None]] = {}
 
     def expected(self, directory: Path, files: Sequence[str]) -> dict[str, Expected]:
         """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""
@@ -109,7 +110,7 @@ class SidecarCache:
             st = os.stat(entry)
         except OSError:
             return None
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         cached = self._seen.get(entry)
         if cached is None or cached[0] != key:
             found = sidecar.try_read(entry)

@@ -1,0 +1,42 @@
+"""The verifier's memory of what each sidecar entry says (index/verify.py `SidecarCache`), on real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ragd.index.verify import Expected, SidecarCache
+from ragd.model import EmbeddingIdentity, SplitterSettings
+from ragd.pipeline import sidecar
+from ragd.pipeline.sidecar import EMBEDDED, FileEntry, SourceInfo, StoredChunk
+
+IDENTITY = EmbeddingIdentity("m", 4, SplitterSettings("recursive", 1000, 200))
+
+
+def _entry(md5: str) -> FileEntry:
+    chunk = StoredChunk("hello 你好", "h1", 0, sidecar.encode_vector(np.arange(1, 5, dtype=np.float32)), {})
+    src = SourceInfo("a.md", md5, 10, 1_700_000_000, 42, 1_700_000_000_123_456_789, 1_700_000_000_123_456_789)
+    return FileEntry(EMBEDDED, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", src, "m", 4, (chunk,),
+                     parser="text", splitter=IDENTITY.splitter.fingerprint)  # fmt: skip
+
+
+def test_an_entry_rewritten_in_place_with_its_mtime_put_back_is_read_again(tmp_path: Path) -> None:
+    """Another tool rewrites the entry in place, same size, and restores its mtime: only the ctime tells."""
+    with sidecar.DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, _entry("0" * 32))
+    cache = SidecarCache(IDENTITY)
+    assert cache.one(path) == Expected("0" * 32, 1)
+    cache.end_pass()  # the next verify pass trusts what it read under the same stat
+    st = path.stat()
+    data = path.read_bytes().replace(b"0" * 32, b"1" * 32)
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = path.stat()
+    assert (now.st_mtime_ns, now.st_size, now.st_ino) == (st.st_mtime_ns, st.st_size, st.st_ino)
+    assert cache.one(path) == Expected("1" * 32, 1)
+    cache.end_pass()
+    os.unlink(path)
+    assert cache.one(path) is None  # a deleted entry says nothing
