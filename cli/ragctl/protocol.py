@@ -13,6 +13,7 @@ and the agent answers each with zero or more stream lines, then one final reply 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -75,18 +76,33 @@ def socket_path(
 ) -> Path:
     """$RAGD_SOCKET, else <runtime dir>/control.sock (the runtime dir as the agent resolves it).
 
-    For a client, when that socket does not exist: the user's agent found from HOME and the uid (discovery.py;
-    `run_user` stands for /run/user), else the system service's socket when it exists, else that socket."""
+    For a client, when no agent listens on that socket (it does not exist, or a killed agent left it behind): the
+    user's agent found from HOME and the uid (discovery.py; `run_user` stands for /run/user), else the system
+    service's socket when it exists, else that socket."""
     env = os.environ if environ is None else environ
     if env.get("RAGD_SOCKET"):
         return Path(env["RAGD_SOCKET"]).expanduser()
     own = runtime_dir(env) / SOCKET_NAME
-    if not client or os.path.exists(own):
+    if not client or listening(own):
         return own
     found = discovery.discover(env, run_user=run_user or discovery.RUN_USER)
     if found is not None:
         return found
     return SYSTEM_SOCKET if os.path.exists(SYSTEM_SOCKET) else own
+
+
+def listening(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket at `path` (a full backlog counts as listening)."""
+    if not os.path.exists(path):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        return probe.connect_ex(os.fspath(path)) in (0, errno.EAGAIN, errno.EINPROGRESS)
+    except OSError:
+        return False  # a name too long for a socket address: no agent can listen on it either
+    finally:
+        probe.close()
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:

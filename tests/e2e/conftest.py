@@ -30,6 +30,17 @@ def ragd_json(*args: str, check: int | None = 0) -> Any:
     return json.loads(ragd(*args, "--json", check=check).stdout)
 
 
+@pytest.fixture
+def own_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TMPDIR set to a directory of the test's, for children started with a minimal environment (which then get it
+    too): the socket such a client computes first, <temp dir>/ragd-<uid>, is then never one that an agent elsewhere
+    on the machine made, live or left behind by a kill."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
+
+
 FAST_WATCH = {"quiet": 0.1, "ceiling": 1.0}  # tests need not wait the default 0.3 s quiet period
 
 

@@ -3,7 +3,9 @@
 An AI tool's MCP SDK starts `ragctl mcp` with only HOME, LOGNAME, PATH, SHELL, TERM and USER
 (`get_default_environment()`): no XDG_RUNTIME_DIR, no RAGD_*. The real `ragd run` here uses the test's own
 XDG_RUNTIME_DIR (not /run/user/UID); the client finds it through the discovery record under HOME. The children
-get PYTHONPATH too, when the test run has one: it says which code to run, not where the agent is.
+get PYTHONPATH too, when the test run has one: it says which code to run, not where the agent is; and TMPDIR, a
+directory of the test run's, so that the socket such a client computes first (<temp dir>/ragd-<uid>) is never one
+an agent elsewhere on the machine made.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ from ragctl import discovery, protocol
 from tests.e2e.agent import RAGCTL, AgentProcess, running_agent
 
 T = TypeVar("T")
+pytestmark = pytest.mark.usefixtures("own_tmpdir")
 
 
-def extra_env() -> dict[str, str] | None:
-    """What the children get beyond the SDK's default environment: only which code to run."""
-    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None
+def extra_env() -> dict[str, str]:
+    """What the children get beyond the SDK's default environment: which code to run, and a temp dir of their own."""
+    extra = {"TMPDIR": os.environ["TMPDIR"]}  # the test's (own_tmpdir), not the machine's /tmp
+    if os.environ.get("PYTHONPATH"):
+        extra["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return extra
 
 
 def minimal_env() -> dict[str, str]:
-    env = {**get_default_environment(), **(extra_env() or {})}
+    env = {**get_default_environment(), **extra_env()}
     assert not {k for k in env if k.startswith(("XDG_", "RAGD_"))}, env
     return env
 

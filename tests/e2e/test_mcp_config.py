@@ -31,6 +31,8 @@ from tests.support.fake_openai import FakeOpenAI
 from tests.support.mcp_tools import TOOLS
 from tests.support.poll import poll
 
+pytestmark = pytest.mark.usefixtures("own_tmpdir")
+
 TOKEN = "e2e-mcp-token-0001"
 KEYS = {
     "claude-desktop": "mcpServers",
@@ -89,7 +91,8 @@ def status_over(transport: Any) -> tuple[set[str], Any]:
 
 def over_stdio(entry: dict[str, Any], log: Path) -> tuple[set[str], Any]:
     """What a client does with a stdio entry: start exactly its command, with the SDK's default environment."""
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry.get("env"))
+    env = {**(entry.get("env") or {}), "TMPDIR": os.environ["TMPDIR"]}  # the test's own (own_tmpdir)
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
     with log.open("a") as errlog:
         return status_over(stdio_client(params, errlog=errlog))
 

@@ -1,7 +1,8 @@
 """ragctl's socket resolution: explicit settings first, then the user's agent found from HOME and the uid alone.
 
 Real unix sockets bound in temp dirs, real discovery records, explicit environ mappings; /run/user is stood in for
-by a temp dir passed as `run_user`.
+by a temp dir passed as `run_user`, and the temp dir (where a client without XDG_RUNTIME_DIR computes its own
+socket, /tmp/ragd-<uid>) by one of the test's: a socket another run left in the machine's /tmp never counts here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +21,12 @@ import pytest
 from ragctl import discovery, protocol
 
 Bind = Callable[[Path], Path]  # a listening unix socket bound at the path (its directories made)
+
+
+@pytest.fixture(autouse=True)
+def own_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
 
 
 @pytest.fixture
@@ -102,6 +110,21 @@ def test_without_xdg_runtime_dir_the_user_service_socket_is_found(tmp_path: Path
     assert protocol.socket_path(env, client=True, run_user=base) == fallback(own)
     service = bind(run_user_socket(base))
     assert protocol.socket_path(env, client=True, run_user=base) == service
+
+
+def test_a_socket_a_killed_agent_left_behind_is_passed_over(tmp_path: Path, bind: Bind) -> None:
+    env = minimal(tmp_path / "home")
+    own = protocol.runtime_dir(env) / "control.sock"
+    bind(own)
+    assert protocol.socket_path(env, client=True, run_user=tmp_path / "none") == own  # a live agent: its own
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(str(own.with_name("left.sock")))
+    left.close()  # the file stays, nobody listens: what SIGKILL leaves
+    os.replace(own.with_name("left.sock"), own)
+    assert own.exists() and not protocol.listening(own)
+    assert protocol.socket_path(env, client=True, run_user=tmp_path / "none") == fallback(own)
+    service = bind(run_user_socket(tmp_path / "run-user"))
+    assert protocol.socket_path(env, client=True, run_user=tmp_path / "run-user") == service
 
 
 def test_with_xdg_runtime_dir_set_run_user_is_not_looked_at(tmp_path: Path, bind: Bind) -> None:
