@@ -187,8 +187,21 @@ def expand_paths(v: Any) -> Any:
     return v
 
 
+MIN_WORKER_MEMORY = 256  # MiB: a worker with the parsers loaded needs about 200
+
+
 class RunConfig(_Section):
     jobs: int = Field(default=2, ge=1, le=64)
+    workers: int | None = Field(default=None, ge=0, le=64)  # parse worker processes; None: one per core
+    worker_memory: int = Field(default=1024, ge=0)  # MiB of address space per worker; 0: no cap
+    worker_idle: float = Field(default=60.0, gt=0, le=86400)  # seconds without a file before the workers exit
+
+    @field_validator("worker_memory")
+    @classmethod
+    def _memory(cls, v: int) -> int:
+        if 0 < v < MIN_WORKER_MEMORY:
+            raise ValueError(f"a worker needs at least {MIN_WORKER_MEMORY} MiB to start (0: no cap)")
+        return v
 
 
 class WatchConfig(_Section):

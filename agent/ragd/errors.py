@@ -21,6 +21,9 @@ class RagdError(Exception):
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
+    def __reduce__(self) -> tuple[object, ...]:  # whole across processes (a parse worker raises them)
+        return (type(self), (self.message, self.hint), self.__dict__)
+
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message, "hint": self.hint}
 

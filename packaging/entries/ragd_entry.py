@@ -1,14 +1,18 @@
 """Frozen entry point of `ragd` (PyInstaller runs this file as a script, so it imports the package absolutely).
 
 `ragd --ragd-index-probe DIR` is the child process that tries a damaged-looking index before the agent opens it
-(a frozen program has no interpreter to run `python -m ragd.index.probe`).
+(a frozen program has no interpreter to run `python -m ragd.index.probe`). `freeze_support()` comes first: a parse
+worker (ragd/pipeline/workers.py, the "spawn" start method) is this program started again with multiprocessing's
+arguments, and must run the worker, not the agent.
 """
 
+import multiprocessing
 import sys
 
 from ragd.edges.cli import main
 
 if __name__ == "__main__":
+    multiprocessing.freeze_support()
     if sys.argv[1:2] == ["--ragd-index-probe"]:
         from ragd.index.probe import main as probe_main
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.config import Config
+from ragd.config import Config, LimitsConfig, RunConfig
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.mushroom import Event
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
@@ -341,3 +341,25 @@ def test_a_file_reached_after_the_embedder_closed_stays_chunked(
     (late,) = result.files
     assert late.state == ABANDONED and "shut down" in late.reason, late
     assert entry(root, "late.md").status == sidecar.CHUNKED
+
+
+def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The parse workers (two processes) stop a file that takes longer than limits.parse_timeout; the rest of its
+    directory is indexed, and the file is FAILED with the reason and a retry time."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "big.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 400_000)
+    (root / "good.md").write_text("# Good\n\n" + PARA.format(n=1))
+    (root / "also.md").write_text("# Also\n\n" + PARA.format(n=2))
+    cfg = api_config(fake_openai_server, [root])
+    limits = LimitsConfig(parse_timeout=0.5, max_text_chars=100_000_000)
+    cfg = cfg.model_copy(update={"limits": limits, "run": RunConfig(workers=2)})
+    summary = run(cfg)
+    assert summary.embedded == 2 and [p.name for p, _ in summary.failed] == ["big.txt"]
+    big = entry(root, "big.txt")
+    assert big.status == FAILED and big.error is not None
+    assert big.error["code"] == "timeout" and big.error["message"].startswith("timed out after 0.5 s")
+    assert big.error["retry_at"] and big.error["attempts"] == 1
+    assert entry(root, "good.md").status == EMBEDDED and entry(root, "also.md").status == EMBEDDED

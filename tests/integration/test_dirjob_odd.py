@@ -12,7 +12,6 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +168,7 @@ def test_a_fifo_put_in_place_of_a_listed_file_is_never_opened(
     got: list[FileOutcome | None] = []
     with sidecar.DirLock(root):
         task = FileTask(ctx, root, "a.md", Change.NEW, None)
-        worker = threading.Thread(
-            target=lambda: got.append(task.guard(partial(task.prepare, lambda h: {}))), daemon=True
-        )
+        worker = threading.Thread(target=lambda: got.append(task.guard(task.begin)), daemon=True)
         worker.start()
         worker.join(20)
         if worker.is_alive():  # blocked in open(): let it go, then fail

@@ -253,6 +253,7 @@ class Lifecycle:
         agent.watcher.stop()
         agent.debouncer.close()
         finished = agent.scheduler.wait_running(STOP_GRACE_S)
+        agent.parsers.close()  # files still being parsed are left as they were, redone at the next start
         agent.embed.close()  # whatever still waits for vectors is left CHUNKED, redone at the next start
         if not finished:
             log.info("left unfinished files for the next start")

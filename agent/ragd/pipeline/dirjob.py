@@ -250,13 +250,20 @@ class _ReusePool:
 
 
 def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
-    """Prepare a round of files (their texts go to the shared embed queue together), then finish them."""
+    """A round of files: all handed to the parse workers, then each prepared as its chunks come back (its texts go to
+    the shared embed queue, with the round's others), then each finished."""
     reuse = _ReusePool(ctx, directory, plan)
     outcomes: list[FileOutcome] = []
     for start in range(0, len(plan.work), FILES_PER_ROUND):
-        waiting = []
-        for name, change in plan.work[start : start + FILES_PER_ROUND]:
+        parsing, waiting = [], []
+        for name, change in plan.work[start : start + FILES_PER_ROUND]:  # the round's files to the parsers
             task = FileTask(ctx, directory, name, change, plan.entry(directory, name))
+            out = task.guard(task.begin)
+            if out is None:
+                parsing.append(task)
+            else:
+                outcomes.append(out)
+        for task in parsing:
             out = task.guard(partial(task.prepare, reuse.lookup))
             if out is None:
                 waiting.append(task)

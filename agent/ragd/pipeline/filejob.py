@@ -1,6 +1,7 @@
 """One file's way through the pipeline, in two steps so that a directory's files share embedding requests:
 
-    prepare(): stat/precheck -> md5 -> parse -> split -> reuse stored vectors -> CHUNKED entry -> submit texts
+    begin():   stat/precheck -> md5 -> hand the file to a parse worker (workers.py)
+    prepare(): wait for its chunks -> reuse stored vectors -> CHUNKED entry -> submit texts
     finish():  wait for the vectors -> EMBEDDED entry
 
 Every outcome is recorded in the file's entry (EMBEDDED, SKIPPED or FAILED with the reason). `guard` is the
@@ -31,14 +32,16 @@ from .. import modes
 from ..config import Config
 from ..errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from ..model import Chunk, EmbeddingIdentity
-from . import sidecar
+from . import sidecar, workers
 from .embed.base import SHUTDOWN
-from .parse import SUPPORTED_EXTENSIONS, parse
+from .parse import SUPPORTED_EXTENSIONS
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
-from .split import split
 from .statcache import StatCache
 from .structure import SPLIT_REVISION
+from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending
+
+WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may parse another time
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ VANISHED = "vanished during the job"
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
 # FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
-BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal"})
+BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal", *WORKER_FAILURES})
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class JobContext:
     force: bool = False
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
     stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
+    parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
 
     @cached_property
     def identity(self) -> EmbeddingIdentity:
@@ -116,6 +120,7 @@ class FileTask:
     stored: list[StoredChunk] = field(default_factory=list)
     todo: list[int] = field(default_factory=list)
     parser: str | None = None
+    parsing: Pending | None = None
     future: Future[np.ndarray] | None = None
 
     @property
@@ -139,30 +144,51 @@ class FileTask:
                                  "please report this with the log", code="internal")  # fmt: skip
             return self.failed(internal)
 
-    def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
-        """Everything up to the embedder. None: texts were submitted, call finish()."""
+    def begin(self) -> FileOutcome | None:
+        """The cheap checks, then the file to the parsers. None: it is being parsed, call prepare()."""
         try:
             self.st = os.stat(self.path)
         except OSError:
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         if self.change == Change.TOUCHED and self.old is not None:
             return self._touch(self.old, self.st)
+        return self._parsed(self._start)
+
+    def _start(self) -> None:
+        assert self.st is not None
+        self._precheck()
+        self.source = source_info(self.name, self.st, md5_file(self.path))
+        parsers = self.ctx.parsers or Parsers.in_thread(self.ctx.config.limits)
+        self.parsing = parsers.start(self.path, self.ctx.identity.splitter)
+
+    def _chunks(self) -> None:
+        assert self.parsing is not None
+        parsed = self.parsing.result()
+        self.parser, self.chunks = parsed.parser, list(parsed.chunks)
+        if not self.chunks:
+            raise FileSkipped("no text to index after splitting")
+
+    def _parsed(self, step: Callable[[], None]) -> FileOutcome | None:
+        """`step` of the parse, with its verdicts recorded: None when it went through."""
         try:
-            self._precheck()
-            self.source = source_info(self.name, self.st, md5_file(self.path))
-            doc = parse(self.path, self.ctx.config.limits)
-            self.parser = doc.parser
-            self.chunks = split(doc, self.ctx.identity.splitter)
-            if not self.chunks:
-                raise FileSkipped("no text to index after splitting")
+            step()
         except FileSkipped as err:
             return self.skipped(err, md5=self.source.md5_hash if self.source else "")
         except ParseError as err:
+            if err.code == workers.SHUTDOWN:  # the agent stopped the parsers under the file
+                return FileOutcome(self.name, ABANDONED, reason=err.message)
             return self.failed(err)
         except FileNotFoundError:
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         except PermissionError:
             return self.failed(permission_denied(self.path))
+        return None
+
+    def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
+        """Everything after begin() up to the embedder. None: texts were submitted, call finish()."""
+        stop = self._parsed(self._chunks)
+        if stop is not None:
+            return stop
         known = reuse([c.content_hash for c in self.chunks])
         self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
                                    chunk_meta(c)) for c in self.chunks]  # fmt: skip

@@ -36,6 +36,7 @@ from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
+from ..pipeline.workers import Parsers
 from . import rootstate
 from .changes import ChangeLog
 from .debounce import Debouncer
@@ -77,7 +78,9 @@ class Agent:
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
-        self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache)
+        self.parsers = Parsers(config.run, config.limits)  # worker processes, started with the first file
+        self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
+                                parsers=self.parsers)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),

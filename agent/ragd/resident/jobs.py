@@ -32,6 +32,7 @@ from ..pipeline.filejob import SubmitFn
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
 from ..pipeline.statcache import StatCache
+from ..pipeline.workers import Parsers
 from .changes import ChangeLog
 from .scheduler import Scheduler
 from .tracker import Tracker
@@ -63,9 +64,10 @@ def job_context(
     *,
     force: bool = False,
     stat_cache: StatCache | None = None,
+    parsers: Parsers | None = None,
 ) -> JobContext:
     return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots),
-                      stat_cache=stat_cache)  # fmt: skip
+                      stat_cache=stat_cache, parsers=parsers)  # fmt: skip
 
 
 @dataclass(frozen=True)

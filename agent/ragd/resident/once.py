@@ -21,6 +21,7 @@ from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
 from ..pipeline.scan import Expected, Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
+from ..pipeline.workers import Parsers
 from . import checked
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler
@@ -122,12 +123,14 @@ def run_once(
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
     queue = LazyEmbedQueue(config.embedding)
+    parsers = Parsers(config.run, config.limits)
     cache = StatCache.load(data_dir(config))
     try:
-        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers)
         report = _reporter(progress, tracker, roots)
         _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
     finally:
+        parsers.close()
         queue.close()
     cache.save()
     phase = tracker.phase_tally()

@@ -1,0 +1,155 @@
+"""A pool of worker processes for the pipeline's heavy stages (parse and split; the bundled model's embedding).
+
+pebble's `ProcessPool` underneath: a task past its deadline has its worker killed and replaced, a worker that dies
+fails only its task (`ProcessExpired`), and each worker is replaced after `MAX_TASKS` tasks. Around it:
+
+- the pool starts with the first task, with the "spawn" start method (a fork would copy the agent's threads and
+  locks), and closes after `idle_s` seconds without one;
+- each worker's address space is capped at `memory_mib` MiB (RLIMIT_AS): a task that needs more raises
+  MemoryError (or, when a C library aborts instead, dies);
+- workers ignore SIGINT (Ctrl-C in a terminal reaches the whole process group): the agent stops them itself;
+- a task's future is ours, completed from the pool's: `close()` (which leaves some of the pool's futures
+  unresolved) ends every task under way with CancelledError all the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Future
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
+
+
+def _worker_start(memory_mib: int) -> None:
+    """Each worker's set-up: Ctrl-C is the agent's to handle; the address space is capped."""
+    import resource
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if memory_mib:
+        cap = memory_mib * 1024 * 1024
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+class WorkerPool:
+    """`workers` processes, started on demand and closed when idle (see the module docstring)."""
+
+    def __init__(self, name: str, workers: int, memory_mib: int, idle_s: float) -> None:
+        self.name, self.workers, self.memory_mib, self.idle_s = name, workers, memory_mib, idle_s
+        self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
+        self._lock = threading.Lock()
+        self._under_way: set[Future[Any]] = set()  # ours, for the tasks handed out and not done
+        self._idle_timer: threading.Timer | None = None
+        self._closed = False
+        self.started = 0  # pools started (one per busy period)
+
+    def submit(self, fn: Callable[..., T], args: Sequence[object], timeout: float | None = None) -> Future[T]:
+        """`fn(*args)` in a worker, killed after `timeout` s (concurrent.futures.TimeoutError)."""
+        ours: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                ours.set_exception(CancelledError())
+                return ours
+            pool = self._open()
+            self._under_way.add(ours)
+            theirs = pool.schedule(fn, tuple(args), timeout=timeout)
+        theirs.add_done_callback(lambda f: self._one_done(f, ours))
+        return ours
+
+    def _open(self) -> Any:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self._pool is not None and not self._pool.active:  # broken (its channel to a worker failed)
+            self._pool.stop()
+            self._pool = None
+        if self._pool is None:
+            from pebble import ProcessPool
+
+            self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
+                                     initargs=(self.memory_mib,), context=multiprocessing.get_context("spawn"))  # fmt: skip
+            self.started += 1
+            log.debug("started %d %s workers", self.workers, self.name)
+        return self._pool
+
+    def _one_done(self, theirs: Future[Any], ours: Future[Any]) -> None:
+        with self._lock:
+            if ours not in self._under_way:
+                return  # the pool was closed under it: ours ended already
+            self._under_way.discard(ours)
+            if not self._under_way and self._pool is not None and not self._closed:
+                self._idle_timer = threading.Timer(self.idle_s, self._close_if_idle)
+                self._idle_timer.daemon = True
+                self._idle_timer.start()
+        if theirs.cancelled():
+            ours.set_exception(CancelledError())
+        elif (err := theirs.exception()) is not None:
+            ours.set_exception(err)
+        else:
+            ours.set_result(theirs.result())
+
+    def _close_if_idle(self) -> None:
+        with self._lock:
+            if self._under_way or self._pool is None or self._closed:
+                return
+            pool, self._pool, self._idle_timer = self._pool, None, None
+        pool.close()
+        pool.join()
+        log.debug("%s workers exited after %.0f s idle", self.name, self.idle_s)
+
+    @property
+    def running(self) -> bool:
+        """Whether worker processes exist now."""
+        return self._pool is not None
+
+    def close(self) -> None:
+        """Stop the workers: tasks under way end with CancelledError."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+            under_way, self._under_way = self._under_way, set()
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+        for ours in under_way:
+            ours.set_exception(CancelledError())
+        if pool is not None:
+            pool.stop()
+            pool.join()
+
+
+def worker_death(err: BaseException) -> str | None:
+    """How a worker died under its task, when `err` says it did (None: the task itself raised `err`)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from pebble import ProcessExpired
+
+    if isinstance(err, ProcessExpired):
+        code = err.exitcode
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
+    if isinstance(err, BrokenProcessPool):  # the pool lost its channel to a worker
+        return "the worker pool broke"
+    return None
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)

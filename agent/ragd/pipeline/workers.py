@@ -1,0 +1,134 @@
+"""Parse and split in worker processes: the heavy converters' imports, memory and crashes stay out of the agent.
+
+`Parsers(run, limits)` is the front every directory job calls: `start(path, splitter)` hands one file to a worker
+(pool.py: `run.workers` processes, one per core by default, started with the first file and gone after
+`run.worker_idle` seconds without one) and returns at once; `Pending.result()` waits for its chunks. With
+`run.workers = 0` the file is parsed in the calling thread instead (tests and debugging).
+
+- Every file has a deadline, `limits.parse_timeout` seconds from the moment a worker takes it (and a little grace,
+  so that an external converter, which has the same limit, is stopped by its own timeout and takes its helper
+  processes with it). A worker past it is killed and replaced: the file fails with "timed out after N s" (code
+  "timeout").
+- A worker that dies (a segfault in a parser, a kill) fails only its file, with "parser crashed" (code "crashed").
+- Each worker's address space is capped at `run.worker_memory` MiB; a file that needs more fails with code
+  "memory" (or, when a C library aborts instead of raising, as a crash).
+- When the agent stops the workers, files under way end with code "shutdown" (ABANDONED: redone at the next start).
+
+The directory job records the first three as FAILED entries retried with a backoff (filejob.BACKOFF_CODES), and
+its other files go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import CancelledError, Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import LimitsConfig, RunConfig
+from ..errors import ParseError, RagdError
+from ..model import Chunk, SplitterSettings
+from .pool import WorkerPool, default_workers, worker_death
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 2.0  # at most this long past limits.parse_timeout before a worker is stopped
+TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a worker's failures
+SHUTDOWN = "shutdown"  # the pool was stopped under the file: the agent is stopping
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What a worker sends back: the parser's name and the file's chunks."""
+
+    parser: str
+    chunks: tuple[Chunk, ...]
+
+
+def parse_and_split(path: Path, limits: LimitsConfig, splitter: SplitterSettings) -> Parsed:
+    """One file through the parse and split stages (in a worker, or in the caller with `run.workers = 0`)."""
+    from .parse import parse
+    from .split import split
+
+    doc = parse(path, limits)
+    return Parsed(doc.parser, tuple(split(doc, splitter)))
+
+
+class Pending:
+    """A file handed to a worker; `result()` waits for it and turns a worker's failure into a ParseError."""
+
+    def __init__(self, future: Future[Parsed], path: Path, timeout: float, memory_mib: int) -> None:
+        self._future, self._path, self._timeout, self._memory = future, path, timeout, memory_mib
+
+    def result(self) -> Parsed:
+        try:
+            return self._future.result()
+        except RagdError:
+            raise  # the parser's own verdict (FileSkipped, ParseError), raised in the worker
+        except FutureTimeout:
+            raise ParseError(f"timed out after {self._timeout:g} s: {self._path}",
+                             "the parser was stopped; raise limits.parse_timeout for large files (it is tried "
+                             "again later)", code=TIMEOUT) from None  # fmt: skip
+        except CancelledError:
+            raise ParseError("parsing stopped: the agent is stopping", "the file is parsed at its next start",
+                             code=SHUTDOWN) from None  # fmt: skip
+        except MemoryError:
+            raise ParseError(f"the parser needed more than run.worker_memory ({self._memory} MiB): {self._path}",
+                             "raise run.worker_memory to index it (it is tried again later)",
+                             code=MEMORY) from None  # fmt: skip
+        except Exception as err:
+            why = worker_death(err)
+            if why is None:
+                raise
+            raise ParseError(f"parser crashed ({why}): {self._path}",
+                             "the file is tried again later; if it keeps crashing, report the file type",
+                             code=CRASHED) from None  # fmt: skip
+
+
+class Parsers:
+    """The parse front: a worker pool, or the calling thread (`run.workers = 0`)."""
+
+    def __init__(self, run: RunConfig, limits: LimitsConfig) -> None:
+        self.workers = run.workers if run.workers is not None else default_workers()
+        self.memory_mib, self.limits = run.worker_memory, limits
+        self.pool = (
+            WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle) if self.workers else None
+        )
+
+    @classmethod
+    def in_thread(cls, limits: LimitsConfig) -> Parsers:
+        """Parsers with no workers: every file is parsed in the calling thread."""
+        return cls(RunConfig(workers=0), limits)
+
+    def start(self, path: Path, splitter: SplitterSettings) -> Pending:
+        """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`."""
+        timeout = self.limits.parse_timeout
+        if self.pool is None:
+            return _done(path, self.limits, splitter, timeout, self.memory_mib)
+        future = self.pool.submit(parse_and_split, (path, self.limits, splitter),
+                                  timeout=timeout + min(GRACE_S, timeout / 4))  # fmt: skip
+        return Pending(future, path, timeout, self.memory_mib)
+
+    @property
+    def running(self) -> bool:
+        return self.pool is not None and self.pool.running
+
+    @property
+    def started(self) -> int:
+        return self.pool.started if self.pool is not None else 0
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def _done(
+    path: Path, limits: LimitsConfig, splitter: SplitterSettings, timeout: float, memory: int
+) -> Pending:
+    future: Future[Parsed] = Future()
+    try:
+        future.set_result(parse_and_split(path, limits, splitter))
+    except Exception as err:  # delivered by result(), where a worker's would be
+        future.set_exception(err)
+    return Pending(future, path, timeout, memory)

@@ -1,0 +1,196 @@
+"""The parse workers: real worker processes (pebble's pool, the "spawn" start method) on generated files.
+
+A crash is a real worker killed with SIGSEGV while it waits for a (fake) LibreOffice converter; a deadline is a real
+file that takes longer to split than the limit; the memory cap is a real address-space limit that a large file
+exceeds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragd.config import LimitsConfig, RunConfig
+from ragd.errors import FileSkipped, ParseError
+from ragd.model import SplitterSettings
+from ragd.pipeline.workers import CRASHED, MEMORY, SHUTDOWN, TIMEOUT, Parsers, parse_and_split
+from tests.support import docgen
+from tests.support.poll import poll
+
+SPLIT = SplitterSettings()
+BIG_LIMITS = LimitsConfig(max_text_chars=100_000_000)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def workers_of(pid: int) -> list[int]:
+    """The worker processes among `pid`'s children (not multiprocessing's resource tracker)."""
+    out = []
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmd:
+            out.append(child)
+    return out
+
+
+def big_text(path: Path, lines: int = 400_000) -> Path:
+    """A plain-text file that takes seconds to split into tens of thousands of chunks (about 40 MB of str)."""
+    path.write_text(("the quick brown fox jumps over the lazy dog\n") * lines)
+    return path
+
+
+@pytest.fixture
+def parsers_of() -> Iterator[list[Parsers]]:
+    made: list[Parsers] = []
+    yield made
+    for p in made:
+        p.close()
+
+
+def pool(made: list[Parsers], limits: LimitsConfig = BIG_LIMITS, **run: object) -> Parsers:
+    p = Parsers(RunConfig.model_validate({"workers": 1, **run}), limits)
+    made.append(p)
+    return p
+
+
+def test_a_file_parsed_in_a_worker_is_what_the_thread_makes(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    md = docgen.write_text(tmp_path / "notes.md", "# 标题 Title\n\n" + "正文 body text. " * 300)
+    docx = docgen.make_docx(tmp_path / "a.docx", paragraphs=["First paragraph of the manual.", "第二段。"])
+    p = pool(parsers_of)
+    for f in (md, docx):
+        got = p.start(f, SPLIT).result()
+        assert got == parse_and_split(f, BIG_LIMITS, SPLIT)
+        assert got.chunks and got.parser
+    assert workers_of(os.getpid()), "the files were parsed in this process"
+
+
+def test_the_parsers_verdicts_cross_the_process_boundary_whole(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    p = pool(parsers_of)
+    with pytest.raises(FileSkipped) as skipped:
+        p.start(docgen.write_bytes(tmp_path / "empty.md", b""), SPLIT).result()
+    assert skipped.value.message == "empty file (0 bytes)" and skipped.value.code == "skipped"
+    with pytest.raises(ParseError) as corrupt:
+        p.start(docgen.make_corrupt_pdf(tmp_path / "bad.pdf"), SPLIT).result()
+    in_thread = Parsers.in_thread(BIG_LIMITS)
+    with pytest.raises(ParseError) as same:
+        in_thread.start(tmp_path / "bad.pdf", SPLIT).result()
+    assert corrupt.value.to_dict() == same.value.to_dict() and corrupt.value.hint
+    with pytest.raises(FileNotFoundError):
+        p.start(tmp_path / "gone.md", SPLIT).result()
+
+
+def test_a_file_past_its_deadline_fails_and_the_next_one_parses(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    p = pool(parsers_of, LimitsConfig(max_text_chars=100_000_000, parse_timeout=0.5))
+    started = time.monotonic()
+    with pytest.raises(ParseError) as err:
+        p.start(big_text(tmp_path / "big.txt"), SPLIT).result()
+    assert err.value.code == TIMEOUT and err.value.message.startswith("timed out after 0.5 s")
+    assert "limits.parse_timeout" in err.value.hint
+    assert time.monotonic() - started < 30
+    ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
+    assert p.start(ok, SPLIT).result().chunks
+
+
+def test_a_crashed_worker_fails_only_its_file_and_is_replaced(
+    tmp_path: Path, parsers_of: list[Parsers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docgen.make_fake_soffice(tmp_path / "bin", None, sleep=20)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    p = pool(parsers_of)
+    doc = docgen.write_bytes(tmp_path / "old.doc", docgen.CFB_MAGIC + docgen.junk_bytes(2048))
+    pending = p.start(doc, SPLIT)
+
+    def converting() -> tuple[int, int] | None:  # (worker, converter) once a worker waits for the converter
+        for w in workers_of(os.getpid()):
+            for c in children(w):
+                return w, c
+        return None
+
+    worker, converter = poll(converting, timeout=60, what="a worker running the converter")
+    os.kill(worker, signal.SIGSEGV)
+    with pytest.raises(ParseError) as err:
+        pending.result()
+    os.killpg(converter, signal.SIGKILL)  # the converter runs in its own process group
+    assert err.value.code == CRASHED
+    assert err.value.message == f"parser crashed (killed by SIGSEGV): {doc}"
+    ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
+    assert p.start(ok, SPLIT).result().chunks
+    assert worker not in workers_of(os.getpid())
+
+
+def test_a_file_that_needs_more_memory_than_the_cap_fails_and_the_worker_goes_on(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    p = pool(parsers_of, worker_memory=256)
+    ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
+    assert p.start(ok, SPLIT).result().chunks
+    with pytest.raises(ParseError) as err:
+        p.start(big_text(tmp_path / "big.txt", lines=1_500_000), SPLIT).result()
+    assert err.value.code == MEMORY and "run.worker_memory (256 MiB)" in err.value.message
+    assert p.start(ok, SPLIT).result().chunks
+
+
+def test_idle_workers_exit_and_come_back_for_the_next_file(tmp_path: Path, parsers_of: list[Parsers]) -> None:
+    p = pool(parsers_of, workers=2, worker_idle=0.3)
+    ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
+    assert p.start(ok, SPLIT).result().chunks
+    assert p.running
+    poll(lambda: not p.running and not workers_of(os.getpid()), timeout=30, what="the idle workers to exit")
+    assert p.start(ok, SPLIT).result().chunks
+    assert p.started == 2
+
+
+def test_files_under_way_when_the_pool_stops_end_as_shutdown(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    p = pool(parsers_of)
+    pending = p.start(big_text(tmp_path / "big.txt"), SPLIT)
+    p.close()
+    with pytest.raises(ParseError) as err:
+        pending.result()
+    assert err.value.code == SHUTDOWN
+    with pytest.raises(ParseError) as late:
+        p.start(tmp_path / "big.txt", SPLIT).result()
+    assert late.value.code == SHUTDOWN
+    assert not workers_of(os.getpid())
+
+
+def test_no_workers_parses_in_the_calling_thread(tmp_path: Path) -> None:
+    p = Parsers(RunConfig(workers=0), BIG_LIMITS)
+    ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
+    assert p.start(ok, SPLIT).result().chunks
+    assert not p.running and not workers_of(os.getpid())
+
+
+def test_the_memory_cap_has_a_floor_a_worker_can_start_under() -> None:
+    with pytest.raises(ValueError, match="at least 256 MiB"):
+        RunConfig(worker_memory=100)
+    assert RunConfig(worker_memory=0).worker_memory == 0
