@@ -242,7 +242,7 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
     """Interrupted, `run --once` lets the running job end cleanly (its files embedded, none FAILED for the
     embedder closing under them) and exits 130 without working through every queued directory first."""
     root = _four_dirs(tmp_path / "kb", files=6)
-    with FakeOpenAI(dim=8, delay=0.2) as server:
+    with FakeOpenAI(dim=8, delay=0.5) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
         proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], env=env,

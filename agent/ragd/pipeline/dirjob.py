@@ -250,27 +250,37 @@ class _ReusePool:
 
 
 def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
-    """A round of files: all handed to the parse workers, then each prepared as its chunks come back (its texts go to
-    the shared embed queue, with the round's others), then each finished."""
+    """Rounds of files: each round's files all go to the parse workers, then each is prepared as its chunks come
+    back (its texts join the shared embed queue), and only then is the round before finished: the embedder
+    always has the next round's texts while the last round's vectors are awaited."""
     reuse = _ReusePool(ctx, directory, plan)
     outcomes: list[FileOutcome] = []
+    embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
     for start in range(0, len(plan.work), FILES_PER_ROUND):
-        parsing, waiting = [], []
-        for name, change in plan.work[start : start + FILES_PER_ROUND]:  # the round's files to the parsers
+        parsing = []
+        for name, change in plan.work[start : start + FILES_PER_ROUND]:
             task = FileTask(ctx, directory, name, change, plan.entry(directory, name))
             out = task.guard(task.begin)
             if out is None:
                 parsing.append(task)
             else:
                 outcomes.append(out)
+        waiting = []
         for task in parsing:
             out = task.guard(partial(task.prepare, reuse.lookup))
             if out is None:
                 waiting.append(task)
             else:
                 outcomes.append(out)
-        for task in waiting:
-            out = task.guard(task.finish)
-            assert out is not None
-            outcomes.append(out)
+        outcomes += _finish(embedding)
+        embedding = waiting
+    return outcomes + _finish(embedding)
+
+
+def _finish(tasks: list[FileTask]) -> list[FileOutcome]:
+    outcomes = []
+    for task in tasks:
+        out = task.guard(task.finish)
+        assert out is not None
+        outcomes.append(out)
     return outcomes

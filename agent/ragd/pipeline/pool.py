@@ -29,8 +29,10 @@ T = TypeVar("T")
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 
 
-def _worker_start(memory_mib: int) -> None:
-    """Each worker's set-up: Ctrl-C is the agent's to handle; the address space is capped."""
+def _worker_start(memory_mib: int, preload: tuple[str, ...]) -> None:
+    """Each worker's set-up: Ctrl-C is the agent's to handle; the address space is capped; `preload`'s modules are
+    imported (before any task's deadline runs)."""
+    import importlib
     import resource
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -40,13 +42,18 @@ def _worker_start(memory_mib: int) -> None:
         if hard != resource.RLIM_INFINITY:
             cap = min(cap, hard)
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    for name in preload:
+        importlib.import_module(name)
 
 
 class WorkerPool:
     """`workers` processes, started on demand and closed when idle (see the module docstring)."""
 
-    def __init__(self, name: str, workers: int, memory_mib: int, idle_s: float) -> None:
+    def __init__(
+        self, name: str, workers: int, memory_mib: int, idle_s: float, preload: tuple[str, ...] = ()
+    ) -> None:
         self.name, self.workers, self.memory_mib, self.idle_s = name, workers, memory_mib, idle_s
+        self.preload = preload  # modules every worker imports as it starts
         self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
         self._lock = threading.Lock()
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks handed out and not done
@@ -78,7 +85,7 @@ class WorkerPool:
             from pebble import ProcessPool
 
             self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
-                                     initargs=(self.memory_mib,), context=multiprocessing.get_context("spawn"))  # fmt: skip
+                                     initargs=(self.memory_mib, self.preload), context=multiprocessing.get_context("spawn"))  # fmt: skip
             self.started += 1
             log.debug("started %d %s workers", self.workers, self.name)
         return self._pool

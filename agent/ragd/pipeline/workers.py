@@ -5,9 +5,10 @@
 `run.worker_idle` seconds without one) and returns at once; `Pending.result()` waits for its chunks. With
 `run.workers = 0` the file is parsed in the calling thread instead (tests and debugging).
 
-- Every file has a deadline, `limits.parse_timeout` seconds from the moment a worker takes it (and a little grace,
+- Every file has a deadline, `limits.parse_timeout` seconds from the moment a worker takes it (the stages' own
+  modules are imported as the worker starts, a converter's libraries with its first file), and a little grace,
   so that an external converter, which has the same limit, is stopped by its own timeout and takes its helper
-  processes with it). A worker past it is killed and replaced: the file fails with "timed out after N s" (code
+  processes with it. A worker past it is killed and replaced: the file fails with "timed out after N s" (code
   "timeout").
 - A worker that dies (a segfault in a parser, a kill) fails only its file, with "parser crashed" (code "crashed").
 - Each worker's address space is capped at `run.worker_memory` MiB; a file that needs more fails with code
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 GRACE_S = 2.0  # at most this long past limits.parse_timeout before a worker is stopped
 TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a worker's failures
 SHUTDOWN = "shutdown"  # the pool was stopped under the file: the agent is stopping
+PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split")  # imported as a worker starts, outside any deadline
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,9 @@ class Parsers:
         self.workers = run.workers if run.workers is not None else default_workers()
         self.memory_mib, self.limits = run.worker_memory, limits
         self.pool = (
-            WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle) if self.workers else None
+            WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle, preload=PRELOAD)
+            if self.workers
+            else None
         )
 
     @classmethod

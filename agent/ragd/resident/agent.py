@@ -67,7 +67,7 @@ class Agent:
         self.changes = ChangeLog()
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
-        self.embed = LazyEmbedQueue(config.embedding)
+        self.embed = LazyEmbedQueue(config.embedding, run=config.run)
         self.scheduler = Scheduler(self._job, self._job_done, config.run.jobs)
         self.watcher = Watcher(self.ignore, self.on_watch_event)
         self.last_event = 0.0
@@ -112,8 +112,7 @@ class Agent:
         return SearchService(index, self._embed_query, self.roots)
 
     def _embed_query(self, text: str) -> np.ndarray:
-        vectors: np.ndarray = self.embed.submit([text], priority=True).result()
-        return vectors[0]
+        return self.embed.query(text)
 
     def resolve_roots(self) -> list[Path]:
         overlay = rootstate.load(self.data_dir)

@@ -122,7 +122,7 @@ def run_once(
     tracker = Tracker()
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
-    queue = LazyEmbedQueue(config.embedding)
+    queue = LazyEmbedQueue(config.embedding, run=config.run)
     parsers = Parsers(config.run, config.limits)
     cache = StatCache.load(data_dir(config))
     try:

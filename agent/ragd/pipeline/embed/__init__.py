@@ -14,15 +14,23 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ...config import EmbeddingConfig
+from ...config import EmbeddingConfig, RunConfig
+from ..pool import WorkerPool, default_workers
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
 
 __all__ = ["EmbedQueue", "EmbedStats", "Embedder", "LazyEmbedQueue", "make_embedder"]
 
 
-def make_embedder(cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None) -> Embedder:
-    """The embedder `cfg` describes. No model is loaded and no request is made until the first batch."""
+def make_embedder(
+    cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None, pool: WorkerPool | None = None
+) -> Embedder:
+    """The embedder `cfg` describes (the bundled model in `pool`'s workers, when given). No model is loaded and no
+    request is made until the first batch."""
+    if cfg.provider == "local" and pool is not None:
+        from .pooled import PooledLocalEmbedder
+
+        return PooledLocalEmbedder(pool, threads=cfg.threads)
     if cfg.provider == "local":
         from .local import LocalEmbedder
 
@@ -36,13 +44,27 @@ def make_embedder(cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None
 
 class LazyEmbedQueue:
     """An `EmbedQueue` over the configured embedder, built on first use (so a run with nothing to embed never
-    imports the openai client or loads the local model)."""
+    imports the openai client or loads the local model).
 
-    def __init__(self, cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None) -> None:
+    Given `run` (the agent, `ragd run --once`), the bundled model embeds documents in `run.workers` worker
+    processes (pooled.py), and `query()` embeds a search's question with a copy of the model in this process
+    (loaded with the first question): a question never waits behind the documents' batches."""
+
+    def __init__(
+        self, cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None, run: RunConfig | None = None
+    ) -> None:
         self.cfg = cfg
         self._environ = environ
+        workers = (run.workers if run.workers is not None else default_workers()) if run is not None else 0
+        self._pool = (
+            WorkerPool("embed", workers, run.worker_memory, run.worker_idle)
+            if run is not None and workers and cfg.provider == "local"
+            else None
+        )
         self._queue: EmbedQueue | None = None
+        self._query_model: Embedder | None = None
         self._lock = threading.Lock()
+        self._query_lock = threading.Lock()
         self._closed = False
 
     def _get(self) -> EmbedQueue:
@@ -50,16 +72,32 @@ class LazyEmbedQueue:
             if self._closed:
                 raise shut_down_error()
             if self._queue is None:
-                workers = 1 if self.cfg.provider == "local" else self.cfg.concurrency
-                self._queue = EmbedQueue(make_embedder(self.cfg, self._environ), self.cfg.batch_size, workers)
+                if self._pool is not None:
+                    workers = self._pool.workers
+                else:
+                    workers = 1 if self.cfg.provider == "local" else self.cfg.concurrency
+                embedder = make_embedder(self.cfg, self._environ, self._pool)
+                self._queue = EmbedQueue(embedder, self.cfg.batch_size, workers)
             return self._queue
 
     def submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
         return self._get().submit(texts, priority=priority)
 
+    def query(self, text: str) -> np.ndarray:
+        """The vector of one search question (1-d)."""
+        if self._pool is None:
+            return np.asarray(self.submit([text], priority=True).result()[0])
+        if self._closed:
+            raise shut_down_error()
+        with self._query_lock:  # the first question loads the model (about 1.5 s); the others wait for it
+            if self._query_model is None:
+                self._query_model = make_embedder(self.cfg, self._environ)
+            model = self._query_model
+        return np.asarray(model.embed([text])[0])
+
     @property
     def loaded(self) -> bool:
-        return self._queue is not None
+        return self._queue is not None or self._query_model is not None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.submit(texts).result()

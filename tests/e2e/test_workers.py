@@ -1,0 +1,110 @@
+"""The real `ragd run` parses in worker processes: the converters never load into the agent, a file past its
+deadline fails alone, idle workers exit, and none outlives a killed agent."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.agent import AgentProcess, ragctl_json
+from tests.e2e.conftest import FAST_WATCH, api_config_text
+from tests.support import docgen
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
+from tests.unit.test_workers import big_text, workers_of
+
+HEAVY = (
+    "pdfium",
+    "onnxruntime",
+)  # pypdfium2's library, and magika's model runtime (markitdown's file typing)
+
+
+def mapped(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def write_config(
+    tmp_path: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, limits: str = ""
+) -> None:
+    cfg = tmp_path / "ragd.toml"
+    cfg.write_text(api_config_text(server, watch=FAST_WATCH) + f"\n[limits]\nmax_text_chars = 100000000\n{limits}"
+                   + "\n[run]\nworkers = 2\nworker_idle = 1.0\n")  # fmt: skip
+    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
+
+
+@pytest.fixture
+def agent_env(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_config(tmp_path, fake_openai_server, monkeypatch)
+    root = tmp_path / "kb"
+    root.mkdir()
+    docgen.make_pdf(root / "manual.pdf", ["Page one of the manual: pdfworkertoken."])
+    docgen.make_docx(root / "notes.docx", paragraphs=["The docx says docxworkertoken."])
+    docgen.make_html(root / "page.html", "Page", "<p>The page says htmlworkertoken.</p>")
+    return root
+
+
+def test_the_agent_parses_in_workers_that_exit_when_idle(tmp_path: Path, agent_env: Path) -> None:
+    agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        for token, name in [("pdfworkertoken", "manual.pdf"), ("docxworkertoken", "notes.docx"),
+                            ("htmlworkertoken", "page.html")]:  # fmt: skip
+            hits = ragctl_json("search", token, "--mode", "keyword")["results"]
+            assert [Path(h["path"]).name for h in hits] == [name], hits
+        maps = mapped(agent.pid)
+        assert not [lib for lib in HEAVY if lib in maps], "a converter's library is loaded in the agent"
+        poll(lambda: not workers_of(agent.pid), timeout=60, what="the idle workers to exit")
+        (agent_env / "late.md").write_text("# Late\n\nlateworkertoken arrives after the workers left.\n")
+        poll(lambda: ragctl_json("search", "lateworkertoken", "--mode", "keyword")["results"], timeout=60,
+             what="the late file to be searchable")  # fmt: skip
+    finally:
+        agent.stop()
+    assert "Traceback" not in agent.log()
+
+
+def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> None:
+    for i in range(40):  # enough files that workers are busy when the agent is killed
+        (agent_env / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
+    agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
+    try:
+        agent.wait_ready()
+        workers = poll(lambda: workers_of(agent.pid), timeout=60, what="the agent's workers to start")
+    finally:
+        agent.signal(signal.SIGKILL)
+        agent.kill()
+    poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
+
+
+def test_a_file_past_its_deadline_fails_alone_while_the_agent_goes_on(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(
+        tmp_path, fake_openai_server, monkeypatch, "parse_timeout = 0.3\n"
+    )  # text files only: no import
+    root = tmp_path / "kb"
+    root.mkdir()
+    big_text(root / "huge.txt", lines=1_200_000)  # seconds to split, against a deadline of 0.3 s
+    (root / "fine.md").write_text("# Fine\n\nfineworkertoken is indexed.\n")
+    agent = AgentProcess(tmp_path / "agent.log", str(root))
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        failures = ragctl_json("status")["roots"][0]["failures"]
+        assert [Path(f["path"]).name for f in failures] == ["huge.txt"], failures
+        assert failures[0]["reason"].startswith("timed out after 0.3 s")
+        hits = ragctl_json("search", "fineworkertoken", "--mode", "keyword")["results"]
+        assert [Path(h["path"]).name for h in hits] == ["fine.md"]
+    finally:
+        agent.stop()
