@@ -1,12 +1,15 @@
 """The pipeline workers (issue 14): a full index with the bundled model, in the agent's process and in workers.
 
-    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600]
+    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent]
 
 1. `ragd run --once` on a fresh copy of CORPUS, once per `run.workers` value (0: parse, split and embed in the agent's
    process, as before workers; N: in N worker processes), each in its own data dir: wall time, chunks/s, the peak
    RSS of the ragd process itself, and the peak of the sum over ragd and its workers (sampled every 0.2 s).
 2. The bundled model alone on a sample of the chunks the last run embedded (read back from its sidecars): chunks/s
    in one process, and in two processes side by side (combined): what the pipeline can reach on this machine.
+3. With `--agent`: the resident agent (`ragd run`, the bundled model) on a copy of CORPUS, per `run.workers`
+   value: its RSS once idle after indexing, then after 20 searches (the question model loaded), and the time of
+   the first search.
 
 CORPUS is any folder of documents; the figures in docs/benchmarks.md use the development set
 (`python -m bench.devset.build DIR`: 923 files, about 10,700 chunks). Prints figures; asserts nothing.
@@ -115,6 +118,28 @@ def sample_texts(tree: Path, n: int, out: Path) -> None:
     out.write_text(json.dumps(texts[::step][:n]))
 
 
+def agent_rss(source: Path, base: Path, workers: int) -> str:
+    """The resident agent's RSS after indexing a copy of `source`, then after searches."""
+    from bench.bench_agent import Agent
+
+    corpus = base / "corpus"
+    shutil.copytree(source, corpus, ignore=shutil.ignore_patterns(".rag"))
+    agent = Agent(base, corpus, f"[run]\nworkers = {workers}\n")
+    try:
+        agent.wait()
+        time.sleep(2)  # the last batches' memory handed back
+        idle = agent.rss_mib()
+        t0 = time.perf_counter()
+        agent.call("search", {"query": "如何查看磁盘空间 disk usage"})
+        first = time.perf_counter() - t0
+        for q in ["文件权限", "network interface", "压缩文件 tar", "定时任务 cron"] * 5:
+            agent.call("search", {"query": q})
+        return (f"agent, run.workers = {workers}: RSS {idle:.0f} MiB idle after indexing, {agent.rss_mib():.0f} MiB "
+                f"after 21 searches; first search {first * 1000:.0f} ms")  # fmt: skip
+    finally:
+        agent.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus", type=Path)
@@ -122,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model-chunks", type=int, default=600, help="texts for the model-alone figure (0: skip)"
     )
+    ap.add_argument("--agent", action="store_true", help="also the resident agent's RSS (part 3)")
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
@@ -137,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             one, two = model_alone(texts, 1), model_alone(texts, 2)
             print(f"model alone, {args.model_chunks} of those chunks: {one:.1f} chunks/s in one process; "
                   f"{two:.1f} chunks/s in two side by side")  # fmt: skip
+        for w in (int(x) for x in args.workers.split(",")) if args.agent else ():
+            print(agent_rss(args.corpus, Path(tmp) / f"agent{w}", w))
     return 0
 
 
