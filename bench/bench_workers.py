@@ -1,6 +1,6 @@
 """The pipeline workers (issue 14): a full index with the bundled model, in the agent's process and in workers.
 
-    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent]
+    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent] [--edits N]
 
 1. `ragd run --once` on a fresh copy of CORPUS, once per `run.workers` value (0: parse, split and embed in the agent's
    process, as before workers; N: in N worker processes), each in its own data dir: wall time, chunks/s, the peak
@@ -10,6 +10,8 @@
 3. With `--agent`: the resident agent (`ragd run`, the bundled model) on a copy of CORPUS, per `run.workers`
    value: its RSS once idle after indexing, then after 20 searches (the question model loaded), and the time of
    the first search.
+4. With `--edits N`: the agent (defaults) indexing a copy of CORPUS from nothing; 20 s in, N edits one after the
+   other (a new file in a folder it knows), each timed until keyword search finds it: p50, p95, max.
 
 CORPUS is any folder of documents; the figures in docs/benchmarks.md use the development set
 (`python -m bench.devset.build DIR`: 923 files, about 10,700 chunks). Prints figures; asserts nothing.
@@ -57,7 +59,7 @@ def tree_rss_mib(pid: int) -> float:
 def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
     """`ragd run --once` over a fresh copy of `source` (the sidecars go beside the documents)."""
     corpus = base / "corpus"
-    shutil.copytree(source, corpus, ignore=shutil.ignore_patterns(".rag"))
+    shutil.copytree(source, corpus, symlinks=True, ignore=shutil.ignore_patterns(".rag"))
     env = env_for(base, f"[run]\nworkers = {workers}\n")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "ragd", "-q", "run", "--once", "--json", str(corpus)], env=env,
@@ -123,7 +125,7 @@ def agent_rss(source: Path, base: Path, workers: int) -> str:
     from bench.bench_agent import Agent
 
     corpus = base / "corpus"
-    shutil.copytree(source, corpus, ignore=shutil.ignore_patterns(".rag"))
+    shutil.copytree(source, corpus, symlinks=True, ignore=shutil.ignore_patterns(".rag"))
     agent = Agent(base, corpus, f"[run]\nworkers = {workers}\n")
     try:
         agent.wait()
@@ -140,6 +142,36 @@ def agent_rss(source: Path, base: Path, workers: int) -> str:
         agent.stop()
 
 
+def busy_edits(source: Path, base: Path, edits: int) -> str:
+    """Edit → searchable while the agent indexes a copy of `source` from nothing: each edit a new file in a folder
+    indexed already, timed until keyword search over the control socket finds it."""
+    from bench.bench_agent import Agent
+
+    corpus = base / "corpus"
+    shutil.copytree(source, corpus, symlinks=True, ignore=shutil.ignore_patterns(".rag"))
+    notes = corpus / "notes"
+    notes.mkdir()
+    agent = Agent(base, corpus, None)
+    times = []
+    try:
+        time.sleep(20)  # well into the initial index (and the notes folder known)
+        for i in range(edits):
+            token = f"okapi{i}edit"
+            (notes / f"n{i}.md").write_text(f"# Note {i}\n\n{token} is here.\n")
+            t0 = time.perf_counter()
+            while not agent.call("search", {"query": token, "mode": "keyword"})["results"]:
+                time.sleep(0.01)
+            times.append(time.perf_counter() - t0)
+            time.sleep(1)
+        backlog = agent.call("status")["embedder"]["queued"]
+    finally:
+        agent.stop()
+    times.sort()
+    p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+    return (f"edit -> searchable during the initial index ({edits} edits): p50 {times[len(times) // 2]:.2f} s, "
+            f"p95 {p95:.2f} s, max {times[-1]:.2f} s; {backlog} texts still queued for the embedder")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus", type=Path)
@@ -148,11 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         "--model-chunks", type=int, default=600, help="texts for the model-alone figure (0: skip)"
     )
     ap.add_argument("--agent", action="store_true", help="also the resident agent's RSS (part 3)")
+    ap.add_argument(
+        "--edits", type=int, default=0, help="edits timed during the agent's initial index (part 4)"
+    )
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="ragd-bench-workers-") as tmp:
-        for w in (int(x) for x in args.workers.split(",")):
+        for w in (int(x) for x in args.workers.split(",") if x):
             r = run_once(args.corpus, Path(tmp) / f"w{w}", w)
             print(f"run --once, run.workers = {w}: {r['files']:.0f} files, {r['chunks']:.0f} chunks in "
                   f"{r['wall']:.1f} s -> {r['chunks'] / r['wall']:.1f} chunks/s; peak RSS of ragd "
@@ -163,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             one, two = model_alone(texts, 1), model_alone(texts, 2)
             print(f"model alone, {args.model_chunks} of those chunks: {one:.1f} chunks/s in one process; "
                   f"{two:.1f} chunks/s in two side by side")  # fmt: skip
-        for w in (int(x) for x in args.workers.split(",")) if args.agent else ():
+        for w in (int(x) for x in args.workers.split(",") if x) if args.agent else ():
             print(agent_rss(args.corpus, Path(tmp) / f"agent{w}", w))
+        if args.edits:
+            print(busy_edits(args.corpus, Path(tmp) / "edits", args.edits))
     return 0
 
 

@@ -137,3 +137,32 @@ def test_wait_idle_waits_for_every_job_and_for_those_queued_by_a_finished_one() 
     s.enqueue([Path("/r/c")])
     assert not s.wait_idle(timeout=0.05)  # paused with work queued: not idle
     assert s.close(1.0)
+
+
+def test_a_changed_directory_runs_beside_full_slots_and_says_so() -> None:
+    """Every slot busy with the initial index: a directory where a change was seen (express) starts at once in the
+    slot of its own, ahead of urgent and background work; an urgent one waits for a slot. Its job knows it is
+    express (its texts then jump the embed queue); a rerun of it after a change stays express."""
+    jobs = Jobs()
+    busy, edited, sub, later = Path("/r/busy"), Path("/r/edited"), Path("/r/sub"), Path("/r/later")
+    for d in (busy, edited):
+        jobs.gates[d] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=1)
+    seen: dict[Path, bool] = {}
+    s.enqueue([busy], urgent=False)
+    _poll(lambda: jobs.started == [busy])
+    s.enqueue([later], urgent=False)
+    s.enqueue([sub], urgent=True)
+    s.enqueue([edited], express=True)
+    _poll(lambda: jobs.started == [busy, edited])
+    seen[busy], seen[edited] = s.express(busy), s.express(edited)
+    assert seen == {busy: False, edited: True}
+    s.enqueue([edited], express=True)  # changed again while its job runs: one more express run after it
+    assert s.counts() == (3, 2)
+    jobs.gates[edited].set()
+    _poll(lambda: jobs.started.count(edited) == 2)
+    assert sub not in jobs.started  # the one regular slot is still busy
+    jobs.gates[busy].set()
+    _poll(lambda: len(jobs.done) == 5)
+    assert jobs.started == [busy, edited, edited, sub, later]
+    assert not s.express(edited) and s.close(1.0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,6 +39,7 @@ __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 log = logging.getLogger(__name__)
 
 FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
+PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
 
 
 @dataclass(frozen=True)
@@ -250,23 +252,28 @@ class _ReusePool:
 
 
 def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
-    """Rounds of files: each round's files all go to the parse workers, then each is prepared as its chunks come
-    back (its texts join the shared embed queue), and only then is the round before finished: the embedder
-    always has the next round's texts while the last round's vectors are awaited."""
+    """Rounds of files: each file is prepared as its chunks come back from the parse workers (at most
+    `PARSE_AHEAD` of the job's files wait there, so that a changed directory's files never queue behind a whole
+    round of another's), its texts joining the shared embed queue; only then is the round before finished, so the
+    embedder always has the next round's texts while the last round's vectors are awaited."""
     reuse = _ReusePool(ctx, directory, plan)
     outcomes: list[FileOutcome] = []
     embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
     for start in range(0, len(plan.work), FILES_PER_ROUND):
-        parsing = []
-        for name, change in plan.work[start : start + FILES_PER_ROUND]:
-            task = FileTask(ctx, directory, name, change, plan.entry(directory, name))
-            out = task.guard(task.begin)
-            if out is None:
-                parsing.append(task)
-            else:
-                outcomes.append(out)
+        todo = iter(plan.work[start : start + FILES_PER_ROUND])
+        parsing: deque[FileTask] = deque()
         waiting = []
-        for task in parsing:
+        while True:
+            while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
+                task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]))
+                out = task.guard(task.begin)
+                if out is None:
+                    parsing.append(task)
+                else:
+                    outcomes.append(out)
+            if not parsing:
+                break
+            task = parsing.popleft()
             out = task.guard(partial(task.prepare, reuse.lookup))
             if out is None:
                 waiting.append(task)

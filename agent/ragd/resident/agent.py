@@ -201,7 +201,7 @@ class Agent:
             if self.state in ("stopping", "stopped"):
                 return
             if due:
-                self.scheduler.enqueue(due, urgent=True)
+                self.scheduler.enqueue(due, express=True)
 
     def rescan(self, roots: list[Path], phase: str = "rescan", *, urgent: bool = False) -> None:
         """Walk the roots (stat only) in a thread and queue a job for every directory."""
@@ -255,14 +255,17 @@ class Agent:
             forced = directory in self._forced
             self._forced.discard(directory)
         self._job_dir.path = directory
+        self._job_dir.express = self.scheduler.express(directory)
         try:
             return run_directory(self._job_context(forced), directory)
         finally:
             self._job_dir.path = None
+            self._job_dir.express = False
 
     def _submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
-        """The embed queue's submit, counting the files of each directory that wait for their vectors."""
-        fut = self.embed.submit(texts)
+        """The embed queue's submit, counting the files of each directory that wait for their vectors. The texts of
+        a job started for a change seen in its directory go to the head of the queue."""
+        fut = self.embed.submit(texts, priority=getattr(self._job_dir, "express", False))
         directory = getattr(self._job_dir, "path", None)
         if directory is not None:
             with self._lock:

@@ -1,8 +1,11 @@
 """The scheduler: runs directory jobs in parallel, at most one per directory (DESIGN §5).
 
-Directories arrive from the debouncer (urgent: something changed there) or from a rescan (background: every
-directory of a root). Urgent ones go first, so an edit is picked up promptly even during the initial indexing. A
-directory that gets dirty again while its job runs is run once more after it. Timed retries (files whose
+Directories arrive from the debouncer (express: a change was seen there), from the directory jobs and the verbs
+(urgent: new subdirectories, a forced run) or from a rescan (background: every directory of a root). Express ones
+go first, then urgent ones: an edit is picked up promptly even during the initial indexing. An express directory
+also has a slot of its own (`EXPRESS_SLOTS`, beside `jobs`): it never waits for a long job of the initial index
+to end, and `express(directory)` tells its job to put its texts at the head of the embed queue. A directory that
+gets dirty again while its job runs is run once more after it (express again, when it was dirtied by a change). Timed retries (files whose
 embedding failed, directories whose job failed) are kept in a heap and released when due.
 
 The resident agent feeds it for as long as it runs; `ragd run --once` queues every directory of its roots once and
@@ -25,6 +28,7 @@ from ..pipeline.dirjob import DirResult
 
 log = logging.getLogger(__name__)
 
+EXPRESS_SLOTS = 1  # jobs of express directories that may run beyond `jobs`
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
 
@@ -34,29 +38,34 @@ class Scheduler:
         self._run_job = run_job
         self._on_done = on_done
         self._jobs = jobs
-        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="dirjob")
+        self._pool = ThreadPoolExecutor(max_workers=jobs + EXPRESS_SLOTS, thread_name_prefix="dirjob")
         self._cond = threading.Condition()
         # insertion-ordered sets; an OrderedDict takes its first key in O(1) (a dict rescans what was taken before)
+        self._express: OrderedDict[Path, None] = OrderedDict()
         self._urgent: OrderedDict[Path, None] = OrderedDict()
         self._background: OrderedDict[Path, None] = OrderedDict()
-        self._running: set[Path] = set()
-        self._rerun: set[Path] = set()
+        self._running: dict[Path, bool] = {}  # running directory -> taken as express
+        self._rerun: dict[Path, bool] = {}  # to run again after its job -> as express
         self._timers: list[tuple[float, Path]] = []
         self._paused = False
         self._closed = False
 
     # -- input ------------------------------------------------------------------------------------------------
-    def enqueue(self, dirs: Iterable[Path], *, urgent: bool = True) -> int:
+    def enqueue(self, dirs: Iterable[Path], *, urgent: bool = True, express: bool = False) -> int:
         n = 0
         with self._cond:
             for d in dirs:
                 n += 1
                 if d in self._running:
-                    self._rerun.add(d)
-                elif urgent:
+                    self._rerun[d] = self._rerun.get(d, False) or express
+                elif express:
+                    self._background.pop(d, None)
+                    self._urgent.pop(d, None)
+                    self._express[d] = None
+                elif urgent and d not in self._express:
                     self._background.pop(d, None)
                     self._urgent[d] = None
-                elif d not in self._urgent:
+                elif d not in self._urgent and d not in self._express:
                     self._background[d] = None
             self._dispatch()
         return n
@@ -86,10 +95,10 @@ class Scheduler:
             return dropped(d, top, keep)
 
         with self._cond:
-            for queue in (self._urgent, self._background):
+            for queue in (self._express, self._urgent, self._background):
                 for d in [d for d in queue if gone(d)]:
                     del queue[d]
-            self._rerun = {d for d in self._rerun if not gone(d)}
+            self._rerun = {d: e for d, e in self._rerun.items() if not gone(d)}
             self._timers = [(t, d) for t, d in self._timers if not gone(d)]
             heapq.heapify(self._timers)
 
@@ -113,33 +122,46 @@ class Scheduler:
 
     def _idle(self) -> bool:
         """Nothing queued, running or due to run again (timed retries do not count; caller holds the condition)."""
-        return not (self._urgent or self._background or self._running or self._rerun)
+        return not (self._express or self._urgent or self._background or self._running or self._rerun)
 
     def has(self, directory: Path) -> bool:
         """A job of `directory` is queued or running (timed retries do not count)."""
         with self._cond:
-            return any(directory in q for q in (self._urgent, self._background, self._running, self._rerun))
+            queues = (self._express, self._urgent, self._background, self._running, self._rerun)
+            return any(directory in q for q in queues)
 
     def counts_under(self, top: Path) -> tuple[int, int]:
         """(pending, running) directory jobs under `top`."""
         with self._cond:
-            pending = sum(1 for q in (self._urgent, self._background) for d in q if is_under(d, top))
+            queues = (self._express, self._urgent, self._background)
+            pending = sum(1 for q in queues for d in q if is_under(d, top))
             pending += sum(1 for d in self._rerun if is_under(d, top))
             return pending, sum(1 for d in self._running if is_under(d, top))
 
     def counts(self) -> tuple[int, int]:
         with self._cond:
-            return len(self._urgent) + len(self._background) + len(self._rerun), len(self._running)
+            queued = len(self._express) + len(self._urgent) + len(self._background) + len(self._rerun)
+            return queued, len(self._running)
+
+    def express(self, directory: Path) -> bool:
+        """Whether the running job of `directory` was started for a change seen there."""
+        with self._cond:
+            return self._running.get(directory, False)
 
     # -- running ----------------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
-        """Start jobs while there is room (caller holds the condition)."""
-        while not self._paused and not self._closed and len(self._running) < self._jobs:
-            queue = self._urgent if self._urgent else self._background
-            if not queue:
+        """Start jobs while there is room (caller holds the condition): `jobs` slots for any directory, and
+        `EXPRESS_SLOTS` more for express ones."""
+        while not self._paused and not self._closed:
+            room = len(self._running) < self._jobs
+            if self._express and (room or len(self._running) < self._jobs + EXPRESS_SLOTS):
+                queue = self._express
+            elif room and (self._urgent or self._background):
+                queue = self._urgent if self._urgent else self._background
+            else:
                 return
             directory, _ = queue.popitem(last=False)
-            self._running.add(directory)
+            self._running[directory] = queue is self._express
             fut = self._pool.submit(self._run_job, directory)
             fut.add_done_callback(lambda f, d=directory: self._finished(d, f))  # type: ignore[misc]
 
@@ -151,10 +173,9 @@ class Scheduler:
         except Exception:  # the scheduler's loop boundary: a bug in a result handler must not stall the queue
             log.exception("internal error while recording the job of %s", directory)
         with self._cond:
-            self._running.discard(directory)
+            self._running.pop(directory, None)
             if directory in self._rerun:
-                self._rerun.discard(directory)
-                self._urgent[directory] = None
+                (self._express if self._rerun.pop(directory) else self._urgent)[directory] = None
             self._dispatch()
             self._cond.notify_all()
 
