@@ -22,7 +22,8 @@ Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file
 (e.g. a scanned PDF), text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
 `ParseError` for encrypted, corrupt or binary-junk files and converter failures. OSError reading the file
 (vanished, unreadable) propagates to the caller. Heavy libraries are imported on first use only.
-Only .doc/.ppt honour `limits.parse_timeout`; the in-process converters cannot be interrupted.
+Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
+the agent runs this stage in worker processes (pipeline/workers.py), which enforce it for every file.
 """
 
 from __future__ import annotations
