@@ -5,6 +5,11 @@ Domain code raises these; each boundary (CLI, control server, MCP, per-file job)
 
 from __future__ import annotations
 
+SHUTDOWN = (
+    "shutdown"  # the code of the error a caller gets when a stage (the embedder, the parse workers) is closed
+)
+# under it: the agent is stopping, and the file is redone at the next start
+
 
 class RagdError(Exception):
     """Base of every error ragd reports to a person or a client."""

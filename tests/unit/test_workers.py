@@ -97,7 +97,7 @@ def test_the_parsers_verdicts_cross_the_process_boundary_whole(
     assert skipped.value.message == "empty file (0 bytes)" and skipped.value.code == "skipped"
     with pytest.raises(ParseError) as corrupt:
         p.start(docgen.make_corrupt_pdf(tmp_path / "bad.pdf"), SPLIT).result()
-    in_thread = Parsers.in_thread(BIG_LIMITS)
+    in_thread = Parsers(RunConfig(workers=0), BIG_LIMITS)
     with pytest.raises(ParseError) as same:
         in_thread.start(tmp_path / "bad.pdf", SPLIT).result()
     assert corrupt.value.to_dict() == same.value.to_dict() and corrupt.value.hint

@@ -30,16 +30,15 @@ import numpy as np
 
 from .. import modes
 from ..config import Config
-from ..errors import EmbedError, FileSkipped, ParseError, RagdError, StorageError
+from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from ..model import Chunk, EmbeddingIdentity
-from . import sidecar, workers
-from .embed.base import SHUTDOWN
+from . import sidecar
 from .parse import SUPPORTED_EXTENSIONS
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .statcache import StatCache
 from .structure import SPLIT_REVISION
-from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending
+from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending, parse_here
 
 WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may parse another time
 
@@ -158,8 +157,11 @@ class FileTask:
         assert self.st is not None
         self._precheck()
         self.source = source_info(self.name, self.st, md5_file(self.path))
-        parsers = self.ctx.parsers or Parsers.in_thread(self.ctx.config.limits)
-        self.parsing = parsers.start(self.path, self.ctx.identity.splitter)
+        splitter, parsers = self.ctx.identity.splitter, self.ctx.parsers
+        if parsers is None:
+            self.parsing = parse_here(self.path, self.ctx.config.limits, splitter)
+        else:
+            self.parsing = parsers.start(self.path, splitter)
 
     def _chunks(self) -> None:
         assert self.parsing is not None
@@ -175,7 +177,7 @@ class FileTask:
         except FileSkipped as err:
             return self.skipped(err, md5=self.source.md5_hash if self.source else "")
         except ParseError as err:
-            if err.code == workers.SHUTDOWN:  # the agent stopped the parsers under the file
+            if err.code == SHUTDOWN:  # the agent stopped the parsers under the file
                 return FileOutcome(self.name, ABANDONED, reason=err.message)
             return self.failed(err)
         except FileNotFoundError:

@@ -154,8 +154,10 @@ def worker_death(err: BaseException) -> str | None:
     return None
 
 
-def default_workers() -> int:
-    """One worker per core this process may run on."""
+def worker_count(workers: int | None) -> int:
+    """`run.workers` resolved: as given, or (None) one worker per core this process may run on."""
+    if workers is not None:
+        return workers
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux

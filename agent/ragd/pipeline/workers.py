@@ -28,15 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import LimitsConfig, RunConfig
-from ..errors import ParseError, RagdError
+from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, SplitterSettings
-from .pool import WorkerPool, default_workers, worker_death
+from .pool import WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)
 
 GRACE_S = 2.0  # at most this long past limits.parse_timeout before a worker is stopped
 TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a worker's failures
-SHUTDOWN = "shutdown"  # the pool was stopped under the file: the agent is stopping
 PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split")  # imported as a worker starts, outside any deadline
 
 
@@ -92,7 +91,7 @@ class Parsers:
     """The parse front: a worker pool, or the calling thread (`run.workers = 0`)."""
 
     def __init__(self, run: RunConfig, limits: LimitsConfig) -> None:
-        self.workers = run.workers if run.workers is not None else default_workers()
+        self.workers = worker_count(run.workers)
         self.memory_mib, self.limits = run.worker_memory, limits
         self.pool = (
             WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle, preload=PRELOAD)
@@ -100,16 +99,11 @@ class Parsers:
             else None
         )
 
-    @classmethod
-    def in_thread(cls, limits: LimitsConfig) -> Parsers:
-        """Parsers with no workers: every file is parsed in the calling thread."""
-        return cls(RunConfig(workers=0), limits)
-
     def start(self, path: Path, splitter: SplitterSettings) -> Pending:
         """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`."""
         timeout = self.limits.parse_timeout
         if self.pool is None:
-            return _done(path, self.limits, splitter, timeout, self.memory_mib)
+            return parse_here(path, self.limits, splitter)
         future = self.pool.submit(parse_and_split, (path, self.limits, splitter),
                                   timeout=timeout + min(GRACE_S, timeout / 4))  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
@@ -127,12 +121,11 @@ class Parsers:
             self.pool.close()
 
 
-def _done(
-    path: Path, limits: LimitsConfig, splitter: SplitterSettings, timeout: float, memory: int
-) -> Pending:
+def parse_here(path: Path, limits: LimitsConfig, splitter: SplitterSettings) -> Pending:
+    """`path` parsed now, in the calling thread; its verdict waits in `Pending` as a worker's would."""
     future: Future[Parsed] = Future()
     try:
         future.set_result(parse_and_split(path, limits, splitter))
     except Exception as err:  # delivered by result(), where a worker's would be
         future.set_exception(err)
-    return Pending(future, path, timeout, memory)
+    return Pending(future, path, limits.parse_timeout, 0)

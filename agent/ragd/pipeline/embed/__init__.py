@@ -15,7 +15,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from ...config import EmbeddingConfig, RunConfig
-from ..pool import WorkerPool, default_workers
+from ..pool import WorkerPool, worker_count
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
 
@@ -55,7 +55,7 @@ class LazyEmbedQueue:
     ) -> None:
         self.cfg = cfg
         self._environ = environ
-        workers = (run.workers if run.workers is not None else default_workers()) if run is not None else 0
+        workers = worker_count(run.workers) if run is not None else 0
         self._pool = (
             WorkerPool("embed", workers, run.worker_memory, run.worker_idle)
             if run is not None and workers and cfg.provider == "local"

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ...errors import EmbedError
+from ...errors import SHUTDOWN, EmbedError
 from ...model import NOT_FINITE, ZERO, vector_problem
 
 
@@ -30,9 +30,6 @@ class Embedder(Protocol):
 
 
 _SECRETISH = re.compile(r"\b(sk-[A-Za-z0-9_\-]{3})[A-Za-z0-9_\-]{6,}")
-
-
-SHUTDOWN = "shutdown"  # the code of the error a caller gets when the embedder is closed under it
 
 
 def shut_down_error() -> EmbedError:

@@ -49,8 +49,8 @@ class PooledLocalEmbedder:
         future = self.pool.submit(embed_in_worker, (list(texts), self.threads, self.max_chars))
         try:
             vectors = future.result()
-        except (EmbedError, CancelledError) as err:
-            raise shut_down_error() if isinstance(err, CancelledError) else err from None
+        except CancelledError:
+            raise shut_down_error() from None
         except MemoryError:
             raise EmbedError(f"{self.source} needed more than run.worker_memory ({self.pool.memory_mib} MiB) "
                              f"for a batch of {len(texts)} texts",
