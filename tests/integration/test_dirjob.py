@@ -350,16 +350,18 @@ def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
     directory is indexed, and the file is FAILED with the reason and a retry time."""
     root = tmp_path / "kb"
     root.mkdir()
-    (root / "big.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 400_000)
+    (root / "big.txt").write_text(
+        "the quick brown fox jumps over the lazy dog\n" * 1_200_000
+    )  # seconds to split
     (root / "good.md").write_text("# Good\n\n" + PARA.format(n=1))
     (root / "also.md").write_text("# Also\n\n" + PARA.format(n=2))
     cfg = api_config(fake_openai_server, [root])
-    limits = LimitsConfig(parse_timeout=0.5, max_text_chars=100_000_000)
+    limits = LimitsConfig(parse_timeout=0.3, max_text_chars=100_000_000)
     cfg = cfg.model_copy(update={"limits": limits, "run": RunConfig(workers=2)})
     summary = run(cfg)
     assert summary.embedded == 2 and [p.name for p, _ in summary.failed] == ["big.txt"]
     big = entry(root, "big.txt")
     assert big.status == FAILED and big.error is not None
-    assert big.error["code"] == "timeout" and big.error["message"].startswith("timed out after 0.5 s")
+    assert big.error["code"] == "timeout" and big.error["message"].startswith("timed out after 0.3 s")
     assert big.error["retry_at"] and big.error["attempts"] == 1
     assert entry(root, "good.md").status == EMBEDDED and entry(root, "also.md").status == EMBEDDED
