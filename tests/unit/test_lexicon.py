@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import marshal
+from pathlib import Path
 
 import pytest
 
-from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, parse
+from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse
 
 LINES = [
     "# CC-CEDICT-like header",
@@ -73,3 +75,33 @@ def test_without_the_dictionary_questions_are_not_translated(caplog: pytest.LogC
         assert lex.english("磁盘空间") == [] and lex.query_string("磁盘空间") is None
         assert not lex.available
     assert sum("not translated" in r.getMessage() for r in caplog.records) == 1  # said once
+
+
+def test_the_parsed_dictionary_is_kept_and_read_back_from_the_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "cedict.cache"
+    table = load(cache=cache)
+    assert table == parse() and cache.is_file()  # the first reader parses and keeps the table
+    key, kept = marshal.loads(cache.read_bytes())
+    assert kept == table
+    cache.write_bytes(marshal.dumps((key, {"磁盘": "marked"})))
+    assert load(cache=cache) == {"磁盘": "marked"}  # read back, not parsed again
+    lex = Lexicon(cache=cache)
+    assert lex.english("磁盘") == ["marked"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not marshal data", marshal.dumps(("another key", {"磁盘": "stale"})), marshal.dumps([1, 2, 3])],
+)
+def test_a_damaged_or_stale_cache_is_rebuilt(tmp_path: Path, content: bytes) -> None:
+    cache = tmp_path / "cedict.cache"
+    cache.write_bytes(content)
+    table = load(cache=cache)
+    assert table == parse() and "disk" in table["磁盘"]
+    assert marshal.loads(cache.read_bytes())[1] == table
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
+    cache = tmp_path / "missing" / "cedict.cache"  # its folder does not exist
+    assert load(cache=cache) == parse() and not cache.exists()

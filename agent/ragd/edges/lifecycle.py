@@ -31,6 +31,7 @@ from ragctl.protocol import socket_path
 from ..config import Config, load_config
 from ..errors import ConfigError
 from ..mcp.server import McpService
+from ..resident import memory
 from ..resident.agent import Agent
 from ..resident.instance import (
     InstanceLock,
@@ -102,6 +103,7 @@ class Lifecycle:
 
     # -- run ------------------------------------------------------------------------------------------------
     def run(self) -> int:
+        memory.limit_arenas()  # before the first thread
         self.install_signals()
         try:
             self.startup()
@@ -176,6 +178,7 @@ class Lifecycle:
                      f", {failed} failed (see `ragctl status`)" if failed else "")  # fmt: skip
             self._busy_since = None
             self._idle_at = now
+            memory.release()  # what indexing freed goes back to the system
 
     def _reload_logged(self) -> None:
         with contextlib.suppress(ConfigError):  # logged by reload(); the running configuration stays

