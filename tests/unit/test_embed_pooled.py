@@ -92,6 +92,9 @@ def test_a_question_is_embedded_in_this_process_while_documents_go_to_the_worker
         assert workers_of(os.getpid())
         np.testing.assert_allclose(question, documents[0], rtol=1e-5, atol=1e-6)
         assert queue.stats.texts_embedded == 1
+        many = queue.submit([f"text {i}" for i in range(40)]).result(timeout=120)
+        assert many.shape == (40, 512)
+        assert queue.stats.requests == 1 + 3  # at most POOLED_BATCH (16) texts a batch: 16 + 16 + 8
     finally:
         queue.close()
 

@@ -18,6 +18,7 @@ import pytest
 from ragd.config import LimitsConfig, RunConfig
 from ragd.errors import FileSkipped, ParseError
 from ragd.model import SplitterSettings
+from ragd.pipeline.pool import WorkerPool
 from ragd.pipeline.workers import CRASHED, MEMORY, SHUTDOWN, TIMEOUT, Parsers, parse_and_split
 from tests.support import docgen
 from tests.support.poll import poll
@@ -194,3 +195,17 @@ def test_the_memory_cap_has_a_floor_a_worker_can_start_under() -> None:
     with pytest.raises(ValueError, match="at least 256 MiB"):
         RunConfig(worker_memory=100)
     assert RunConfig(worker_memory=0).worker_memory == 0
+
+
+def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> None:
+    pool = WorkerPool("test", 1, 0, 60.0)
+    try:
+        busy = pool.submit(time.sleep, (1.0,))  # the one worker is busy for a second
+        waiting = [pool.submit(time.time, ()) for _ in range(6)]  # handed out one at a time, in order
+        urgent = pool.submit(time.time, (), first=True)  # an edited file's: next, whatever came before it
+        started = [f.result(timeout=60) for f in waiting]
+        assert busy.result(timeout=60) is None
+        assert urgent.result(timeout=60) < min(started)
+        assert started == sorted(started)
+    finally:
+        pool.close()

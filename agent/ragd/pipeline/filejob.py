@@ -65,6 +65,7 @@ class JobContext:
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
     stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
+    express: bool = False  # a change was seen in this directory: its files go to the parse workers first
 
     @cached_property
     def identity(self) -> EmbeddingIdentity:
@@ -161,7 +162,7 @@ class FileTask:
         if parsers is None:
             self.parsing = parse_here(self.path, self.ctx.config.limits, splitter)
         else:
-            self.parsing = parsers.start(self.path, splitter)
+            self.parsing = parsers.start(self.path, splitter, first=self.ctx.express)
 
     def _chunks(self) -> None:
         assert self.parsing is not None

@@ -9,7 +9,10 @@ fails only its task (`ProcessExpired`), and each worker is replaced after `MAX_T
   MemoryError (or, when a C library aborts instead, dies);
 - workers ignore SIGINT (Ctrl-C in a terminal reaches the whole process group): the agent stops them itself;
 - a task's future is ours, completed from the pool's: `close()` (which leaves some of the pool's futures
-  unresolved) ends every task under way with CancelledError all the same.
+  unresolved) ends every task under way with CancelledError all the same;
+- at most `workers` tasks are handed to the pool at a time; the others wait here, `first=True` ones (a file an edit
+  changed) ahead of the rest, so a task that jumps the queue waits for one task per worker at most, not for every
+  file the directory jobs handed out before it.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -56,23 +61,59 @@ class WorkerPool:
         self.preload = preload  # modules every worker imports as it starts
         self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
         self._lock = threading.Lock()
-        self._under_way: set[Future[Any]] = set()  # ours, for the tasks handed out and not done
+        self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
+        self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
+        self._handed = 0  # tasks in the pool's hands
         self._idle_timer: threading.Timer | None = None
         self._closed = False
         self.started = 0  # pools started (one per busy period)
 
-    def submit(self, fn: Callable[..., T], args: Sequence[object], timeout: float | None = None) -> Future[T]:
-        """`fn(*args)` in a worker, killed after `timeout` s (concurrent.futures.TimeoutError)."""
+    def submit(
+        self,
+        fn: Callable[..., T],
+        args: Sequence[object],
+        timeout: float | None = None,
+        *,
+        first: bool = False,
+    ) -> Future[T]:
+        """`fn(*args)` in a worker, killed after `timeout` s (concurrent.futures.TimeoutError); `first`: ahead of
+        the tasks waiting for a worker."""
         ours: Future[T] = Future()
         with self._lock:
             if self._closed:
                 ours.set_exception(CancelledError())
                 return ours
-            pool = self._open()
             self._under_way.add(ours)
-            theirs = pool.schedule(fn, tuple(args), timeout=timeout)
-        theirs.add_done_callback(lambda f: self._one_done(f, ours))
+            self._waiting[0 if first else 1].append(_Task(fn, tuple(args), timeout, ours))
+            handed = self._hand_out()
+        self._watch(handed)
         return ours
+
+    def _hand_out(self) -> list[tuple[Future[Any] | BaseException, Future[Any]]]:
+        """Waiting tasks to the pool while it has a free worker (under the lock): (theirs, ours) for each, or
+        (the error, ours) for a task the pool would not take."""
+        handed: list[tuple[Future[Any] | BaseException, Future[Any]]] = []
+        while self._handed < self.workers and (self._waiting[0] or self._waiting[1]):
+            task = (self._waiting[0] or self._waiting[1]).popleft()
+            try:
+                theirs = self._open().schedule(task.fn, task.args, timeout=task.timeout)
+            except (
+                Exception
+            ) as err:  # the pool would not take it (it broke): that task fails, the next may not
+                self._under_way.discard(task.ours)
+                handed.append((err, task.ours))
+                continue
+            self._handed += 1
+            handed.append((theirs, task.ours))
+        return handed
+
+    def _watch(self, handed: list[tuple[Future[Any] | BaseException, Future[Any]]]) -> None:
+        """Complete ours from theirs, outside the lock (a future runs its callbacks at once when done)."""
+        for theirs, ours in handed:
+            if isinstance(theirs, BaseException):
+                ours.set_exception(theirs)
+            else:
+                theirs.add_done_callback(lambda f, o=ours: self._one_done(f, o))  # type: ignore[misc]
 
     def _open(self) -> Any:
         if self._idle_timer is not None:
@@ -95,10 +136,13 @@ class WorkerPool:
             if ours not in self._under_way:
                 return  # the pool was closed under it: ours ended already
             self._under_way.discard(ours)
+            self._handed -= 1
+            handed = self._hand_out()
             if not self._under_way and self._pool is not None and not self._closed:
                 self._idle_timer = threading.Timer(self.idle_s, self._close_if_idle)
                 self._idle_timer.daemon = True
                 self._idle_timer.start()
+        self._watch(handed)
         if theirs.cancelled():
             ours.set_exception(CancelledError())
         elif (err := theirs.exception()) is not None:
@@ -126,6 +170,9 @@ class WorkerPool:
             self._closed = True
             pool, self._pool = self._pool, None
             under_way, self._under_way = self._under_way, set()
+            self._waiting[0].clear()
+            self._waiting[1].clear()
+            self._handed = 0
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
         for ours in under_way:
@@ -133,6 +180,14 @@ class WorkerPool:
         if pool is not None:
             pool.stop()
             pool.join()
+
+
+@dataclass
+class _Task:
+    fn: Callable[..., Any]
+    args: tuple[object, ...]
+    timeout: float | None
+    ours: Future[Any]
 
 
 def worker_death(err: BaseException) -> str | None:

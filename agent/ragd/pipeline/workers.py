@@ -99,13 +99,14 @@ class Parsers:
             else None
         )
 
-    def start(self, path: Path, splitter: SplitterSettings) -> Pending:
-        """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`."""
+    def start(self, path: Path, splitter: SplitterSettings, *, first: bool = False) -> Pending:
+        """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`. `first`: ahead
+        of the files waiting for a worker (an edited file during a big index)."""
         timeout = self.limits.parse_timeout
         if self.pool is None:
             return parse_here(path, self.limits, splitter)
         future = self.pool.submit(parse_and_split, (path, self.limits, splitter),
-                                  timeout=timeout + min(GRACE_S, timeout / 4))  # fmt: skip
+                                  timeout=timeout + min(GRACE_S, timeout / 4), first=first)  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
 
     @property

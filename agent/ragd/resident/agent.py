@@ -256,9 +256,9 @@ class Agent:
             forced = directory in self._forced
             self._forced.discard(directory)
         self._job_dir.path = directory
-        self._job_dir.express = self.scheduler.express(directory)
+        self._job_dir.express = express = self.scheduler.express(directory)
         try:
-            return run_directory(self._job_context(forced), directory)
+            return run_directory(replace(self._job_context(forced), express=express), directory)
         finally:
             self._job_dir.path = None
             self._job_dir.express = False
