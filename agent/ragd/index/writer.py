@@ -3,8 +3,9 @@
 zvec allows one writer or many readers; queries run on the control and MCP threads, every write runs here, in
 order: mushrooms as directory jobs hand them over (or the watcher finds other producers' ones), and requested
 operations (reconcile, orphan clean-up, rebuild) as callables. A mushroom that fails stays on disk and is retried
-with backoff. When the unoptimized share of the collection grows, the collection is optimized here too, while
-queries go on.
+with backoff. When the unoptimized share of the collection grows (HNSW), the collection is optimized here too,
+and when a flat collection's flushes have piled up blocks, it is compacted (rewritten as one), while queries go
+on.
 """
 
 from __future__ import annotations
@@ -175,6 +176,12 @@ class Indexer:
                 started = time.monotonic()
                 self.index.optimize()
                 log.info("index optimized in %.1f s (%d chunks)", time.monotonic() - started, self.chunks)
+            elif self.index.needs_compaction:
+                self.optimizing = True
+                started = time.monotonic()
+                folded = self.index.compact()
+                log.info("index compacted in %.1f s (%d blocks, %d chunks)", time.monotonic() - started, folded,
+                         self.chunks)  # fmt: skip
         except RagdError as err:
             log.error("index maintenance failed: %s", err)
         finally:

@@ -59,6 +59,8 @@ from .zvec_schema import (
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
+COMPACT_BLOCKS = 64  # a flat collection is compacted once its flushes have made this many blocks (~90 MB)
+COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
 
 
 @contextlib.contextmanager
@@ -182,6 +184,7 @@ class ZvecIndex:
                 "index_type": str(vector.index_param.type.name).lower() if vector else "",
                 "configured_type": self._cfg.type,
                 "segments": self.segments,
+                "blocks": self.blocks,
             }
 
     # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
@@ -283,6 +286,70 @@ class ZvecIndex:
             with _zvec_errors("optimize", self._path):
                 self._writable().optimize()
             self._written = 0
+
+    # -- compaction (flat) -------------------------------------------------------------------------------------
+    @property
+    def blocks(self) -> int:
+        """The vector index blocks on disk (zvec_open.block_count): one more at each flush that wrote documents."""
+        return zvec_open.block_count(self._path)
+
+    @property
+    def needs_compaction(self) -> bool:
+        """A flat collection whose flushes have piled up COMPACT_BLOCKS blocks (see `compact`)."""
+        return not self._read_only and self._cfg.type == "flat" and self.blocks >= COMPACT_BLOCKS
+
+    def compact(self) -> int:
+        """Rewrite the collection as one block: every document copied into a new collection beside it (a batch
+        at a time, so that searches go on between batches), flushed once, then swapped in. Returns the blocks
+        folded.
+
+        zvec 0.8 adds a vector index block to the writing segment at each flush that wrote documents, keeps every
+        block in memory (about 1.4 MB each, whatever it holds) and searches each one, and folds them only in an
+        optimize, which also seals the segment (keyword statistics are per segment: docs/zvec-notes.md). An agent
+        that flushed after every edit grew by 1.4 MB an edit and its searches slowed with it (docs/benchmarks.md,
+        issue 14). The copy is one writing segment, as a rebuild from the sidecars would be, without reading
+        them. A crash before the swap leaves the old collection in use and the copy as debris (removed at the
+        next open); one between the two renames leaves no collection, which the agent refills from the sidecars.
+        """
+        with self._write_lock:
+            folded = self.blocks
+            fresh_path = self._path.with_name(self._path.name + zvec_open.COMPACTING)
+            zvec_open.remove_debris(self._path)
+            with self._rw.reading(), _zvec_errors("compaction", self._path):
+                ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
+            fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False)
+            try:
+                for start in range(0, len(ids), COMPACT_BATCH):
+                    with self._rw.reading(), _zvec_errors("compaction", self._path):
+                        docs = list(self._live().fetch(ids[start : start + COMPACT_BATCH]).values())
+                    with self._rw.writing(), _zvec_errors("compaction", fresh_path):  # no query runs beside
+                        _check_statuses(fresh.insert(docs), "insert", fresh_path)
+                with self._rw.writing(), _zvec_errors("compaction", fresh_path):
+                    fresh.flush()
+                    copied = int(fresh.stats.doc_count)
+                    fresh.close()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    fresh.close()
+                zvec_open.remove_debris(self._path)
+                raise
+            with self._rw.writing(), _zvec_errors("compaction", self._path):
+                if copied != int(
+                    self._live().stats.doc_count
+                ):  # nothing else writes meanwhile: a lost document
+                    zvec_open.remove_debris(self._path)
+                    raise IndexError_(f"compacting {self._path} copied {copied} of "
+                                      f"{self._live().stats.doc_count} documents", "report it; the index is "
+                                      "left as it was")  # fmt: skip
+                self._live().close()
+                self._coll = None
+                self._path.rename(self._path.with_name(self._path.name + zvec_open.COMPACTED))
+                fresh_path.rename(self._path)
+                health.write_stamp(self._path)  # closed cleanly just now: no probe needed to reopen it
+                self._coll = open_collection(self._path, self._identity, self._cfg, read_only=False)
+            zvec_open.remove_debris(self._path)
+            log.info("index compacted: %d blocks folded into one (%d documents)", folded, copied)
+            return folded
 
     def close(self) -> None:
         with self._write_lock, self._rw.writing():

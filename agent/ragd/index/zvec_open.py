@@ -79,11 +79,48 @@ def segment_count(path: Path) -> int:
         return 0
 
 
+COMPACTING, COMPACTED = ".compacting", ".compacted"  # beside a collection: the copy being made, the old one
+
+
+def block_count(path: Path) -> int:
+    """How many vector index blocks the collection at `path` holds on disk: zvec 0.8 writes one file
+    (`embedding.index.N.proxima`) per block in the segment's directory, one more at each flush that wrote
+    documents, until an optimize folds them."""
+    try:
+        return sum(
+            1
+            for seg in os.scandir(path)
+            if seg.is_dir() and seg.name.isdigit()
+            for entry in os.scandir(seg.path)
+            if entry.name.startswith("embedding.index.") and entry.name.endswith(".proxima")
+        )
+    except OSError:
+        return 0
+
+
+def remove_debris(path: Path) -> None:
+    """What a compaction of the collection at `path` left beside it (a copy not swapped in, an old collection
+    not removed): deleted."""
+    for suffix in (COMPACTING, COMPACTED):
+        shutil.rmtree(path.with_name(path.name + suffix), ignore_errors=True)
+
+
+def _recover(path: Path) -> None:
+    """After a compaction cut short: the old collection back if the copy never took its place; debris removed."""
+    old = path.with_name(path.name + COMPACTED)
+    if not path.exists() and old.is_dir():
+        log.warning("a compaction of %s was cut short: the collection before it is used", path)
+        old.rename(path)
+    remove_debris(path)
+
+
 def open_collection(
     path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool
 ) -> zvec.Collection:
     """Open (or, writable and absent, create) the collection at `path` for `identity`."""
     _ensure_init()
+    if not read_only and not path.name.endswith(COMPACTING):
+        _recover(path)
     if path.exists():
         _check_health(path, read_only)
         coll = _open_existing(path, read_only)

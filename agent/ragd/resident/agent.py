@@ -122,7 +122,10 @@ class Agent:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
         rebuilt = self.open_index()
-        lexicon.use_cache(self.data_dir)  # the first Chinese question reads the parsed dictionary kept there
+        cache = lexicon.use_cache(
+            self.data_dir
+        )  # the first Chinese question reads the parsed dictionary kept there
+        threading.Thread(target=lexicon.prepare, args=(cache,), name="lexicon", daemon=True).start()
         empty = (
             self.indexer.index.count() == 0
         )  # new (another data dir made the sidecars), rebuilt, or truly new
