@@ -7,8 +7,8 @@ words of a Chinese and English vocabulary), bulk-loaded and flushed, not optimiz
 each `zvec.init(query_threads=K)` of `--query-threads`, in a process of its own (a deadlock cannot be undone):
 for each client count C, C threads each run hybrid queries (a perturbed chunk vector and two of its words, as
 bench_index) through ragd's index backend for `--seconds`; printed: queries/s, p50 and p95 latency. With
-`--writer`, one more thread rewrites a source (10 chunks) every 0.1 s and flushes, as the agent's index writer
-does while a user edits: a run in which no query completes for 30 s is reported as stalled (the deadlock
+`--writer`, one more thread rewrites a source (10 chunks) every 0.1 s and flushes every second, as the agent's
+index writer does while a user edits: a run in which no query completes for 30 s is reported as stalled (the deadlock
 docs/zvec-notes.md records with more than one query thread) and its process killed.
 
 Prints figures; asserts nothing.
@@ -90,7 +90,8 @@ def measure(
             chunks = [IndexChunk(src, k, texts[base + k], f"e{n}-{k}", "File: bench", vecs[base + k])
                       for k in range(10)]  # fmt: skip
             idx.replace_source(src, f"md5-{n}", "/bench", chunks)
-            idx.flush()
+            if n % 10 == 9:  # a flush a second, as a busy agent's writer
+                idx.flush()
             n += 1
             time.sleep(0.1)
 

@@ -290,7 +290,11 @@ def test_other_producers_change_notes_are_applied(agent: AgentProcess, root: Pat
         lambda: keyword_hits("xrayext") == [str(root / "ext" / "x.md")],
         what="the external change note to be applied",
     )
-    assert not list((root / "ext" / ".rag").glob("*.mushroom"))
+    poll(  # searchable as soon as applied; deleted once flushed, right after (nothing else is on its way)
+        lambda: not list((root / "ext" / ".rag").glob("*.mushroom")),
+        timeout=10,
+        what="the applied change note to be deleted",
+    )
     ragctl_json("resume")
     agent.wait_idle()
     assert agent.sources() == files_in(root)

@@ -3,11 +3,15 @@ reconcile repairing what the per-source record cannot see."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
+
 from ragd.config import Config, data_dir
-from ragd.index import open_index
+from ragd.index import open_index, writer
 from ragd.index.sync import STAGE_CHUNKS, IndexSync
+from ragd.index.writer import Indexer
 from ragd.index.zvec_backend import ZvecIndex
 from ragd.index.zvec_schema import doc_id, to_doc
 from ragd.pipeline import mushroom, sidecar
@@ -15,6 +19,7 @@ from ragd.pipeline.scan import Ignore
 from tests.integration.helpers import run
 from tests.integration.test_index_sync import assert_index_equals_sidecars
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 def small_chunks_config(server: FakeOpenAI, root: Path) -> Config:
@@ -123,3 +128,45 @@ def _shifted(idx: ZvecIndex, path: str, n: int) -> list:
     entry = sidecar.read_entry(sidecar.entry_path(p.parent, p.name))
     assert entry is not None
     return [replace(c, chunk_index=n + c.chunk_index) for c in to_index_chunks(p, entry)]
+
+
+def test_applied_notes_are_flushed_in_a_pause_or_after_flush_every_s(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index writer flushes (and then deletes) applied notes once nothing else is on its way, or at the
+    latest FLUSH_EVERY_S after the first: fewer flushes, fewer of the blocks zvec keeps in memory per flush."""
+    root = tmp_path / "kb"
+    (root / "a").mkdir(parents=True)
+    for i in range(3):
+        (root / "a" / f"n{i}.md").write_text(body(f"a{i}", 10))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg, index=False).ok
+    notes = sorted(root.rglob("*.mushroom"))
+    assert notes
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    coming = threading.Event()
+    coming.set()  # as while an initial index runs
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set)
+    indexer.start()
+    try:
+        blocks = idx.blocks
+        for n in notes:
+            indexer.put_mushroom(n)
+        poll(lambda: indexer.pending() == 0 and idx.count() > 0, what="the notes to be applied")
+        assert idx.query(vector=None, text="lighthouses", k=3)  # searchable before the flush
+        assert all(n.exists() for n in notes) and indexer.busy()
+        assert not indexer.offer(notes[0])  # applied already: not queued again
+        coming.clear()  # a pause
+        poll(lambda: not any(n.exists() for n in notes), timeout=10, what="the notes to be flushed")
+        assert not indexer.busy() and idx.blocks <= blocks + 2  # one flush for all of them: one block, or two
+        monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.5)
+        coming.set()  # a steady stream of changes: flushed all the same, FLUSH_EVERY_S later
+        (root / "a" / "n0.md").write_text(body("a0", 4, "v2"))
+        assert run(cfg, index=False).ok
+        (late,) = sorted(root.rglob("*.mushroom"))
+        indexer.put_mushroom(late)
+        poll(lambda: not late.exists(), timeout=10, what="the note to be flushed while more was coming")
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)

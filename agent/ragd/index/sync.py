@@ -36,6 +36,7 @@ class SyncReport:
     failed: list[tuple[Path, str]] = field(default_factory=list)
     repaired: int = 0
     removed: int = 0
+    applied: list[Path] = field(default_factory=list)  # with apply_batch(flush=False): to flush, then delete
 
 
 def bad_vector(entry: FileEntry) -> str | None:
@@ -198,11 +199,13 @@ class IndexSync:
                 self.apply_event(directory, ev)
         return len(note.events)
 
-    def apply_batch(self, paths: Sequence[Path]) -> SyncReport:
+    def apply_batch(self, paths: Sequence[Path], *, flush: bool = True) -> SyncReport:
         """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones.
 
         Their writes are gathered and made a thousand chunks at a time; a crash before the flush leaves every
-        mushroom on disk, and applying them again gives the same index (see ZvecIndex.write_sources)."""
+        mushroom on disk, and applying them again gives the same index (see ZvecIndex.write_sources). With
+        `flush=False` the applied mushrooms are left on disk and listed in the report's `applied`: the caller
+        flushes later and deletes them then (`flushed`)."""
         report = SyncReport()
         applied = []
         self._batching, self._failed = True, {}
@@ -232,11 +235,18 @@ class IndexSync:
                 applied.remove(p)
                 report.mushrooms -= 1
                 report.failed.append((p, why))
+        if not flush:
+            report.applied = applied
+            return report
+        self.flushed(applied)
+        return report
+
+    def flushed(self, applied: Sequence[Path]) -> None:
+        """Flush the index, then delete the mushrooms it has now applied for good."""
         if applied:
             self.index.flush()
         for p in applied:
             p.unlink(missing_ok=True)
-        return report
 
     def apply_pending(self, dirs: Iterable[Path]) -> SyncReport:
         paths = sorted(mushroom.walk_pending(dirs), key=lambda p: mushroom.sort_key(p.name))

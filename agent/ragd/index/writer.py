@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
+# While more work is on its way (an initial index, a burst of changes), applied change notes are flushed (then
+# deleted) at most this often; once nothing else is on its way, at once. Every flush that wrote documents adds a
+# block zvec keeps in memory until the collection is compacted (docs/zvec-notes.md), and searches see writes before
+# their flush. A crash loses nothing: the notes not yet flushed are still on disk and applied again at the start.
+FLUSH_EVERY_S = 30.0
 
 
 @dataclass
@@ -41,12 +46,17 @@ _STOP = object()
 
 
 class Indexer:
-    def __init__(self, sync: IndexSync) -> None:
+    def __init__(self, sync: IndexSync, more_coming: Callable[[], bool] = lambda: False) -> None:
+        """`more_coming`: whether more changes are on their way to the writer (directory jobs queued or running,
+        texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S."""
         self.sync = sync
+        self._more_coming = more_coming
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
         self._queued: set[Path] = set()
         self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
+        self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
+        self._unflushed_since = 0.0
         self._working = False
         self.optimizing = False
         self.applied = 0
@@ -73,7 +83,7 @@ class Indexer:
     def offer(self, path: Path) -> bool:
         """Queue a change note found on disk unless it is queued already or waiting for its retry."""
         with self._lock:
-            if path in self._queued or path in self._failed:
+            if path in self._queued or path in self._failed or path in self._unflushed:
                 return False
             self._queued.add(path)
         self._queue.put(path)
@@ -91,9 +101,10 @@ class Indexer:
             return len(self._queued)
 
     def busy(self) -> bool:
-        """Mushrooms or calls waiting or being applied (failed mushrooms waiting for a retry do not count)."""
+        """Mushrooms or calls waiting, being applied, or applied and not yet flushed (failed mushrooms waiting for a
+        retry do not count)."""
         with self._lock:
-            return bool(self._queued) or self._working or not self._queue.empty()
+            return bool(self._queued or self._unflushed) or self._working or not self._queue.empty()
 
     def failed(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -112,13 +123,16 @@ class Indexer:
                     item = self._queue.get(timeout=self._retry_wait())
                 except queue.Empty:
                     self._release_retries()
+                    self._flush(force=not self._more_coming())
                     continue
             if item is _STOP:
+                self._flush(force=True)
                 return
             with self._lock:
                 self._working = True
             try:
                 if isinstance(item, _Call):
+                    self._flush(force=True)  # an operation sees, and may rebuild, a durable index
                     self._call(item)
                 else:
                     batch, carry = self._drain([item])
@@ -128,7 +142,9 @@ class Indexer:
                     self._working = False
             with contextlib.suppress(RagdError):  # for status: kept current while the writer works
                 self.chunks = self.index.count()
-            if carry is None and self._queue.empty():
+            idle = carry is None and self._queue.empty()
+            self._flush(force=idle and not self._more_coming())
+            if idle and not self._more_coming():
                 self._after_batch()
 
     def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
@@ -150,15 +166,35 @@ class Indexer:
             except BaseException as err:  # handed to the caller, who translates it
                 item.future.set_exception(err)
 
+    def _flush(self, *, force: bool = False) -> None:
+        """Flush the applied notes, then delete them: when FLUSH_EVERY_S has passed since the first was applied,
+        or `force` (nothing else on its way). A flush that fails keeps them, to be flushed with the next."""
+        with self._lock:
+            if not self._unflushed or (
+                not force and time.monotonic() - self._unflushed_since < FLUSH_EVERY_S
+            ):
+                return
+            notes = list(self._unflushed)
+        try:
+            self.sync.flushed(notes)
+        except Exception:  # the writer loop's boundary: the notes stay on disk and in the list
+            log.exception("internal error flushing %d applied change notes", len(notes))
+            return
+        with self._lock:
+            del self._unflushed[: len(notes)]
+
     def _apply(self, paths: list[Path]) -> None:
         try:
-            report = self.sync.apply_batch(paths)
+            report = self.sync.apply_batch(paths, flush=False)
         except Exception as err:  # the writer loop's boundary (e.g. the flush failed): keep the notes, retry
             log.exception("internal error applying %d change notes", len(paths))
             report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
         self.applied += report.events
         failed = dict(report.failed)
         with self._lock:
+            if report.applied and not self._unflushed:
+                self._unflushed_since = time.monotonic()
+            self._unflushed.extend(report.applied)
             for p in paths:
                 self._queued.discard(p)
                 if p not in failed:
@@ -171,6 +207,8 @@ class Indexer:
 
     def _after_batch(self) -> None:
         try:
+            if self.index.needs_optimize or self.index.needs_compaction:
+                self._flush(force=True)
             if self.index.needs_optimize:
                 self.optimizing = True
                 started = time.monotonic()
@@ -189,6 +227,8 @@ class Indexer:
 
     def _retry_wait(self) -> float:
         with self._lock:
+            if self._unflushed:
+                return 0.1  # soon a pause, to flush in
             if not self._failed:
                 return 1.0
             soonest = min(t for _, t, _ in self._failed.values())

@@ -59,7 +59,8 @@ from .zvec_schema import (
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024  # zvec 0.8 accepts at most 1024 documents per insert/upsert call
-COMPACT_BLOCKS = 64  # a flat collection is compacted once its flushes have made this many blocks (~90 MB)
+COMPACT_BLOCKS = 64  # a flat collection is compacted once its flushes have made this many blocks (~90 MB) ...
+DOCS_PER_BLOCK = 1000  # ... or, if more, one per this many documents (100k: 100 blocks, ~140 MB)
 COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
 
 
@@ -295,8 +296,14 @@ class ZvecIndex:
 
     @property
     def needs_compaction(self) -> bool:
-        """A flat collection whose flushes have piled up COMPACT_BLOCKS blocks (see `compact`)."""
-        return not self._read_only and self._cfg.type == "flat" and self.blocks >= COMPACT_BLOCKS
+        """A flat collection whose flushes have piled up COMPACT_BLOCKS blocks, or one per DOCS_PER_BLOCK documents
+        in a large one (a compaction copies every document: so its cost per flush stays about the same at any
+        size, and the blocks' memory stays a small share of the collection's; see `compact`)."""
+        if self._read_only or self._cfg.type != "flat":
+            return False
+        with self._rw.reading():
+            documents = int(self._live().stats.doc_count)
+        return self.blocks >= max(COMPACT_BLOCKS, documents // DOCS_PER_BLOCK)
 
     def compact(self) -> int:
         """Rewrite the collection as one block: every document copied into a new collection beside it (a batch

@@ -105,8 +105,16 @@ class Agent:
 
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
-        self._writer = Indexer(sync)
+        self._writer = Indexer(sync, more_coming=self._more_coming)
         self._searcher = self._search_over(index)
+
+    def _more_coming(self) -> bool:
+        """Changes on their way to the index writer: directories debouncing, queued or in a job (unless paused),
+        texts waiting for vectors."""
+        stats = self.embed.stats
+        if stats.queued or stats.in_flight:
+            return True
+        return not self.scheduler.paused and bool(self.debouncer.pending() or self.scheduler.busy())
 
     def _search_over(self, index: IndexBackend) -> SearchService:
         return SearchService(index, self._embed_query, self.roots)
