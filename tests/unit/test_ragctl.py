@@ -487,10 +487,13 @@ def test_roots_and_index_without_a_subcommand_list_and_show(
     assert run(agent, "roots") == 0
     assert capsys.readouterr().out == "/kb  (watcher: inotify; from config)\n"
     agent.replies["index"] = [("ok", {"path": "/d/index", "documents": 2423, "index_type": "flat", "dimension": 512,
-                                      "segments": 1, "needs_optimize": False, "fingerprint": "use-512"})]  # fmt: skip
+                                      "segments": 1, "blocks": 7, "needs_optimize": False,
+                                      "fingerprint": "use-512"})]  # fmt: skip
     assert run(agent, "index") == 0
     out = capsys.readouterr().out
-    assert out.startswith("index: 2423 chunks (flat, 512-d), 1 segment\n") and "/d/index" in out, out
+    assert out.startswith("index: 2423 chunks (flat, 512-d), 1 segment, 7 blocks\n") and "/d/index" in out, (
+        out
+    )
 
 
 def test_counts_are_in_the_right_number() -> None:
