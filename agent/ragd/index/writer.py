@@ -142,10 +142,10 @@ class Indexer:
                     self._working = False
             with contextlib.suppress(RagdError):  # for status: kept current while the writer works
                 self.chunks = self.index.count()
-            idle = carry is None and self._queue.empty()
-            self._flush(force=idle and not self._more_coming())
-            if idle and not self._more_coming():
-                self._after_batch()
+            pause = carry is None and self._queue.empty() and not self._more_coming()
+            self._flush(force=pause)
+            if pause:
+                self._after_batch()  # flushed just now
 
     def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
         """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
@@ -207,8 +207,6 @@ class Indexer:
 
     def _after_batch(self) -> None:
         try:
-            if self.index.needs_optimize or self.index.needs_compaction:
-                self._flush(force=True)
             if self.index.needs_optimize:
                 self.optimizing = True
                 started = time.monotonic()

@@ -63,7 +63,6 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
         self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
-        self._handed = 0  # tasks in the pool's hands
         self._idle_timer: threading.Timer | None = None
         self._closed = False
         self.started = 0  # pools started (one per busy period)
@@ -93,17 +92,19 @@ class WorkerPool:
         """Waiting tasks to the pool while it has a free worker (under the lock): (theirs, ours) for each, or
         (the error, ours) for a task the pool would not take."""
         handed: list[tuple[Future[Any] | BaseException, Future[Any]]] = []
-        while self._handed < self.workers and (self._waiting[0] or self._waiting[1]):
+        waiting = len(self._waiting[0]) + len(self._waiting[1])
+        while (
+            waiting and len(self._under_way) - waiting < self.workers
+        ):  # tasks under way and not waiting: handed
             task = (self._waiting[0] or self._waiting[1]).popleft()
+            waiting -= 1
+            # the pool may refuse it (it broke): that task fails, the next may not
             try:
                 theirs = self._open().schedule(task.fn, task.args, timeout=task.timeout)
-            except (
-                Exception
-            ) as err:  # the pool would not take it (it broke): that task fails, the next may not
+            except Exception as err:
                 self._under_way.discard(task.ours)
                 handed.append((err, task.ours))
                 continue
-            self._handed += 1
             handed.append((theirs, task.ours))
         return handed
 
@@ -136,7 +137,6 @@ class WorkerPool:
             if ours not in self._under_way:
                 return  # the pool was closed under it: ours ended already
             self._under_way.discard(ours)
-            self._handed -= 1
             handed = self._hand_out()
             if not self._under_way and self._pool is not None and not self._closed:
                 self._idle_timer = threading.Timer(self.idle_s, self._close_if_idle)
@@ -172,7 +172,6 @@ class WorkerPool:
             under_way, self._under_way = self._under_way, set()
             self._waiting[0].clear()
             self._waiting[1].clear()
-            self._handed = 0
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
         for ours in under_way:

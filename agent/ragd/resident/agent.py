@@ -130,9 +130,8 @@ class Agent:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
         rebuilt = self.open_index()
-        cache = lexicon.use_cache(
-            self.data_dir
-        )  # the first Chinese question reads the parsed dictionary kept there
+        # the first Chinese question reads the parsed dictionary kept there, made now in the background
+        cache = lexicon.use_cache(self.data_dir)
         threading.Thread(target=lexicon.prepare, args=(cache,), name="lexicon", daemon=True).start()
         empty = (
             self.indexer.index.count() == 0
