@@ -120,6 +120,30 @@ def test_a_file_past_its_deadline_fails_and_the_next_one_parses(
     assert p.start(ok, SPLIT).result().chunks
 
 
+def modules_a_parse_imports(path: Path) -> list[str]:
+    """In a worker: the modules that parsing and splitting `path` imported."""
+    import sys
+
+    before = set(sys.modules)
+    parse_and_split(path, BIG_LIMITS, SPLIT)
+    return sorted(set(sys.modules) - before)
+
+
+def test_a_fresh_worker_imports_nothing_for_its_first_text_file(tmp_path: Path) -> None:
+    """The deadline of a text or Markdown file counts the file alone: the stages' imports, the splitter's
+    included, happen as the worker starts (a fresh worker's first small file took 0.15 s of imports, past a
+    0.3 s deadline on a loaded machine)."""
+    from ragd.pipeline.workers import PRELOAD
+
+    for name in ("fine.md", "plain.txt"):
+        workers = WorkerPool("parse", 1, 1024, 60.0, preload=PRELOAD)
+        try:
+            f = docgen.write_text(tmp_path / name, "# Fine\n\nfineworkertoken is indexed.\n")
+            assert workers.submit(modules_a_parse_imports, (f,)).result(timeout=60) == []
+        finally:
+            workers.close()
+
+
 def test_a_crashed_worker_fails_only_its_file_and_is_replaced(
     tmp_path: Path, parsers_of: list[Parsers], monkeypatch: pytest.MonkeyPatch
 ) -> None:

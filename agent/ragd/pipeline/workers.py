@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 
 GRACE_S = 2.0  # at most this long past limits.parse_timeout before a worker is stopped
 TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a worker's failures
-PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split")  # imported as a worker starts, outside any deadline
+# imported as a worker starts, outside any deadline: the stages, and the splitter's langchain module (which
+# split.py imports with its first text: 0.15 s of a 0.3 s deadline on a loaded machine)
+PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitters.character")
 
 
 @dataclass(frozen=True)
