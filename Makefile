@@ -37,8 +37,11 @@ lint: setup
 	$(BIN)/ruff format --check agent cli tests bench packaging
 	$(BIN)/mypy
 
+# The suite in TEST_PROCS processes (pytest-xdist), each test file in one of them: most tests wait on real agents
+# and servers rather than on a CPU (a serial run kept 2 cores at a load of about 1). TEST_PROCS=0: one process.
+TEST_PROCS ?= 3
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadfile)
 
 format: setup
 	$(BIN)/ruff format agent cli tests bench packaging

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import ragctl
 from ragctl import protocol
 from ragctl.clientfile import MergeRefused, merge_entry
 from ragctl.clients import CLIENTS, Command, Endpoint, claude_code_line, this_program
@@ -224,8 +225,10 @@ def test_every_client_without_a_name_and_write_into_a_named_file(tmp_path: Path)
 
 
 def test_usage_errors_and_a_refused_file_exit_2_and_1(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # in-process, as `python -m ragctl` (whatever started the test runner: pytest-xdist's workers are `-c`)
+    monkeypatch.setattr(sys, "argv", [str(Path(ragctl.__file__).with_name("__main__.py"))])
     assert main(["mcp-config", "--write"]) == 2
     assert "--write needs a CLIENT" in capsys.readouterr().err
     assert main(["mcp-config", "claude-desktop", "--http"]) == 2
