@@ -92,7 +92,7 @@ def recorded_socket(path: Path, uid: int) -> Path | None:
         or isinstance(pid, bool)
     ):
         return None
-    if record.get("host") != os.uname().nodename or not _alive(pid):
+    if record.get("host") != os.uname().nodename or not pid_alive(pid):
         return None  # a HOME shared between machines, or an agent that was killed
     return Path(sock) if own_socket(Path(sock), uid) else None
 
@@ -106,7 +106,8 @@ def own_socket(path: Path, uid: int) -> bool:
     return stat.S_ISSOCK(st.st_mode) and st.st_uid == uid
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this user has the id `pid`."""
     if pid <= 0:
         return False
     try:

@@ -242,7 +242,8 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
     """Interrupted, `run --once` lets the running job end cleanly (its files embedded, none FAILED for the
     embedder closing under them) and exits 130 without working through every queued directory first."""
     root = _four_dirs(tmp_path / "kb", files=2)
-    for i in range(2, 16):  # d0's job outlasts the signal's way to the agent by seconds, even on a loaded machine
+    # d0's job outlasts the signal's way to the agent by seconds, even on a loaded machine
+    for i in range(2, 16):
         (root / "d0" / f"f{i}.md").write_text(f"# File 0/{i}\n\n" + f"Line {i} of dir 0. " * 40)
     with FakeOpenAI(dim=8, delay=0.5) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)

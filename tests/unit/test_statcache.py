@@ -73,3 +73,23 @@ def test_a_record_of_another_shape_is_a_miss(tmp_path: Path) -> None:
     cache = StatCache(None, {str(tmp_path): {"a.md": orjson.dumps([stat_key(os.stat(path)), ["EMBEDDED"]])}})
     found = load_dir(tmp_path, cache)
     assert found.live["a.md"] == Digest.of(_entry("a.md"), "a.md") and cache.misses == 1
+
+
+def test_a_writer_that_died_mid_write_leaves_no_debris(tmp_path: Path) -> None:
+    """A tmp file of a dead writer (a kill during save) is removed by the next load; a live writer's is left."""
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = tmp_path / f"{statcache.FILE_NAME}.{dead.pid}.tmp"
+        writing = tmp_path / f"{statcache.FILE_NAME}.{live.pid}.tmp"
+        for tmp in (left, writing):
+            tmp.write_bytes(b"half a cache")
+        StatCache.load(tmp_path)
+        assert not left.exists() and writing.exists()
+    finally:
+        live.kill()
+        live.wait()

@@ -20,7 +20,8 @@ Why it is safe (nothing in it can make a job miss a change):
   them) and an md5 of its body: a cache of another version, truncated or damaged is ignored as a whole (all entries
   are read, and the cache is written anew). A record that does not decode is a miss.
 - Writes are atomic (tmp + rename); several writers (an agent and a `run --once` on the same data directory) lose
-  at most each other's records, never correctness.
+  at most each other's records, never correctness. A writer's tmp file is named after its pid; one left by a
+  process that died mid-write (a kill, a crash) is removed by the next load.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from ragctl.discovery import pid_alive
 
 from .. import __version__
 from ..errors import StorageError
@@ -80,6 +83,7 @@ class StatCache:
     def load(cls, data_dir: Path) -> StatCache:
         """The cache of a data directory; an empty one when it is missing, of another version, or damaged."""
         path = Path(data_dir) / FILE_NAME
+        _remove_debris(path)
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -126,7 +130,7 @@ class StatCache:
             self._dirs, self._dirty = dirs, False
             body = _encode(dirs)
         head = orjson.dumps({**_header(), "md5": _md5(body)})
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp = _tmp_path(self.path, os.getpid())
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             with open(fd, "wb") as fh:
@@ -136,6 +140,20 @@ class StatCache:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             log.warning("cannot write the stat cache %s: %s", self.path, err.strerror or err)
+
+
+def _tmp_path(path: Path, pid: int) -> Path:
+    return path.with_name(f"{path.name}.{pid}.tmp")
+
+
+def _remove_debris(path: Path) -> None:
+    """The tmp files of writers that died mid-write (their pid is gone) removed; a live writer's is left."""
+    for tmp in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1 : -len(".tmp")]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.info("removed %s, left by a process that stopped while writing it", tmp)
 
 
 def _encode(dirs: dict[str, dict[str, Record]]) -> bytes:
