@@ -66,7 +66,6 @@ class JobContext:
     stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
     express: bool = False  # a change was seen in this directory: its files go to the parse workers first
-    warm: Callable[[], None] | None = None  # told when a file goes to the parsers: texts to embed will follow
 
     @cached_property
     def identity(self) -> EmbeddingIdentity:
@@ -164,8 +163,6 @@ class FileTask:
             self.parsing = parse_here(self.path, self.ctx.config.limits, splitter)
         else:
             self.parsing = parsers.start(self.path, splitter, first=self.ctx.express)
-        if self.ctx.warm is not None:  # the embedder gets ready while the file is parsed
-            self.ctx.warm()
 
     def _chunks(self) -> None:
         assert self.parsing is not None

@@ -80,7 +80,7 @@ class Agent:
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
         self.parsers = Parsers(config.run, config.limits)  # worker processes, started with the first file
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
-                                parsers=self.parsers, warm=self.embed.warm)  # fmt: skip
+                                parsers=self.parsers)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),

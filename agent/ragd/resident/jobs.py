@@ -65,10 +65,9 @@ def job_context(
     force: bool = False,
     stat_cache: StatCache | None = None,
     parsers: Parsers | None = None,
-    warm: Callable[[], None] | None = None,
 ) -> JobContext:
     return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots),
-                      stat_cache=stat_cache, parsers=parsers, warm=warm)  # fmt: skip
+                      stat_cache=stat_cache, parsers=parsers)  # fmt: skip
 
 
 @dataclass(frozen=True)

