@@ -1,6 +1,6 @@
 """`ragd run --once` against the ragjson tool through one embeddings API (issue 14). Prints figures; asserts nothing.
 
-    python3 -m venv /tmp/rjvenv && /tmp/rjvenv/bin/pip install ragjson==0.5.1     # the tool needs Python >= 3.12
+    python3.12 -m venv /tmp/rjvenv && /tmp/rjvenv/bin/pip install ragjson==0.5.1   # the tool needs Python >= 3.12
     PYTHONPATH=agent:cli:. python -m bench.bench_vs_ragjson --rag /tmp/rjvenv/bin/rag [--repeat 3] [--delay 0.03]
         [--ragd-old DIR]     # also an older ragd, e.g. DIR filled by `git archive COMMIT | tar -x -C DIR`
 
