@@ -41,8 +41,9 @@ def paragraph(rng: random.Random, kind: str) -> str:
     return sep.join(rng.choice(pool) for _ in range(rng.randint(3, 8))).strip()
 
 
-def document(rng: random.Random, ext: str, target: int) -> str:
-    kind = rng.choice(("zh", "en", "mixed"))
+def document(rng: random.Random, ext: str, target: int, kind: str | None = None) -> str:
+    """One document of about `target` bytes; `kind` ("zh", "en" or "mixed") is drawn when not given."""
+    kind = kind or rng.choice(("zh", "en", "mixed"))
     title = f"Note {rng.randint(1, 99999)} {rng.choice(ZH)[:8]}"
     paras: list[str] = []
     size = 0
