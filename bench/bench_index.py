@@ -20,6 +20,7 @@ notes is written), with the count checked at the end.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import os
 import platform
@@ -57,6 +58,10 @@ def synth(n: int, seed: int = 5) -> tuple[np.ndarray, list[str]]:
     return vecs, texts
 
 
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()  # as ragd stores it (termstats samples chunks by it)
+
+
 def bulk_load(idx: object, vecs: np.ndarray, texts: list[str]) -> None:
     """Insert straight into the collection, 1,024 documents a call (zvec's limit), skipping replace_source's
     per-source lookup: how a 1M-chunk collection can be built for measuring queries in reasonable time."""
@@ -65,7 +70,7 @@ def bulk_load(idx: object, vecs: np.ndarray, texts: list[str]) -> None:
     with idx._exclusive("write") as coll:  # type: ignore[attr-defined]
         for s in range(0, len(texts), 1024):
             docs = [to_doc(f"/bench/d{i // 10000}/f{i // 10}.md", "md5", "/bench",
-                           IndexChunk(f"/bench/d{i // 10000}/f{i // 10}.md", i % 10, texts[i], str(i), "File: bench",
+                           IndexChunk(f"/bench/d{i // 10000}/f{i // 10}.md", i % 10, texts[i], _md5(texts[i]), "File: bench",
                                       vecs[i]), DIM, 10)
                     for i in range(s, min(s + 1024, len(texts)))]  # fmt: skip
             coll.insert(docs)
@@ -81,7 +86,7 @@ def build(
         bulk_load(idx, vecs, texts)
     for s in range(0, 0 if bulk else len(texts), 10):
         src = f"/bench/d{s // 1000}/f{s}.md"
-        chunks = [IndexChunk(src, i, texts[s + i], str(s + i), "File: bench", vecs[s + i])
+        chunks = [IndexChunk(src, i, texts[s + i], _md5(texts[s + i]), "File: bench", vecs[s + i])
                   for i in range(min(10, len(texts) - s))]  # fmt: skip
         idx.replace_source(src, "md5", "/bench", chunks)
     idx.flush()

@@ -145,9 +145,18 @@ def bare(word: str) -> bool:
     return word.isascii() and (word.isalpha() or word.isdigit()) and word.upper() not in _OPERATORS
 
 
+def render(found: list[Term]) -> str:
+    """The query string OR-ing `found` (a phrase is quoted unless it may stand bare)."""
+    return " ".join(f'"{t.text}"' if t.phrase and not bare(t.text) else t.text for t in found)
+
+
+def render_required(required: list[Term], optional: list[Term]) -> str:
+    """A query string matching only documents with at least one `required` term, scored on all the terms: zvec
+    then walks the required terms' documents only (`+(a b) c`: measured, see docs/zvec-notes.md)."""
+    return " ".join([f"+({render(required)})", render(optional)]).strip()
+
+
 def query_string(text: str) -> str | None:
     """A zvec `Fts(query_string=...)` for `text`, or None when it holds nothing searchable."""
     found = terms(text)
-    if not found:
-        return None
-    return " ".join(f'"{t.text}"' if t.phrase and not bare(t.text) else t.text for t in found)
+    return render(found) if found else None

@@ -263,9 +263,12 @@ class Lexicon:
 
         A plain word is a bare term (half the cost of a quoted one, the same matches); a hyphenated one is quoted,
         so that its parts must follow each other; the query language's operators are never bare."""
-        words = self.english(text)
-        terms = [w if fts.bare(w) else f'"{w}"' for w in words]
-        return " ".join(terms) if terms else None
+        found = self.terms(text)
+        return fts.render(found) if found else None
+
+    def terms(self, text: str) -> list[fts.Term]:
+        """The English words of `text`'s Chinese words as search terms (see `query_string`)."""
+        return [fts.Term(w, phrase=True) for w in self.english(text)]
 
 
 @functools.cache

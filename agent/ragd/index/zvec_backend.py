@@ -24,7 +24,20 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexError_
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, IndexChunk, SourceSummary, SourceWrite, fts, health, lexicon, scan, zvec_open
+from . import (
+    MAX_K,
+    Hit,
+    IndexChunk,
+    SourceSummary,
+    SourceWrite,
+    fts,
+    health,
+    keyword,
+    lexicon,
+    scan,
+    termstats,
+    zvec_open,
+)
 from . import filters as F
 from .fusion import (  # noqa: F401 (re-export)
     KEYWORD_FLOOR,
@@ -41,6 +54,7 @@ from .scan import MAX_TOPK
 from .zvec_open import open_collection
 from .zvec_schema import (
     CHUNK_INDEX,
+    CONTENT_HASH,
     EMBEDDING,
     EXT,
     FTS_TEXT,
@@ -112,6 +126,9 @@ class ZvecIndex:
         self._write_lock = threading.RLock()  # one writer at a time; optimize holds it too
         self._rw = ReadWriteLock()  # queries share it; writes take it alone
         self._written = 0  # documents written since open or the last optimize()
+        self._terms: tuple[int, int, termstats.TermStats | None] | None = (
+            None  # documents, written, the sample
+        )
 
     # -- opening ------------------------------------------------------------------------------------------------
     @classmethod
@@ -421,25 +438,48 @@ class ZvecIndex:
             if vector is not None
             else None
         )
-        qs = fts.query_string(text) if text else None
-        keyword = zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=qs)) if qs else None
-        if dense is None or keyword is None:
-            one = dense or keyword
-            if one is None:
-                return []
-            hits = self._run(one, k, flt, path_prefixes)
-            return [replace(h, score=1.0 - h.score) for h in hits] if one is dense else hits
+        terms = fts.terms(text) if text else []
+        if dense is None:
+            return self._keyword(terms, k, flt, path_prefixes, evidence=False)
+        if not terms:
+            return [replace(h, score=1.0 - h.score) for h in self._run(dense, k, flt, path_prefixes)]
         depth = min(max(4 * k, 20), MAX_K)
         cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
         weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
-        found = keyword_evidence(self._run(keyword, depth, flt, path_prefixes))
+        found = keyword_evidence(self._keyword(terms, depth, flt, path_prefixes, evidence=True))
         translated: list[Hit] = []
-        if glossed := lexicon.shared().query_string(text or ""):  # a Chinese question's English words
-            glosses = zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=glossed))
+        if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
             translated = keyword_evidence(
-                self._run(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes)
+                self._keyword(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes, evidence=True)
             )
         return fuse_documents(cosine, found, k, weight, translated)
+
+    def _keyword(
+        self, terms: list[fts.Term], k: int, flt: str | None, prefixes: Sequence[str], *, evidence: bool
+    ) -> list[Hit]:
+        """Keyword hits, common words searched only beside rarer ones when that provably changes nothing
+        (`keyword.search`; `evidence`: only hits that `keyword_evidence` keeps matter)."""
+
+        def run(query_string: str, top: int) -> list[Hit]:
+            return self._run(
+                zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=query_string)), top, flt, prefixes
+            )
+
+        return keyword.search(run, terms, k, self._term_stats(), evidence=evidence)
+
+    def _term_stats(self) -> termstats.TermStats | None:
+        """The sample of the collection's chunks that keyword plans use, read again once a quarter of the
+        collection was written or its size moved by a quarter since (`termstats.sample`: ~10 ms at 100k)."""
+        with self._rw.reading(), _zvec_errors("query", self._path):
+            coll = self._live()
+            documents = int(coll.stats.doc_count)
+            if (held := self._terms) is not None:
+                at, written, stats = held
+                if max(abs(documents - at), abs(self._written - written)) * 4 <= at:
+                    return stats
+            stats = termstats.sample(coll, documents, CONTENT_HASH, FTS_TEXT)
+            self._terms = (documents, self._written, stats)
+            return stats
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
         exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit
