@@ -107,3 +107,36 @@ def test_without_run_settings_the_model_stays_in_this_process() -> None:
         assert not workers_of(os.getpid())
     finally:
         queue.close()
+
+
+def model_in_this_worker() -> tuple[int, bool]:
+    """In a worker: its pid, and whether its model is loaded (held a moment, so that the next probe goes to the
+    other worker when there is one)."""
+    import time
+
+    from ragd.pipeline.embed import pooled
+
+    time.sleep(0.5)
+    return os.getpid(), pooled._MODEL is not None
+
+
+def test_every_embed_worker_loads_its_model_as_it_starts() -> None:
+    """A batch handed to a worker that has embedded nothing yet (an edit after the initial index went to the other
+    one) does not wait for that worker's model: each loads it as it starts."""
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=2))
+    try:
+        assert queue.embed(TEXTS[:1]).shape == (1, 512)  # the workers start with the first batch
+        pool = queue._pool
+        assert pool is not None
+        probes = [pool.submit(model_in_this_worker, ()) for _ in range(4)]
+        answers = [f.result(timeout=120) for f in probes]
+        assert all(loaded for _, loaded in answers), answers
+    finally:
+        queue.close()
+    # without the warm-up, a worker's model waits for its first batch
+    cold = WorkerPool("embed", 1, 1024, 60.0)
+    try:
+        pid, loaded = cold.submit(model_in_this_worker, ()).result(timeout=120)
+        assert not loaded and pid in workers_of(os.getpid())
+    finally:
+        cold.close()

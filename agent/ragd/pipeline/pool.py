@@ -34,9 +34,14 @@ T = TypeVar("T")
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 
 
-def _worker_start(memory_mib: int, preload: tuple[str, ...]) -> None:
+# a function and its arguments, run as a worker starts
+Warm = tuple[Callable[..., object], tuple[object, ...]]
+
+
+def _worker_start(memory_mib: int, preload: tuple[str, ...], warm: Warm | None = None) -> None:
     """Each worker's set-up: Ctrl-C is the agent's to handle; the address space is capped; `preload`'s modules are
-    imported (before any task's deadline runs)."""
+    imported and `warm` is run (before any task's deadline runs). A `warm` that fails is logged: the worker goes
+    on, and its first task meets the same failure where the caller sees it."""
     import importlib
     import resource
 
@@ -49,16 +54,30 @@ def _worker_start(memory_mib: int, preload: tuple[str, ...]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     for name in preload:
         importlib.import_module(name)
+    if warm is not None:
+        fn, args = warm
+        try:
+            fn(*args)
+        # the worker's start boundary: the task that needs it meets the same failure, and tells its caller
+        except Exception:
+            log.exception("warming up a worker failed")
 
 
 class WorkerPool:
     """`workers` processes, started on demand and closed when idle (see the module docstring)."""
 
     def __init__(
-        self, name: str, workers: int, memory_mib: int, idle_s: float, preload: tuple[str, ...] = ()
+        self,
+        name: str,
+        workers: int,
+        memory_mib: int,
+        idle_s: float,
+        preload: tuple[str, ...] = (),
+        warm: Warm | None = None,
     ) -> None:
         self.name, self.workers, self.memory_mib, self.idle_s = name, workers, memory_mib, idle_s
         self.preload = preload  # modules every worker imports as it starts
+        self.warm = warm  # then runs (e.g. loads a model), so that no task waits for it but the first ones
         self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
         self._lock = threading.Lock()
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
@@ -127,7 +146,7 @@ class WorkerPool:
             from pebble import ProcessPool
 
             self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
-                                     initargs=(self.memory_mib, self.preload), context=multiprocessing.get_context("spawn"))  # fmt: skip
+                                     initargs=(self.memory_mib, self.preload, self.warm), context=multiprocessing.get_context("spawn"))  # fmt: skip
             self.started += 1
             log.debug("started %d %s workers", self.workers, self.name)
         return self._pool

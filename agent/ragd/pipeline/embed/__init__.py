@@ -61,11 +61,13 @@ class LazyEmbedQueue:
         self.cfg = cfg
         self._environ = environ
         workers = worker_count(run.workers) if run is not None else 0
-        self._pool = (
-            WorkerPool("embed", workers, run.worker_memory, run.worker_idle)
-            if run is not None and workers and cfg.provider == "local"
-            else None
-        )
+        self._pool: WorkerPool | None = None
+        if run is not None and workers and cfg.provider == "local":
+            from . import local, pooled
+
+            # each worker loads its model as it starts: a batch never waits for a second worker's model
+            warm = (pooled.load_model, (cfg.threads, local.MAX_CHARS))
+            self._pool = WorkerPool("embed", workers, run.worker_memory, run.worker_idle, warm=warm)
         self._queue: EmbedQueue | None = None
         self._query_model: Embedder | None = None
         self._lock = threading.Lock()

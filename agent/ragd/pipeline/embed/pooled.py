@@ -25,12 +25,21 @@ from .local import MAX_CHARS, LocalEmbedder
 _MODEL: LocalEmbedder | None = None  # in a worker: its own model, loaded with its first batch
 
 
-def embed_in_worker(texts: list[str], threads: int, max_chars: int) -> np.ndarray:
-    """One batch with this worker's model."""
+def load_model(threads: int, max_chars: int) -> LocalEmbedder:
+    """This worker's model, loaded now if it is not yet: as the worker starts (the pool's `warm`; about 0.7 s),
+    so that a batch handed to a worker that has had none yet (an edit after the initial index) does not wait
+    for it."""
     global _MODEL
     if _MODEL is None:
         _MODEL = LocalEmbedder(threads=threads, max_chars=max_chars)
-    return _MODEL.embed(texts)
+        # the model reads its vocabulary and weights with its first text
+        _MODEL.embed(["warm"])
+    return _MODEL
+
+
+def embed_in_worker(texts: list[str], threads: int, max_chars: int) -> np.ndarray:
+    """One batch with this worker's model."""
+    return load_model(threads, max_chars).embed(texts)
 
 
 class PooledLocalEmbedder:
