@@ -29,6 +29,7 @@ def _finished(directory: Path, *files: FileOutcome, **kw: object) -> DirResult:
 class FollowUpCalls:
     def __init__(self) -> None:
         self.notes: list[Path] = []
+        self.offered: list[Path] = []
         self.looked: list[Path] = []
         self.found = 0
         self.changes = ChangeLog()
@@ -38,7 +39,7 @@ class FollowUpCalls:
             self.found += 1
 
         return FollowUps(scheduler, roots=lambda: roots, hand_note=self.notes.append,
-                         look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0,
+                         offer_note=self.offered.append, look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0,
                          changes=self.changes)  # fmt: skip
 
 
@@ -168,4 +169,26 @@ def test_the_result_of_a_directory_deleted_while_its_job_ran_is_not_kept(tmp_pat
     out.done(root / "d", late, None)
     assert t.file_state(root / "d" / "c.md") is None and t.totals() == (0, 0)
     assert calls.looked == [root] and calls.notes == []
+    assert scheduler.close(1.0)
+
+
+def test_notes_that_came_with_a_moved_folder_are_offered_to_the_writer(tmp_path: Path) -> None:
+    """A change note applied in a folder that was then moved (before the writer's flush deleted it) is in the
+    moved folder now, where nothing else would apply it (the watcher passes over the agent's own notes): the
+    folder's job offers it, after the job's own note (the writer skips those it knows of)."""
+    root = tmp_path / "r"
+    moved = root / "moved"
+    (moved / ".rag").mkdir(parents=True)
+    came_along = moved / ".rag" / "20261202T041505.643467Z-26071-0.mushroom"
+    came_along.write_text('{"file": "a.md", "status": "upsert"}\n')
+    own = moved / ".rag" / "20261202T041509.000001Z-26071-7.mushroom"
+    own.write_text('{"file": "b.md", "status": "upsert"}\n')
+    scheduler = Scheduler(lambda d: DirResult(d), lambda *_: None, jobs=1)
+    scheduler.pause()
+    calls = FollowUpCalls()
+    out = Outcomes(Tracker(), IGNORE, calls.follow_ups(scheduler, [root]))
+    out.done(moved, _finished(moved, mushroom=own), None)
+    assert calls.notes == [own] and calls.offered == [came_along, own]
+    out.done(root, _finished(root), None)  # a folder with no notes: nothing offered
+    assert calls.offered == [came_along, own]
     assert scheduler.close(1.0)

@@ -83,6 +83,7 @@ class Agent:
                                 parsers=self.parsers)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
+            offer_note=lambda note: self.indexer.offer(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
             retry_dir_s=DIR_RETRY_S, changes=self.changes))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open

@@ -27,6 +27,7 @@ from .. import __version__
 from ..config import Config
 from ..errors import RagdError
 from ..paths import root_of
+from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
 from ..pipeline.scan import Ignore, walk_dirs
@@ -77,6 +78,8 @@ class FollowUps:
     scheduler: Scheduler  # queues the new subdirectories' jobs and the retries
     roots: Callable[[], Sequence[Path]]  # the roots watched now
     hand_note: Callable[[Path], None]  # the index writer applies a job's change note
+    # ... and any other note found in the job's folder, unless it knows of it already (`Indexer.offer`)
+    offer_note: Callable[[Path], object]
     look_again: Callable[[Path], None]  # a directory to reconcile again soon (the parent of a vanished one)
     subdirs_found: Callable[[], object]  # a job began tracking subdirectories: the watcher checks them
     retry_dir_s: float  # a directory whose job failed runs again after this
@@ -113,6 +116,11 @@ class Outcomes:
         fu.changes.record(result)
         if result.mushroom is not None:
             fu.hand_note(result.mushroom)
+        # A note applied in a folder that was then moved, before its flush deleted it, came along with the folder:
+        # the writer deletes it at its old path (gone), and the watcher passes over the agent's own notes. Applied
+        # again here (idempotent), and then deleted where it is.
+        for note in mushroom.pending(result.directory):
+            fu.offer_note(note)
         for sub in result.new_subdirs:
             dirs = list(walk_dirs(sub, self.ignore))
             self.tracker.add_to_phase(dirs)
