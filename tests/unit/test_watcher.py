@@ -216,6 +216,17 @@ def test_rag_folder_is_ignored_but_mushrooms_are_reported(tree: Tree, sink: Sink
     assert {e.kind for e in sink.about(tree.docs)} == {"mushroom"}, sink.events
 
 
+def test_notes_in_a_folder_that_arrives_whole_are_reported(tree: Tree, sink: Sink) -> None:
+    """A folder moved in (or created and filled before its watch was added) brings a `.rag/` whose notes had no
+    events of their own: they are reported as the folder arrives."""
+    pkg = tree.outside / "pkg"
+    (pkg / ".rag").mkdir(parents=True)
+    note = pkg / ".rag" / "20260101T000000.000000Z-1-0.mushroom"
+    note.write_text('{"file": "a.md", "status": "upsert"}\n')
+    pkg.rename(tree.docs / "pkg")
+    sink.wait("mushroom", tree.docs / "pkg", tree.docs / "pkg" / ".rag" / note.name)
+
+
 def test_reading_and_ignored_directories_produce_nothing(tree: Tree, sink: Sink) -> None:
     tree.barrier()
     (tree.docs / "a.md").read_text()

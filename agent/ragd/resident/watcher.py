@@ -32,6 +32,7 @@ from watchdog.utils import UnsupportedLibcError
 
 from ..paths import is_under
 from ..pipeline.mushroom import SUFFIX as MUSHROOM_SUFFIX
+from ..pipeline.mushroom import pending as pending_notes
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import RAG_DIR
 
@@ -182,6 +183,10 @@ class _Translator:
     def _dir_arrived(self, d: Path | None) -> list[WatchEvent]:
         if d is None or d == self.root:
             return []
+        if d.name == RAG_DIR and self._tracked_dir(d.parent):
+            # a .rag folder that arrived whole (a new folder written before its watch was added, or one moved in):
+            # the notes already in it came without events of their own
+            return [WatchEvent(d.parent, MUSHROOM, note) for note in pending_notes(d.parent)]
         if not self._tracked_dir(d):
             return self._reported_by_parent(d)
         return [WatchEvent(d.parent, DIRTY), WatchEvent(d, DIRTY)]
