@@ -1,6 +1,6 @@
 """The pipeline workers (issue 14): a full index with the bundled model, in the agent's process and in workers.
 
-    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent] [--edits N]
+    python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent] [--edits N] [--quiet-edits N]
 
 1. `ragd run --once` on a fresh copy of CORPUS, once per `run.workers` value (0: parse, split and embed in the agent's
    process, as before workers; N: in N worker processes), each in its own data dir: wall time, chunks/s, the peak
@@ -12,6 +12,9 @@
    the first search.
 4. With `--edits N`: the agent (defaults) indexing a copy of CORPUS from nothing; 20 s in, N edits one after the
    other (a new file in a folder it knows), each timed until keyword search finds it: p50, p95, max.
+5. With `--quiet-edits N`: the agent (defaults, but `run.worker_idle = 10`) idle after indexing a copy of CORPUS;
+   N edits 3 s apart (the workers running: the first is the first batch of each embed worker), then one edit
+   after the workers exited (15 s idle), each timed as in part 4.
 
 CORPUS is any folder of documents; the figures in docs/benchmarks.md use the development set
 (`python -m bench.devset.build DIR`: 923 files, about 10,700 chunks). Prints figures; asserts nothing.
@@ -30,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.bench_run_once import env_for
 
@@ -163,12 +167,7 @@ def busy_edits(source: Path, base: Path, edits: int) -> str:
     try:
         time.sleep(20)  # well into the initial index (and the notes folder known)
         for i in range(edits):
-            token = f"okapi{i}edit"
-            (notes / f"n{i}.md").write_text(f"# Note {i}\n\n{token} is here.\n")
-            t0 = time.perf_counter()
-            while not agent.call("search", {"query": token, "mode": "keyword"})["results"]:
-                time.sleep(0.01)
-            times.append(time.perf_counter() - t0)
+            times.append(_timed_edit(agent, notes, f"okapi{i}edit"))
             time.sleep(1)
         backlog = agent.call("status")["embedder"]["queued"]
     finally:
@@ -177,6 +176,42 @@ def busy_edits(source: Path, base: Path, edits: int) -> str:
     p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
     return (f"edit -> searchable during the initial index ({edits} edits): p50 {times[len(times) // 2]:.2f} s, "
             f"p95 {p95:.2f} s, max {times[-1]:.2f} s; {backlog} texts still queued for the embedder")  # fmt: skip
+
+
+def _timed_edit(agent: Any, folder: Path, token: str) -> float:
+    """A new file holding `token` in `folder`; seconds until keyword search finds it."""
+    (folder / f"{token}.md").write_text(f"# Note\n\n{token} is here.\n")
+    t0 = time.perf_counter()
+    while not agent.call("search", {"query": token, "mode": "keyword"})["results"]:
+        time.sleep(0.01)
+    return time.perf_counter() - t0
+
+
+def quiet_edits(source: Path, base: Path, edits: int) -> str:
+    """Edit → searchable on an agent idle after indexing a copy of `source`: with its workers running, and once
+    they exited."""
+    from bench.bench_agent import Agent
+
+    corpus = base / "corpus"
+    shutil.copytree(source, corpus, symlinks=True, ignore=shutil.ignore_patterns(".rag"))
+    notes = corpus / "notes"
+    notes.mkdir()
+    agent = Agent(base, corpus, "[run]\nworker_idle = 10\n")
+    try:
+        agent.wait()
+        time.sleep(15)  # the initial index's workers exit
+        _timed_edit(agent, notes, "okapiwarmup")  # starts the workers again
+        warm = []
+        for i in range(edits):
+            time.sleep(3)
+            warm.append(_timed_edit(agent, notes, f"okapi{i}quiet"))
+        time.sleep(15)
+        after_idle = _timed_edit(agent, notes, "okapiidle")
+    finally:
+        agent.stop()
+    return (f"edit -> searchable on an idle agent: {', '.join(f'{t:.2f}' for t in warm)} s with its workers "
+            f"running (the first {min(edits, 2)}: each embed worker's first batch); {after_idle:.2f} s after "
+            f"the workers exited")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agent", action="store_true", help="also the resident agent's RSS (part 3)")
     ap.add_argument(
         "--edits", type=int, default=0, help="edits timed during the agent's initial index (part 4)"
+    )
+    ap.add_argument(
+        "--quiet-edits", type=int, default=0, help="edits timed on the idle agent after indexing (part 5)"
     )
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -209,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             print(agent_rss(args.corpus, Path(tmp) / f"agent{w}", w))
         if args.edits:
             print(busy_edits(args.corpus, Path(tmp) / "edits", args.edits))
+        if args.quiet_edits:
+            print(quiet_edits(args.corpus, Path(tmp) / "quiet", args.quiet_edits))
     return 0
 
 
