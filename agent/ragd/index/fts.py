@@ -43,13 +43,13 @@ STOPWORDS_ZH = (
 # Only multi-character stopwords cut a CJK run: a single character is too often part of a word (会 in 会议,
 # 了 in 了解, 在 in 现在); single-character stopwords are dropped only when they stand alone.
 _ZH_STOP = re.compile("|".join(sorted((w for w in STOPWORDS_ZH if len(w) > 1), key=len, reverse=True)))
-_CJK = (
+CJK = (  # the scripts a query keeps as bare runs (tokenized by jieba, not quoted)
     "\u3040-\u30ff"  # hiragana, katakana
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
     "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"  # hangul
     "\U00020000-\U0003ffff"  # CJK extensions B..
 )
-_PIECE = re.compile(rf"([{_CJK}]+)|([^{_CJK}]+)")
+_PIECE = re.compile(rf"([{CJK}]+)|([^{CJK}]+)")
 _USER_PHRASE = re.compile(r'"([^"]*)"')
 _SEPARATORS = re.compile(r'[\s"\\]+')
 _LATIN_ACCENTS = re.compile(r"(?<=[A-Za-z])[\u0300-\u036f]+")

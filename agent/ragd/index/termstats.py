@@ -25,16 +25,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .fts import Term
+from .fts import CJK, Term
 
 SAMPLE = 1000  # chunks read for the estimate (at 100k chunks: ~10 ms to read, ~30 ms to count)
 MIN_SAMPLE = 200  # fewer: no estimate (a small collection is fast to search anyway)
 K1 = 1.2  # zvec's BM25 k1 (a document's score for one token is at most idf × (K1 + 1))
 Z = 3.0  # standard errors below the sampled share: a bound is too low for about 1 term in 1,000
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\U00020000-\U0003ffff"
 _WORD = re.compile(r"[a-z]+|[0-9]+")
-_TOKEN = re.compile(rf"[a-z]+|[0-9]+|[{_CJK}]+|[^\s{_CJK}a-z0-9]")
-_CJK_RUN = re.compile(rf"[{_CJK}]+")
+_TOKEN = re.compile(rf"[a-z]+|[0-9]+|[{CJK}]+|[^\s{CJK}a-z0-9]")
+_CJK_RUN = re.compile(rf"[{CJK}]+")
 
 
 class TermStats:

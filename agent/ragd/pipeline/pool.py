@@ -112,9 +112,8 @@ class WorkerPool:
         (the error, ours) for a task the pool would not take."""
         handed: list[tuple[Future[Any] | BaseException, Future[Any]]] = []
         waiting = len(self._waiting[0]) + len(self._waiting[1])
-        while (
-            waiting and len(self._under_way) - waiting < self.workers
-        ):  # tasks under way and not waiting: handed
+        # the tasks under way and not waiting here are in the pool's hands
+        while waiting and len(self._under_way) - waiting < self.workers:
             task = (self._waiting[0] or self._waiting[1]).popleft()
             waiting -= 1
             # the pool may refuse it (it broke): that task fails, the next may not
