@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import zvec
 
-from ragd.index import Hit, fts, fusion, lexicon
+from ragd.index import Hit, fts, fusion, jiebadict, lexicon
 from ragd.index import evaluate as ev
 from ragd.pipeline import sidecar
 from ragd.pipeline.embed.local import LocalEmbedder
@@ -165,7 +165,14 @@ def report(name: str, variant: Variant, queries: list[dict], root: Path) -> None
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=Path("~/.cache/ragd-devset"), help="as for bench_eval")
+    ap.add_argument("--jieba-dicts", type=Path, nargs="*", default=[], metavar="DIR",
+                    help="also a keyword field cut with each of these jieba dictionaries (a directory holding "
+                         "jieba.dict.utf8 and hmm_model.utf8)")  # fmt: skip
     args = ap.parse_args(argv)
+    jiebadict.use()  # every jieba field below cuts with the shipped dictionary unless it names another
+    for d in args.jieba_dicts:
+        FIELDS[f"dict_{d.name}"] = ("jieba", ["lowercase", "stemmer"], json.dumps({"jieba_dict_dir": str(d.resolve())}),
+                                    FIELDS["shipped"][3])  # fmt: skip
     root = args.cache.expanduser().resolve() / "corpus"
     queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
     t0 = time.perf_counter()
@@ -233,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     report("keyword alone (shipped field)", lambda i: ranking(evidence["shipped"][i]), queries, root)
     report("hybrid as shipped", hybrid("shipped"), queries, root)
     report("hybrid without the glosses list", hybrid("shipped", glosses=False), queries, root)
-    for field in ("mix", "full", "header"):
+    for field in ("mix", "full", "header", *(f for f in FIELDS if f.startswith("dict_"))):
         report(f"hybrid, keyword field: {field}", hybrid(field), queries, root)
     for w in (0.2, 0.5):
         report(f"hybrid + CJK bigram list x{w}", plus("bigrams", w), queries, root)

@@ -142,6 +142,9 @@ class IndexConfig(_Section):
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
     optimize_after: int = Field(default=5000, ge=100)
+    rest_after: float = Field(
+        default=120.0, ge=0
+    )  # seconds unused before the agent closes the collection; 0: never
 
 
 DEFAULT_IGNORE = (

@@ -180,6 +180,8 @@ def _index_lines(index: Obj) -> list[str]:
             f"{_num(index.get('pending_mushrooms'))} pending mushrooms")  # fmt: skip
     if index.get("optimizing"):
         line += "; optimizing"
+    if index.get("resting"):
+        line += "; closed while unused"
     lines = [line]
     verify = verify_line(index.get("verify"))
     if verify:

@@ -147,6 +147,7 @@ class Lifecycle:
                 if next_verify is not None and now >= next_verify and self.agent.current_state() == "idle":
                     self.agent.verifier.request("periodic")
                     next_verify = now + verify_every
+                self._rest_index()
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S
@@ -179,6 +180,18 @@ class Lifecycle:
             self._busy_since = None
             self._idle_at = now
             memory.release()  # what indexing freed goes back to the system
+
+    def _rest_index(self) -> None:
+        """Close the collection once nothing has used it for `index.rest_after` seconds (the next use opens it)."""
+        after = self.config.index.rest_after
+        writer = self.agent.writer
+        if not after or writer is None or writer.index.resting or writer.index.idle_s() < after:
+            return
+        if self.agent.current_state() == "idle" and writer.index.rest():
+            memory.release()
+            log.info(
+                "index closed after %.0f s unused (its memory given back; the next search opens it)", after
+            )
 
     def _reload_logged(self) -> None:
         with contextlib.suppress(ConfigError):  # logged by reload(); the running configuration stays

@@ -26,7 +26,9 @@ from ..model import EmbeddingIdentity
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # bump when the collection's fields change: a new version is a new (rebuilt) collection
+# Bump when the collection's fields, or how its text is cut into words, change: a new version is a new collection,
+# filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py).
+SCHEMA_VERSION = 3
 MAX_K = 100  # the largest number of hits one query returns
 
 
@@ -164,6 +166,19 @@ class IndexBackend(Protocol):
         ...
 
     def stats(self) -> dict[str, Any]: ...
+
+    @property
+    def resting(self) -> bool:
+        """Closed by `rest` until its next use."""
+        ...
+
+    def idle_s(self) -> float:
+        """Seconds since the index was last used."""
+        ...
+
+    def rest(self) -> bool:
+        """Give back the memory of an index nothing uses (its next use opens it again). True if it did."""
+        ...
 
     def close(self) -> None: ...
 

@@ -11,8 +11,11 @@ searches go on during a long optimize.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -109,6 +112,27 @@ class _Row(NamedTuple):
         return cls(doc.id, f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0)))
 
 
+class _Rest(NamedTuple):
+    """A resting collection: its document count, and the `flock` on its LOCK file, held as zvec holds it."""
+
+    documents: int
+    fd: int
+
+    @classmethod
+    def hold(cls, path: Path, documents: int) -> _Rest:
+        try:
+            fd = os.open(path / "LOCK", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # gone: waking will report what is wrong
+            return cls(documents, -1)
+        with contextlib.suppress(OSError):  # taken in the moment since the close: waking reports IndexBusy
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return cls(documents, fd)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # drops the flock
+
+
 class ZvecIndex:
     def __init__(
         self,
@@ -129,6 +153,9 @@ class ZvecIndex:
         self._terms: tuple[int, int, termstats.TermStats | None] | None = (
             None  # documents, written, the sample
         )
+        self._used = time.monotonic()  # the last use of the collection
+        self._rest: _Rest | None = None  # while resting: closed until the next use (`rest`)
+        self._waking = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------------------------------
     @classmethod
@@ -144,8 +171,12 @@ class ZvecIndex:
         return self._path
 
     def _live(self) -> zvec.Collection:
+        self._used = time.monotonic()
         if self._coll is None:
-            raise IndexError_(f"the index at {self._path} is closed", "reopen it")
+            if self._rest is None:
+                raise IndexError_(f"the index at {self._path} is closed", "reopen it")
+            self._wake()
+            assert self._coll is not None
         return self._coll
 
     def _writable(self) -> zvec.Collection:
@@ -155,6 +186,8 @@ class ZvecIndex:
 
     def count(self) -> int:
         with self._rw.reading():
+            if (rest := self._rest) is not None:
+                return rest.documents  # nothing wrote since it was closed: a write would have woken it
             return int(self._live().stats.doc_count)
 
     def _pending(self) -> int:
@@ -375,8 +408,51 @@ class ZvecIndex:
             log.info("index compacted: %d blocks folded into one (%d documents)", folded, copied)
             return folded
 
+    # -- rest: closed while nothing uses it ---------------------------------------------------------------------
+    @property
+    def resting(self) -> bool:
+        return self._rest is not None
+
+    def idle_s(self) -> float:
+        """Seconds since the collection was last used (a query, a write, a listing)."""
+        return time.monotonic() - self._used
+
+    def rest(self) -> bool:
+        """Close the collection until its next use, which opens it again (~0.15 s): an idle agent gives back zvec's
+        memory (the open collection with its jieba dictionary; docs/benchmarks.md, issue 14). The collection's
+        lock stays held meanwhile (`_Rest`), so no other process takes it for writing. False when a write or a
+        query is running, on a read-only handle, or when resting or closed already."""
+        if self._read_only or not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._rw.writing():
+                if self._coll is None:
+                    return False
+                documents = int(self._coll.stats.doc_count)
+                with _zvec_errors("close", self._path):
+                    self._coll.close()
+                self._coll = None
+                health.write_stamp(self._path)  # closed cleanly: waking needs no probe
+                self._rest = _Rest.hold(self._path, documents)
+                return True
+        finally:
+            self._write_lock.release()
+
+    def _wake(self) -> None:
+        """Open the resting collection again (callers hold `_rw`; readers may arrive together)."""
+        with self._waking:
+            if self._coll is not None or (rest := self._rest) is None:
+                return
+            rest.release()  # zvec takes the lock itself, on a descriptor of its own
+            self._coll = open_collection(self._path, self._identity, self._cfg, self._read_only)
+            self._rest = None
+            log.debug("index %s opened again after a rest", self._path)
+
     def close(self) -> None:
         with self._write_lock, self._rw.writing():
+            if (rest := self._rest) is not None:
+                rest.release()  # closed already, stamped when it went to rest
+                self._rest = None
             if self._coll is not None:
                 with _zvec_errors("close", self._path):
                     self._coll.close()

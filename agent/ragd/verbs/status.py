@@ -123,6 +123,7 @@ def _index(rt: Resident) -> dict[str, Any]:
         "pending_mushrooms": writer.pending(),
         "failed_mushrooms": writer.failed(),
         "optimizing": writer.optimizing,
+        "resting": writer.index.resting,
         "verify": _verify(rt),
         "rebuilding": rt.rebuilding,
         "path": str(writer.index.path),
