@@ -6,70 +6,44 @@ when a write or an optimize ran beside two or more queries; with one query threa
 On top of that, writes take the write lock *and* the readers-writer lock exclusively (one writer or many readers,
 as zvec documents), queries share the readers-writer lock, and `optimize()` takes only the write lock, so
 searches go on during a long optimize.
+
+Here: opening, writes, optimize and compaction, rest, close; the reads are in zvec_reads.py (the base class).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import zvec
 
 from ..config import IndexConfig
 from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import (
-    MAX_K,
-    Hit,
     IndexChunk,
-    SourceSummary,
     SourceWrite,
-    fts,
     health,
-    keyword,
-    lexicon,
     scan,
     termstats,
     zvec_open,
 )
 from . import filters as F
-from .fusion import (  # noqa: F401 (re-export)
-    KEYWORD_FLOOR,
-    KEYWORD_RELATIVE,
-    KEYWORD_WEIGHT,
-    RRF_RANK_CONSTANT,
-    TRANSLATED_DEPTH,
-    fuse,
-    fuse_documents,
-    keyword_evidence,
-)
 from .rwlock import ReadWriteLock
-from .scan import MAX_TOPK
-from .zvec_open import open_collection
+from .zvec_open import Resting, check_statuses, open_collection, zvec_errors
+from .zvec_reads import ZvecReads
 from .zvec_schema import (
-    CHUNK_INDEX,
-    CONTENT_HASH,
     EMBEDDING,
-    EXT,
-    FTS_TEXT,
-    HIT_FIELDS,
     SOURCE_CHUNKS,
-    SOURCE_MD5,
     SOURCE_PATH,
     check_text,
-    check_vector,
     doc_id,
     to_doc,
-    to_hit,
     vector_param,
 )
 
@@ -81,59 +55,7 @@ DOCS_PER_BLOCK = 1000  # ... or, if more, one per this many documents (100k: 100
 COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
 
 
-@contextlib.contextmanager
-def _zvec_errors(op: str, path: Path) -> Iterator[None]:
-    try:
-        yield
-    except (RuntimeError, ValueError, KeyError, TypeError) as err:
-        raise IndexError_(
-            f"index {op} failed at {path}: {err}", "see the agent log; `ragd` can rebuild the index"
-        ) from err
-
-
-def _check_statuses(statuses: Any, op: str, path: Path, *, missing_ok: bool = False) -> None:
-    for st in statuses if isinstance(statuses, list) else [statuses]:
-        if not st.ok() and not (missing_ok and st.code() == zvec.StatusCode.NOT_FOUND):
-            raise IndexError_(f"index {op} failed at {path}: {st.message()}", "see the agent log")
-
-
-_ROW_FIELDS = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
-
-
-class _Row(NamedTuple):
-    id: str
-    path: str
-    md5: str
-    chunk_index: int
-
-    @classmethod
-    def of(cls, doc: zvec.Doc) -> _Row:
-        f = doc.fields
-        return cls(doc.id, f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0)))
-
-
-class _Rest(NamedTuple):
-    """A resting collection: its document count, and the `flock` on its LOCK file, held as zvec holds it."""
-
-    documents: int
-    fd: int
-
-    @classmethod
-    def hold(cls, path: Path, documents: int) -> _Rest:
-        try:
-            fd = os.open(path / "LOCK", os.O_RDWR | os.O_CLOEXEC)
-        except OSError:  # gone: waking will report what is wrong
-            return cls(documents, -1)
-        with contextlib.suppress(OSError):  # taken in the moment since the close: waking reports IndexBusy
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return cls(documents, fd)
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # drops the flock
-
-
-class ZvecIndex:
+class ZvecIndex(ZvecReads):
     def __init__(
         self,
         coll: zvec.Collection,
@@ -154,7 +76,7 @@ class ZvecIndex:
             None  # documents, written, the sample
         )
         self._used = time.monotonic()  # the last use of the collection
-        self._rest: _Rest | None = None  # while resting: closed until the next use (`rest`)
+        self._rest: Resting | None = None  # while resting: closed until the next use (`rest`)
         self._waking = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------------------------------
@@ -241,7 +163,7 @@ class ZvecIndex:
     # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
     @contextlib.contextmanager
     def _exclusive(self, op: str) -> Iterator[zvec.Collection]:
-        with self._write_lock, self._rw.writing(), _zvec_errors(op, self._path):
+        with self._write_lock, self._rw.writing(), zvec_errors(op, self._path):
             yield self._writable()
 
     def replace_source(
@@ -269,11 +191,11 @@ class ZvecIndex:
             ]
             for start in range(0, len(stale), MAX_BATCH):
                 statuses = coll.delete(stale[start : start + MAX_BATCH])
-                _check_statuses(
+                check_statuses(
                     statuses, "delete", self._path, missing_ok=True
                 )  # gone: a repeat after a crash
             for start in range(0, len(docs), MAX_BATCH):
-                _check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
+                check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
             self._written += len(docs) + len(stale)
 
     def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
@@ -319,7 +241,7 @@ class ZvecIndex:
         with self._exclusive("delete") as coll:  # the filter over-matches: delete the re-checked ids
             ids = [r.id for r in self._rows(coll, dir_path, writable=True)]
             for start in range(0, len(ids), MAX_BATCH):
-                _check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
+                check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
             self._written += len(ids)
             return len(ids)
 
@@ -334,7 +256,7 @@ class ZvecIndex:
                 log.info("switching the vector index of %s to %s", self._path, self._cfg.type)
                 with self._exclusive("index change") as coll:
                     coll.create_index(EMBEDDING, vector_param(self._cfg))
-            with _zvec_errors("optimize", self._path):
+            with zvec_errors("optimize", self._path):
                 self._writable().optimize()
             self._written = 0
 
@@ -372,16 +294,16 @@ class ZvecIndex:
             folded = self.blocks
             fresh_path = self._path.with_name(self._path.name + zvec_open.COMPACTING)
             zvec_open.remove_debris(self._path)
-            with self._rw.reading(), _zvec_errors("compaction", self._path):
+            with self._rw.reading(), zvec_errors("compaction", self._path):
                 ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
             fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False)
             try:
                 for start in range(0, len(ids), COMPACT_BATCH):
-                    with self._rw.reading(), _zvec_errors("compaction", self._path):
+                    with self._rw.reading(), zvec_errors("compaction", self._path):
                         docs = list(self._live().fetch(ids[start : start + COMPACT_BATCH]).values())
-                    with self._rw.writing(), _zvec_errors("compaction", fresh_path):  # no query runs beside
-                        _check_statuses(fresh.insert(docs), "insert", fresh_path)
-                with self._rw.writing(), _zvec_errors("compaction", fresh_path):
+                    with self._rw.writing(), zvec_errors("compaction", fresh_path):  # no query runs beside
+                        check_statuses(fresh.insert(docs), "insert", fresh_path)
+                with self._rw.writing(), zvec_errors("compaction", fresh_path):
                     fresh.flush()
                     copied = int(fresh.stats.doc_count)
                     fresh.close()
@@ -390,7 +312,7 @@ class ZvecIndex:
                     fresh.close()
                 zvec_open.remove_debris(self._path)
                 raise
-            with self._rw.writing(), _zvec_errors("compaction", self._path):
+            with self._rw.writing(), zvec_errors("compaction", self._path):
                 if copied != int(
                     self._live().stats.doc_count
                 ):  # nothing else writes meanwhile: a lost document
@@ -429,11 +351,11 @@ class ZvecIndex:
                 if self._coll is None:
                     return False
                 documents = int(self._coll.stats.doc_count)
-                with _zvec_errors("close", self._path):
+                with zvec_errors("close", self._path):
                     self._coll.close()
                 self._coll = None
                 health.write_stamp(self._path)  # closed cleanly: waking needs no probe
-                self._rest = _Rest.hold(self._path, documents)
+                self._rest = Resting.hold(self._path, documents)
                 return True
         finally:
             self._write_lock.release()
@@ -454,116 +376,8 @@ class ZvecIndex:
                 rest.release()  # closed already, stamped when it went to rest
                 self._rest = None
             if self._coll is not None:
-                with _zvec_errors("close", self._path):
+                with zvec_errors("close", self._path):
                     self._coll.close()
                 self._coll = None
                 if not self._read_only:
                     health.write_stamp(self._path)  # closed cleanly: the next open needs no probe
-
-    # -- reads --------------------------------------------------------------------------------------------------
-    def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
-        # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
-        # statistics of later writes would then be those of a small new segment): list with filtered queries.
-        # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
-        lock = self._write_lock if self._read_only else contextlib.nullcontext()
-        with lock, self._rw.reading(), _zvec_errors("scan", self._path):
-            rows = self._rows(self._live(), prefix, writable=not self._read_only)
-        md5s: dict[str, set[str]] = {}
-        indices: dict[str, set[int]] = {}
-        for r in rows:
-            md5s.setdefault(r.path, set()).add(r.md5)
-            indices.setdefault(r.path, set()).add(r.chunk_index)
-        out = {}
-        for path, seen in indices.items():
-            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
-            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
-        return out
-
-    @staticmethod
-    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
-        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match)."""
-        flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
-        rows = scan.rows(coll, flt, _ROW_FIELDS, seal_ok=not writable)
-        found = (_Row.of(d) for d in rows)
-        return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
-
-    def chunks(self, source_path: str) -> list[Hit]:
-        flt = F.equals(SOURCE_PATH, source_path)
-        with self._rw.reading(), _zvec_errors("lookup", self._path):
-            docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=HIT_FIELDS)
-        return sorted((to_hit(d, 0.0) for d in docs), key=lambda h: h.chunk_index)
-
-    def query(
-        self,
-        *,
-        vector: np.ndarray | None,
-        text: str | None,
-        k: int,
-        path_prefixes: Sequence[str] = (),
-        extensions: Sequence[str] = (),
-    ) -> list[Hit]:
-        if not 1 <= k <= MAX_K:
-            raise ValueError(f"k must be between 1 and {MAX_K}")
-        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
-        flt = F.all_of(
-            F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
-            F.any_of(EXT, exts) if exts else None,
-        )
-        dense = (
-            zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
-            if vector is not None
-            else None
-        )
-        terms = fts.terms(text) if text else []
-        if dense is None:
-            return self._keyword(terms, k, flt, path_prefixes, evidence=False)
-        if not terms:
-            return [replace(h, score=1.0 - h.score) for h in self._run(dense, k, flt, path_prefixes)]
-        depth = min(max(4 * k, 20), MAX_K)
-        cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
-        weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
-        found = keyword_evidence(self._keyword(terms, depth, flt, path_prefixes, evidence=True))
-        translated: list[Hit] = []
-        if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
-            translated = keyword_evidence(
-                self._keyword(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes, evidence=True)
-            )
-        return fuse_documents(cosine, found, k, weight, translated)
-
-    def _keyword(
-        self, terms: list[fts.Term], k: int, flt: str | None, prefixes: Sequence[str], *, evidence: bool
-    ) -> list[Hit]:
-        """Keyword hits, common words searched only beside rarer ones when that provably changes nothing
-        (`keyword.search`; `evidence`: only hits that `keyword_evidence` keeps matter)."""
-
-        def run(query_string: str, top: int) -> list[Hit]:
-            return self._run(
-                zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=query_string)), top, flt, prefixes
-            )
-
-        return keyword.search(run, terms, k, self._term_stats(), evidence=evidence)
-
-    def _term_stats(self) -> termstats.TermStats | None:
-        """The sample of the collection's chunks that keyword plans use, read again once a quarter of the
-        collection was written or its size moved by a quarter since (`termstats.sample`: ~10 ms at 100k)."""
-        with self._rw.reading(), _zvec_errors("query", self._path):
-            coll = self._live()
-            documents = int(coll.stats.doc_count)
-            if (held := self._terms) is not None:
-                at, written, stats = held
-                if max(abs(documents - at), abs(self._written - written)) * 4 <= at:
-                    return stats
-            stats = termstats.sample(coll, documents, CONTENT_HASH, FTS_TEXT)
-            self._terms = (documents, self._written, stats)
-            return stats
-
-    def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
-        exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit
-        with self._rw.reading(), _zvec_errors("query", self._path):
-            docs = self._live().query(
-                query, topk=k if exact else MAX_K, filter=flt or None, output_fields=HIT_FIELDS
-            )
-        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None]
-        if not exact:
-            hits = [h for h in hits if any(F.is_under(h.source_path, p) for p in prefixes)]
-        return hits[:k]

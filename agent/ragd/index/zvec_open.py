@@ -6,12 +6,15 @@ zvec gives (all mapped to IndexError_, a held lock to IndexBusy).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import zvec
 
@@ -45,6 +48,45 @@ def _ensure_init() -> None:
             except RuntimeError as err:  # initialised elsewhere already: keep going, but say so
                 log.warning("zvec was already initialised (%s): concurrent queries may deadlock", err)
             _initialized = True
+
+
+@contextlib.contextmanager
+def zvec_errors(op: str, path: Path) -> Iterator[None]:
+    """zvec's exceptions during `op` as IndexError_ naming the collection."""
+    try:
+        yield
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        raise IndexError_(
+            f"index {op} failed at {path}: {err}", "see the agent log; `ragd` can rebuild the index"
+        ) from err
+
+
+def check_statuses(statuses: Any, op: str, path: Path, *, missing_ok: bool = False) -> None:
+    """zvec reports a failed write as a Status, not an exception: raise IndexError_ for the first that failed."""
+    for st in statuses if isinstance(statuses, list) else [statuses]:
+        if not st.ok() and not (missing_ok and st.code() == zvec.StatusCode.NOT_FOUND):
+            raise IndexError_(f"index {op} failed at {path}: {st.message()}", "see the agent log")
+
+
+class Resting(NamedTuple):
+    """A resting collection: its document count, and the `flock` on its LOCK file, held as zvec holds it."""
+
+    documents: int
+    fd: int
+
+    @classmethod
+    def hold(cls, path: Path, documents: int) -> Resting:
+        try:
+            fd = os.open(path / "LOCK", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:  # gone: waking will report what is wrong
+            return cls(documents, -1)
+        with contextlib.suppress(OSError):  # taken in the moment since the close: waking reports IndexBusy
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return cls(documents, fd)
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # drops the flock
 
 
 def _busy(path: Path) -> IndexBusy:

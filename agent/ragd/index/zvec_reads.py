@@ -1,0 +1,170 @@
+"""The read side of ZvecIndex: listings, a source's chunks and queries (vector, keyword, both fused), each under
+the shared side of the readers-writer lock (zvec_backend.py says why)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import zvec
+
+from ..model import EmbeddingIdentity
+from . import MAX_K, Hit, SourceSummary, fts, keyword, lexicon, scan, termstats
+from . import filters as F
+from .fusion import KEYWORD_WEIGHT, TRANSLATED_DEPTH, fuse_documents, keyword_evidence
+from .rwlock import ReadWriteLock
+from .scan import MAX_TOPK
+from .zvec_open import zvec_errors
+from .zvec_schema import (
+    CHUNK_INDEX,
+    CONTENT_HASH,
+    EMBEDDING,
+    EXT,
+    FTS_TEXT,
+    HIT_FIELDS,
+    SOURCE_MD5,
+    SOURCE_PATH,
+    check_vector,
+    to_hit,
+)
+
+_ROW_FIELDS = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+
+
+class _Row(NamedTuple):
+    id: str
+    path: str
+    md5: str
+    chunk_index: int
+
+    @classmethod
+    def of(cls, doc: zvec.Doc) -> _Row:
+        f = doc.fields
+        return cls(doc.id, f.get(SOURCE_PATH, ""), f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0)))
+
+
+class ZvecReads:
+    """What ZvecIndex reads with; it opens, writes, rests and closes the collection (`_live` opens a resting one)."""
+
+    _path: Path
+    _identity: EmbeddingIdentity
+    _read_only: bool
+    _write_lock: threading.RLock
+    _rw: ReadWriteLock
+    _written: int
+    _terms: tuple[int, int, termstats.TermStats | None] | None  # documents, written, the sample
+
+    def _live(self) -> zvec.Collection:
+        raise NotImplementedError
+
+    def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
+        # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
+        # statistics of later writes would then be those of a small new segment): list with filtered queries.
+        # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
+        lock = self._write_lock if self._read_only else contextlib.nullcontext()
+        with lock, self._rw.reading(), zvec_errors("scan", self._path):
+            rows = self._rows(self._live(), prefix, writable=not self._read_only)
+        md5s: dict[str, set[str]] = {}
+        indices: dict[str, set[int]] = {}
+        for r in rows:
+            md5s.setdefault(r.path, set()).add(r.md5)
+            indices.setdefault(r.path, set()).add(r.chunk_index)
+        out = {}
+        for path, seen in indices.items():
+            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
+            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
+        return out
+
+    @staticmethod
+    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
+        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match)."""
+        flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
+        rows = scan.rows(coll, flt, _ROW_FIELDS, seal_ok=not writable)
+        found = (_Row.of(d) for d in rows)
+        return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
+
+    def chunks(self, source_path: str) -> list[Hit]:
+        flt = F.equals(SOURCE_PATH, source_path)
+        with self._rw.reading(), zvec_errors("lookup", self._path):
+            docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=HIT_FIELDS)
+        return sorted((to_hit(d, 0.0) for d in docs), key=lambda h: h.chunk_index)
+
+    def query(
+        self,
+        *,
+        vector: np.ndarray | None,
+        text: str | None,
+        k: int,
+        path_prefixes: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+    ) -> list[Hit]:
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}")
+        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
+        flt = F.all_of(
+            F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
+            F.any_of(EXT, exts) if exts else None,
+        )
+        dense = (
+            zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
+            if vector is not None
+            else None
+        )
+        terms = fts.terms(text) if text else []
+        if dense is None:
+            return self._keyword(terms, k, flt, path_prefixes, evidence=False)
+        if not terms:
+            return [replace(h, score=1.0 - h.score) for h in self._run(dense, k, flt, path_prefixes)]
+        depth = min(max(4 * k, 20), MAX_K)
+        cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
+        weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
+        found = keyword_evidence(self._keyword(terms, depth, flt, path_prefixes, evidence=True))
+        translated: list[Hit] = []
+        if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
+            translated = keyword_evidence(
+                self._keyword(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes, evidence=True)
+            )
+        return fuse_documents(cosine, found, k, weight, translated)
+
+    def _keyword(
+        self, terms: list[fts.Term], k: int, flt: str | None, prefixes: Sequence[str], *, evidence: bool
+    ) -> list[Hit]:
+        """Keyword hits, common words searched only beside rarer ones when that provably changes nothing
+        (`keyword.search`; `evidence`: only hits that `keyword_evidence` keeps matter)."""
+
+        def run(query_string: str, top: int) -> list[Hit]:
+            return self._run(
+                zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=query_string)), top, flt, prefixes
+            )
+
+        return keyword.search(run, terms, k, self._term_stats(), evidence=evidence)
+
+    def _term_stats(self) -> termstats.TermStats | None:
+        """The sample of the collection's chunks that keyword plans use, read again once a quarter of the
+        collection was written or its size moved by a quarter since (`termstats.sample`: ~10 ms at 100k)."""
+        with self._rw.reading(), zvec_errors("query", self._path):
+            coll = self._live()
+            documents = int(coll.stats.doc_count)
+            if (held := self._terms) is not None:
+                at, written, stats = held
+                if max(abs(documents - at), abs(self._written - written)) * 4 <= at:
+                    return stats
+            stats = termstats.sample(coll, documents, CONTENT_HASH, FTS_TEXT)
+            self._terms = (documents, self._written, stats)
+            return stats
+
+    def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
+        exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit
+        with self._rw.reading(), zvec_errors("query", self._path):
+            docs = self._live().query(
+                query, topk=k if exact else MAX_K, filter=flt or None, output_fields=HIT_FIELDS
+            )
+        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None]
+        if not exact:
+            hits = [h for h in hits if any(F.is_under(h.source_path, p) for p in prefixes)]
+        return hits[:k]
