@@ -9,7 +9,7 @@
    in one process, and in two processes side by side (combined): what the pipeline can reach on this machine.
 3. With `--agent`: the resident agent (`ragd run`, the bundled model) on a copy of CORPUS, per `run.workers`
    value: its RSS once idle after indexing, then after 20 searches (the question model loaded), and the time of
-   the first search; then its RSS once its index rested (closed while unused, `index.rest_after` = REST_AFTER s),
+   the first search; then its RSS once its index rested (closed while unused, `run.rest_after` = REST_AFTER s),
    and the time of the search that opens it again.
 4. With `--edits N`: the agent (defaults) indexing a copy of CORPUS from nothing; 20 s in, N edits one after the
    other (a new file in a folder it knows), each timed until keyword search finds it: p50, p95, max.
@@ -132,7 +132,7 @@ def sample_texts(tree: Path, n: int, out: Path) -> None:
     out.write_text(json.dumps(texts[::step][:n]))
 
 
-REST_AFTER = 20  # part 3's `index.rest_after`: seconds (the default, 120, would only make the run longer)
+REST_AFTER = 20  # part 3's `run.rest_after`: seconds (the default, 120, would only make the run longer)
 
 
 def agent_rss(source: Path, base: Path, workers: int) -> str:
@@ -142,7 +142,7 @@ def agent_rss(source: Path, base: Path, workers: int) -> str:
 
     corpus = base / "corpus"
     shutil.copytree(source, corpus, symlinks=True, ignore=shutil.ignore_patterns(".rag"))
-    agent = Agent(base, corpus, f"[run]\nworkers = {workers}\n[index]\nrest_after = {REST_AFTER}\n")
+    agent = Agent(base, corpus, f"[run]\nworkers = {workers}\nrest_after = {REST_AFTER}\n")
     try:
         agent.wait()
         time.sleep(2)  # the last batches' memory handed back
@@ -163,7 +163,7 @@ def agent_rss(source: Path, base: Path, workers: int) -> str:
         woken = time.perf_counter() - t0
         return (f"agent, run.workers = {workers}: RSS {idle:.0f} MiB idle after indexing, {searched:.0f} MiB "
                 f"after 21 searches; first search {first * 1000:.0f} ms; {rested:.0f} MiB once its index rested "
-                f"(index.rest_after = {REST_AFTER} s), then a search in {woken * 1000:.0f} ms (opens it again), "
+                f"(run.rest_after = {REST_AFTER} s), then a search in {woken * 1000:.0f} ms (opens it again), "
                 f"RSS {agent.rss_mib():.0f} MiB")  # fmt: skip
     finally:
         agent.stop()

@@ -142,9 +142,6 @@ class IndexConfig(_Section):
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
     optimize_after: int = Field(default=5000, ge=100)
-    rest_after: float = Field(
-        default=120.0, ge=0
-    )  # seconds unused before the agent closes the collection; 0: never
 
 
 DEFAULT_IGNORE = (
@@ -198,6 +195,9 @@ class RunConfig(_Section):
     workers: int | None = Field(default=None, ge=0, le=64)  # parse worker processes; None: one per core
     worker_memory: int = Field(default=1024, ge=0)  # MiB of address space per worker; 0: no cap
     worker_idle: float = Field(default=60.0, gt=0, le=86400)  # seconds without a file before the workers exit
+    rest_after: float = Field(
+        default=120.0, ge=0
+    )  # seconds unused before the agent rests (lifecycle.py); 0: never
 
     @field_validator("worker_memory")
     @classmethod

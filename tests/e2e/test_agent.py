@@ -383,10 +383,14 @@ def test_odd_names_and_bad_files_while_watching(agent: AgentProcess, root: Path)
 def test_an_unused_index_rests_and_the_next_search_or_change_opens_it(
     tmp_path: Path, config: Path, root: Path
 ) -> None:
-    config.write_text(config.read_text() + "\n[index]\nrest_after = 1\n")
+    config.write_text(config.read_text() + "\n[run]\nrest_after = 1\n")
     with running_agent(tmp_path / "agent.log", str(root), idle=True) as agent:
         poll(lambda: agent.call("status")["index"]["resting"], timeout=30, what="the index resting")
-        poll(lambda: "index closed after 1 s unused" in agent.log(), timeout=10, what="the rest logged")
+        poll(
+            lambda: "resting after 1 s unused: index closed" in agent.log(),
+            timeout=10,
+            what="the rest logged",
+        )
         status = ragctl("status").stdout
         assert "closed while unused" in status
         assert keyword_hits("alpha") == [str(root / "a.md")]  # a search opens it again

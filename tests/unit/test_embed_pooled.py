@@ -99,6 +99,18 @@ def test_a_question_is_embedded_in_this_process_while_documents_go_to_the_worker
         queue.close()
 
 
+def test_a_resting_agent_drops_its_question_model_and_the_next_question_loads_it_again() -> None:
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=1))
+    try:
+        assert not queue.rest()  # nothing loaded yet
+        first = queue.query("磁盘空间 disk space")
+        assert queue.loaded and queue.rest() and not queue.loaded
+        np.testing.assert_allclose(queue.query("磁盘空间 disk space"), first, rtol=1e-6)
+        assert queue.loaded and not workers_of(os.getpid())
+    finally:
+        queue.close()
+
+
 def test_without_run_settings_the_model_stays_in_this_process() -> None:
     queue = LazyEmbedQueue(EmbeddingConfig())
     try:

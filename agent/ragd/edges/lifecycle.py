@@ -147,7 +147,7 @@ class Lifecycle:
                 if next_verify is not None and now >= next_verify and self.agent.current_state() == "idle":
                     self.agent.verifier.request("periodic")
                     next_verify = now + verify_every
-                self._rest_index()
+                self._rest()
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S
@@ -181,17 +181,18 @@ class Lifecycle:
             self._idle_at = now
             memory.release()  # what indexing freed goes back to the system
 
-    def _rest_index(self) -> None:
-        """Close the collection once nothing has used it for `index.rest_after` seconds (the next use opens it)."""
-        after = self.config.index.rest_after
+    def _rest(self) -> None:
+        """Once nothing has used the index for `run.rest_after` seconds: close it and drop the question model (the
+        next search opens and loads them again), and give their memory back."""
+        after = self.config.run.rest_after
         writer = self.agent.writer
         if not after or writer is None or writer.index.resting or writer.index.idle_s() < after:
             return
         if self.agent.current_state() == "idle" and writer.index.rest():
+            model = self.agent.embed.rest()
             memory.release()
-            log.info(
-                "index closed after %.0f s unused (its memory given back; the next search opens it)", after
-            )
+            log.info("resting after %.0f s unused: index closed%s, memory given back (the next search opens it)",
+                     after, ", question model dropped" if model else "")  # fmt: skip
 
     def _reload_logged(self) -> None:
         with contextlib.suppress(ConfigError):  # logged by reload(); the running configuration stays

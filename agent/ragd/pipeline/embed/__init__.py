@@ -107,6 +107,16 @@ class LazyEmbedQueue:
     def loaded(self) -> bool:
         return self._queue is not None or self._query_model is not None
 
+    def rest(self) -> bool:
+        """Drop this process's copy of the model (the next question loads it again). True if one was loaded."""
+        with self._query_lock:
+            model, self._query_model = self._query_model, None
+        if model is None:
+            return False
+        if close := getattr(model, "close", None):
+            close()
+        return True
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.submit(texts).result()
 
