@@ -4,6 +4,7 @@ reconcile repairing what the per-source record cannot see."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -166,6 +167,46 @@ def test_applied_notes_are_flushed_in_a_pause_or_after_flush_every_s(
         (late,) = sorted(root.rglob("*.mushroom"))
         indexer.put_mushroom(late)
         poll(lambda: not late.exists(), timeout=10, what="the note to be flushed while more was coming")
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
+def test_the_periodic_flush_waits_for_an_edit_on_its_way(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During an initial index the writer flushes every FLUSH_EVERY_S; while an edit's note is on its way it waits
+    for it (a flush took up to 1.6 s that the edit then waited out), up to FLUSH_DEFER_S longer."""
+    root = tmp_path / "kb"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "n0.md").write_text(body("a0", 10))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg, index=False).ok
+    (note,) = sorted(root.rglob("*.mushroom"))
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    edit = threading.Event()
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.2)
+    monkeypatch.setattr(writer, "FLUSH_DEFER_S", 1.5)
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True,
+                      edit_coming=edit.is_set)  # fmt: skip
+    indexer.start()
+    try:
+        edit.set()
+        indexer.put_mushroom(note)
+        poll(lambda: indexer.pending() == 0 and idx.count() > 0, what="the note to be applied")
+        time.sleep(0.6)  # past FLUSH_EVERY_S: held back by the edit on its way
+        assert note.exists()
+        edit.clear()  # the edit's note arrived
+        poll(lambda: not note.exists(), timeout=5, what="the flush once no edit is on its way")
+        (root / "a" / "n0.md").write_text(body("a0", 4, "v2"))
+        assert run(cfg, index=False).ok
+        (late,) = sorted(root.rglob("*.mushroom"))
+        edit.set()  # an edit that never comes: flushed all the same, FLUSH_DEFER_S later
+        started = time.monotonic()
+        indexer.put_mushroom(late)
+        poll(lambda: not late.exists(), timeout=10, what="the flush after FLUSH_DEFER_S")
+        assert time.monotonic() - started >= 1.5
     finally:
         indexer.stop()
         idx.close()

@@ -34,6 +34,9 @@ RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
 # block zvec keeps in memory until the collection is compacted (docs/zvec-notes.md), and searches see writes before
 # their flush. A crash loses nothing: the notes not yet flushed are still on disk and applied again at the start.
 FLUSH_EVERY_S = 30.0
+# ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
+# it, up to this much longer: a flush during an initial index took 0.6-1.6 s, which the edit's note waited out.
+FLUSH_DEFER_S = 15.0
 
 
 @dataclass
@@ -46,11 +49,19 @@ _STOP = object()
 
 
 class Indexer:
-    def __init__(self, sync: IndexSync, more_coming: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        sync: IndexSync,
+        more_coming: Callable[[], bool] = lambda: False,
+        edit_coming: Callable[[], bool] = lambda: False,
+    ) -> None:
         """`more_coming`: whether more changes are on their way to the writer (directory jobs queued or running,
-        texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S."""
+        texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S. `edit_coming`:
+        whether one of them is a change seen in a folder (an edit to make searchable soon): the periodic flush
+        waits for it too, up to FLUSH_DEFER_S more."""
         self.sync = sync
         self._more_coming = more_coming
+        self._edit_coming = edit_coming
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
         self._queued: set[Path] = set()
@@ -167,14 +178,18 @@ class Indexer:
                 item.future.set_exception(err)
 
     def _flush(self, *, force: bool = False) -> None:
-        """Flush the applied notes, then delete them: when FLUSH_EVERY_S has passed since the first was applied,
-        or `force` (nothing else on its way). A flush that fails keeps them, to be flushed with the next."""
+        """Flush the applied notes, then delete them: when FLUSH_EVERY_S has passed since the first was applied
+        (up to FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that
+        fails keeps them, to be flushed with the next."""
         with self._lock:
-            if not self._unflushed or (
-                not force and time.monotonic() - self._unflushed_since < FLUSH_EVERY_S
-            ):
+            if not self._unflushed:
                 return
+            waited = time.monotonic() - self._unflushed_since
             notes = list(self._unflushed)
+        if not force and (
+            waited < FLUSH_EVERY_S or (waited < FLUSH_EVERY_S + FLUSH_DEFER_S and self._edit_coming())
+        ):
+            return
         try:
             self.sync.flushed(notes)
         except Exception:  # the writer loop's boundary: the notes stay on disk and in the list

@@ -106,7 +106,7 @@ class Agent:
 
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
-        self._writer = Indexer(sync, more_coming=self._more_coming)
+        self._writer = Indexer(sync, more_coming=self._more_coming, edit_coming=self._edit_coming)
         self._searcher = self._search_over(index)
 
     def _more_coming(self) -> bool:
@@ -116,6 +116,10 @@ class Agent:
         if stats.queued or stats.in_flight:
             return True
         return not self.scheduler.paused and bool(self.debouncer.pending() or self.scheduler.busy())
+
+    def _edit_coming(self) -> bool:
+        """A change seen in a folder is on its way to the index writer (debouncing, or its express job)."""
+        return bool(self.debouncer.pending()) or self.scheduler.express_busy()
 
     def _search_over(self, index: IndexBackend) -> SearchService:
         return SearchService(index, self._embed_query, self.roots)

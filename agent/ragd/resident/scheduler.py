@@ -148,6 +148,11 @@ class Scheduler:
         with self._cond:
             return self._running.get(directory, False)
 
+    def express_busy(self) -> bool:
+        """A job for a change seen in its directory is queued, running or due to run again."""
+        with self._cond:
+            return bool(self._express) or any(self._running.values()) or any(self._rerun.values())
+
     # -- running ----------------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
         """Start jobs while there is room (caller holds the condition): `jobs` slots for any directory, and
