@@ -111,6 +111,30 @@ def test_a_resting_agent_drops_its_question_model_and_the_next_question_loads_it
         queue.close()
 
 
+def test_an_edits_texts_are_embedded_here_while_the_workers_are_busy_with_documents() -> None:
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=1))
+    try:
+        backlog = queue.submit([f"document text number {i} 文档" for i in range(400)])
+        poll(lambda: queue.stats.in_flight > 0, timeout=60, what="the worker busy with the backlog")
+        (worker,) = workers_of(os.getpid())
+        os.kill(worker, signal.SIGSTOP)  # stuck in its batch: an edit waiting for it would wait for ever
+        try:
+            edit = queue.submit(["an edited note 编辑过的笔记", "second chunk"], priority=True)
+            vectors = edit.result(timeout=60)
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        assert not backlog.done()
+        assert queue.stats.texts_embedded == 2
+        again = queue.submit(["an edited note 编辑过的笔记"]).result(timeout=120)  # through the worker
+        np.testing.assert_allclose(vectors[0], again[0], rtol=1e-5, atol=1e-6)
+        assert backlog.result(timeout=300).shape == (400, 512)
+        assert queue.stats.texts_embedded == 2 + 1 + 400
+        many = queue.submit([f"t {i}" for i in range(40)], priority=True)  # more than an edit: the workers
+        assert many.result(timeout=120).shape == (40, 512)
+    finally:
+        queue.close()
+
+
 def test_without_run_settings_the_model_stays_in_this_process() -> None:
     queue = LazyEmbedQueue(EmbeddingConfig())
     try:

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import fields
 
 import numpy as np
 
@@ -25,6 +26,10 @@ __all__ = ["EmbedQueue", "EmbedStats", "Embedder", "LazyEmbedQueue", "make_embed
 # one batch per worker (about 0.25 s), and the model runs as fast as with 64 (it cuts every batch into
 # micro-batches of 384 tokens anyway; the transfer to a worker is a few ms).
 POOLED_BATCH = 16
+# An edit's texts (put at the head of the queue), up to this many, are embedded by the agent's own copy of the model
+# (the one that embeds questions): during an initial index both workers are busy with batches, and under load an
+# edit waited 0.5-1.1 s for one of them (docs/benchmarks.md, issue 14).
+EXPRESS_TEXTS = 16
 
 
 def make_embedder(
@@ -53,7 +58,8 @@ class LazyEmbedQueue:
 
     Given `run` (the agent, `ragd run --once`), the bundled model embeds documents in `run.workers` worker
     processes (pooled.py), and `query()` embeds a search's question with a copy of the model in this process
-    (loaded with the first question): a question never waits behind the documents' batches."""
+    (loaded with the first question): a question never waits behind the documents' batches. Neither do the texts
+    of an edit (`priority`, at most EXPRESS_TEXTS): that copy embeds them too, in a queue of their own."""
 
     def __init__(
         self, cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None, run: RunConfig | None = None
@@ -69,6 +75,7 @@ class LazyEmbedQueue:
             warm = (pooled.load_model, (cfg.threads, local.MAX_CHARS))
             self._pool = WorkerPool("embed", workers, run.worker_memory, run.worker_idle, warm=warm)
         self._queue: EmbedQueue | None = None
+        self._express: EmbedQueue | None = None  # an edit's texts, embedded by the copy in this process
         self._query_model: Embedder | None = None
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
@@ -89,7 +96,17 @@ class LazyEmbedQueue:
             return self._queue
 
     def submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
+        if priority and self._pool is not None and len(texts) <= EXPRESS_TEXTS:
+            return self._get_express().submit(texts, priority=True)
         return self._get().submit(texts, priority=priority)
+
+    def _get_express(self) -> EmbedQueue:
+        with self._lock:
+            if self._closed:
+                raise shut_down_error()
+            if self._express is None:
+                self._express = EmbedQueue(_Here(self), EXPRESS_TEXTS, 1)
+            return self._express
 
     def query(self, text: str) -> np.ndarray:
         """The vector of one search question (1-d)."""
@@ -97,11 +114,14 @@ class LazyEmbedQueue:
             return np.asarray(self.submit([text], priority=True).result()[0])
         if self._closed:
             raise shut_down_error()
-        with self._query_lock:  # the first question loads the model (about 1.5 s); the others wait for it
+        return np.asarray(self.here().embed([text])[0])
+
+    def here(self) -> Embedder:
+        """The copy of the model in this process (loaded now if need be: about 0.7 s; others wait for it)."""
+        with self._query_lock:
             if self._query_model is None:
                 self._query_model = make_embedder(self.cfg, self._environ)
-            model = self._query_model
-        return np.asarray(model.embed([text])[0])
+            return self._query_model
 
     @property
     def loaded(self) -> bool:
@@ -122,11 +142,31 @@ class LazyEmbedQueue:
 
     @property
     def stats(self) -> EmbedStats:
-        return self._queue.stats if self._queue is not None else EmbedStats()
+        parts = [q.stats for q in (self._queue, self._express) if q is not None]
+        if len(parts) < 2:
+            return parts[0] if parts else EmbedStats()
+        main, express = parts
+        return EmbedStats(**{
+            f.name: getattr(main, f.name) + getattr(express, f.name) for f in fields(EmbedStats) if f.name != "last_error"
+        }, last_error=main.last_error or express.last_error)  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            queue, self._queue = self._queue, None
-        if queue is not None:
-            queue.close()
+            queues, self._queue, self._express = (self._queue, self._express), None, None
+        for queue in queues:
+            if queue is not None:
+                queue.close()
+
+
+class _Here:
+    """The Embedder of the express queue: the copy of the model in this process, as `LazyEmbedQueue.here()` holds
+    it (dropped at a rest, loaded again by the next use)."""
+
+    def __init__(self, owner: LazyEmbedQueue) -> None:
+        self._owner = owner
+        self.model_name = owner.cfg.model_name
+        self.dimension = owner.cfg.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._owner.here().embed(texts)
