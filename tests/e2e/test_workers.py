@@ -1,5 +1,6 @@
 """The real `ragd run` parses in worker processes: the converters never load into the agent, a file past its
-deadline fails alone, idle workers exit, and none outlives a killed agent."""
+deadline fails alone, idle workers exit, and none outlives a killed agent, nor does its temp directory outlive the
+next agent's first parse."""
 
 from __future__ import annotations
 
@@ -85,6 +86,35 @@ def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> N
         agent.signal(signal.SIGKILL)
         agent.kill()
     poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
+
+
+def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
+    tmp_path: Path, agent_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys_tmp = tmp_path / "sys-tmp"
+    sys_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(sys_tmp))
+    for i in range(40):
+        (agent_env / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
+    killed = AgentProcess(tmp_path / "killed.log", str(agent_env))
+    try:
+        killed.wait_ready()
+        workers = poll(lambda: workers_of(killed.pid), timeout=60, what="the agent's workers to start")
+    finally:
+        killed.signal(signal.SIGKILL)
+        killed.kill()
+    poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
+    left = list(sys_tmp.glob(f"ragd-worker-{killed.pid}-*"))
+    assert left, "the killed agent's workers had no temp directory"
+    agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
+    try:
+        agent.wait_ready()
+        (agent_env / "late.md").write_text("# Late\n\nlateworkertoken makes the workers start.\n")
+        poll(lambda: not any(d.exists() for d in left), timeout=60, what="the killed agent's temp dirs to go")
+        agent.wait_idle()
+    finally:
+        agent.stop()
+    assert not list(sys_tmp.glob("ragd-worker-*")) and not list(sys_tmp.glob("ragd-soffice-*"))
 
 
 def test_a_file_past_its_deadline_fails_alone_while_the_agent_goes_on(

@@ -2,15 +2,20 @@
 
 A crash is a real worker killed with SIGSEGV while it waits for a (fake) LibreOffice converter; a deadline is a real
 file that takes longer to split than the limit; the memory cap is a real address-space limit that a large file
-exceeds.
+exceeds. The temp directories the workers leave are looked for in a system temp directory of the test's own
+(TMPDIR and `tempfile.tempdir`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -68,6 +73,21 @@ def parsers_of() -> Iterator[list[Parsers]]:
     yield made
     for p in made:
         p.close()
+
+
+@pytest.fixture
+def sys_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The system temp directory, for this process and the workers it starts: a directory of the test's own."""
+    base = tmp_path / "sys-tmp"
+    base.mkdir()
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    return base
+
+
+def ours_in(base: Path) -> list[Path]:
+    """What ragd left in `base` (a converter's or a worker's temp directory)."""
+    return sorted(base.glob("ragd-*"))
 
 
 def pool(made: list[Parsers], limits: LimitsConfig = BIG_LIMITS, **run: object) -> Parsers:
@@ -145,7 +165,7 @@ def test_a_fresh_worker_imports_nothing_for_its_first_text_file(tmp_path: Path) 
 
 
 def test_a_crashed_worker_fails_only_its_file_and_is_replaced(
-    tmp_path: Path, parsers_of: list[Parsers], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, parsers_of: list[Parsers], monkeypatch: pytest.MonkeyPatch, sys_tmp: Path
 ) -> None:
     docgen.make_fake_soffice(tmp_path / "bin", None, sleep=20)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
@@ -160,12 +180,15 @@ def test_a_crashed_worker_fails_only_its_file_and_is_replaced(
         return None
 
     worker, converter = poll(converting, timeout=60, what="a worker running the converter")
+    # the converter's copy of the file, in the worker's temp directory
+    (copy,) = sys_tmp.rglob("ragd-soffice-*/source.doc")
     os.kill(worker, signal.SIGSEGV)
     with pytest.raises(ParseError) as err:
         pending.result()
     os.killpg(converter, signal.SIGKILL)  # the converter runs in its own process group
     assert err.value.code == CRASHED
     assert err.value.message == f"parser crashed (killed by SIGSEGV): {doc}"
+    poll(lambda: not copy.parent.exists(), timeout=30, what="the crashed worker's temp files to be removed")
     ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
     assert p.start(ok, SPLIT).result().chunks
     assert worker not in workers_of(os.getpid())
@@ -233,3 +256,101 @@ def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> No
         assert started == sorted(started)
     finally:
         pool.close()
+
+
+def leave_a_temp_dir(note: Path, hang: float = 0.0) -> str:
+    """In a worker: a temp directory with a file in it, never removed (as by a converter stopped half-way), its
+    path written to `note`; then `hang` seconds' sleep."""
+    where = tempfile.mkdtemp(prefix="ragd-soffice-")
+    Path(where, "source.doc").write_bytes(b"x" * 4096)
+    note.write_text(where)
+    time.sleep(hang)
+    return where
+
+
+def test_a_worker_killed_at_its_deadline_leaves_no_temp_dir(tmp_path: Path, sys_tmp: Path) -> None:
+    workers = WorkerPool("test", 1, 0, 60.0)
+    try:
+        note = tmp_path / "where"
+        with pytest.raises(FutureTimeout):
+            workers.submit(leave_a_temp_dir, (note, 60.0), timeout=1.0).result(timeout=60)
+        left = Path(note.read_text())
+        assert left.is_relative_to(sys_tmp)
+        poll(lambda: not left.exists(), timeout=30, what="the killed worker's temp directory to be removed")
+        assert workers.submit(os.getpid, ()).result(timeout=60) in workers_of(os.getpid())  # its replacement
+    finally:
+        workers.close()
+    assert ours_in(sys_tmp) == []
+
+
+@pytest.mark.parametrize("end", ["idle", "close"])
+def test_workers_that_exit_leave_no_temp_dir(tmp_path: Path, sys_tmp: Path, end: str) -> None:
+    workers = WorkerPool("test", 2, 0, 0.3 if end == "idle" else 60.0)
+    try:
+        left = Path(workers.submit(leave_a_temp_dir, (tmp_path / "where",)).result(timeout=60))
+        assert left.is_relative_to(sys_tmp) and left.is_dir()
+        if end == "idle":
+            poll(lambda: not ours_in(sys_tmp), timeout=30, what="the idle workers' temp directories to go")
+            assert not workers.running and not workers_of(os.getpid())
+    finally:
+        workers.close()
+    assert ours_in(sys_tmp) == []
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def worker_dir(base: Path, agent: int, worker: int, tag: str) -> Path:
+    """A worker's temp directory as an agent `agent` makes it, with a file in it."""
+    own = base / f"ragd-worker-{agent}-{tag}" / f"{worker}-{tag}"
+    own.mkdir(parents=True)
+    (own / "source.doc").write_bytes(b"x")
+    return own
+
+
+def test_a_pool_starting_removes_the_temp_dirs_of_gone_agents_and_keeps_live_ones(sys_tmp: Path) -> None:
+    gone, live = gone_pid(), subprocess.Popen(["sleep", "60"])
+    try:
+        # an agent killed with its workers; one killed while a worker of it runs on; another agent, running
+        dead = worker_dir(sys_tmp, gone, gone, "dead")
+        orphan = worker_dir(sys_tmp, gone, live.pid, "orphan")
+        orphans_gone = worker_dir(sys_tmp, gone, gone, "orphan")
+        running = worker_dir(sys_tmp, live.pid, gone, "running")
+        workers = WorkerPool("test", 1, 0, 60.0)
+        try:
+            assert workers.submit(os.getpid, ()).result(timeout=60)
+        finally:
+            workers.close()
+        assert not dead.parent.exists()
+        assert (orphan / "source.doc").exists() and not orphans_gone.exists()
+        assert (running / "source.doc").exists()
+        assert set(ours_in(sys_tmp)) == {orphan.parent, running.parent}
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_worker_killed_while_idle_leaves_no_temp_dir_once_its_pool_is_replaced(
+    tmp_path: Path, sys_tmp: Path
+) -> None:
+    workers = WorkerPool("test", 1, 0, 60.0)
+
+    def in_a_new_worker() -> bool:
+        try:
+            return workers.submit(os.getpid, ()).result(timeout=60) != worker
+        except BrokenProcessPool:  # handed to the pool before it saw its worker die
+            return False
+
+    try:
+        left = Path(workers.submit(leave_a_temp_dir, (tmp_path / "where",)).result(timeout=60))
+        (worker,) = workers_of(os.getpid())
+        os.kill(worker, signal.SIGKILL)  # with no task to fail, the pool breaks: the next task gets a new one
+        poll(in_a_new_worker, timeout=60, what="a task in a new worker")
+        poll(lambda: not left.exists(), timeout=30, what="the killed worker's temp directory to be removed")
+    finally:
+        workers.close()
+    assert ours_in(sys_tmp) == []

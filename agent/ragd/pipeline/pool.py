@@ -8,6 +8,8 @@ fails only its task (`ProcessExpired`), and each worker is replaced after `MAX_T
 - each worker's address space is capped at `memory_mib` MiB (RLIMIT_AS): a task that needs more raises
   MemoryError (or, when a C library aborts instead, dies);
 - workers ignore SIGINT (Ctrl-C in a terminal reaches the whole process group): the agent stops them itself;
+- each worker has a temp directory of its own, removed by the agent once the worker is gone, killed or not
+  (tmpdirs.py);
 - a task's future is ours, completed from the pool's: `close()` (which leaves some of the pool's futures
   unresolved) ends every task under way with CancelledError all the same;
 - at most `workers` tasks are handed to the pool at a time; the others wait here, `first=True` ones (a file an edit
@@ -26,7 +28,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
+
+from . import tmpdirs
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +43,18 @@ MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking
 Warm = tuple[Callable[..., object], tuple[object, ...]]
 
 
-def _worker_start(memory_mib: int, preload: tuple[str, ...], warm: Warm | None = None) -> None:
-    """Each worker's set-up: Ctrl-C is the agent's to handle; the address space is capped; `preload`'s modules are
-    imported and `warm` is run (before any task's deadline runs). A `warm` that fails is logged: the worker goes
-    on, and its first task meets the same failure where the caller sees it."""
+def _worker_start(
+    tmp: Path | None, memory_mib: int, preload: tuple[str, ...], warm: Warm | None = None
+) -> None:
+    """Each worker's set-up: its temp directory is its own, in the pool's `tmp`; Ctrl-C is the agent's to handle;
+    the address space is capped; `preload`'s modules are imported and `warm` is run (before any task's deadline
+    runs). A `warm` that fails is logged: the worker goes on, and its first task meets the same failure where the
+    caller sees it."""
     import importlib
     import resource
 
+    if tmp is not None:
+        tmpdirs.enter(tmp)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if memory_mib:
         cap = memory_mib * 1024 * 1024
@@ -79,6 +89,7 @@ class WorkerPool:
         self.preload = preload  # modules every worker imports as it starts
         self.warm = warm  # then runs (e.g. loads a model), so that no task waits for it but the first ones
         self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
+        self._tmp: Path | None = None  # its directory, where each worker has its temp directory
         self._lock = threading.Lock()
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
         self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
@@ -139,13 +150,21 @@ class WorkerPool:
             self._idle_timer.cancel()
             self._idle_timer = None
         if self._pool is not None and not self._pool.active:  # broken (its channel to a worker failed)
-            self._pool.stop()
-            self._pool = None
+            # stopped in a thread of its own: joining here, under the lock, would wait for the pool's threads,
+            # which may be waiting for the lock to complete the tasks it failed
+            retire = threading.Thread(
+                target=_retire, args=(self._pool, self._tmp), name=f"{self.name}-retire"
+            )
+            retire.daemon = True
+            retire.start()
+            self._pool = self._tmp = None
         if self._pool is None:
             from pebble import ProcessPool
 
+            tmpdirs.remove_debris()
+            self._tmp = tmpdirs.make_root()
             self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
-                                     initargs=(self.memory_mib, self.preload, self.warm), context=multiprocessing.get_context("spawn"))  # fmt: skip
+                                     initargs=(self._tmp, self.memory_mib, self.preload, self.warm), context=multiprocessing.get_context("spawn"))  # fmt: skip
             self.started += 1
             log.debug("started %d %s workers", self.workers, self.name)
         return self._pool
@@ -160,6 +179,7 @@ class WorkerPool:
                 self._idle_timer = threading.Timer(self.idle_s, self._close_if_idle)
                 self._idle_timer.daemon = True
                 self._idle_timer.start()
+            tmp = self._tmp
         self._watch(handed)
         if theirs.cancelled():
             ours.set_exception(CancelledError())
@@ -167,14 +187,18 @@ class WorkerPool:
             ours.set_exception(err)
         else:
             ours.set_result(theirs.result())
+        if tmp is not None:  # the worker of a task killed at its deadline or crashed is gone by now
+            tmpdirs.sweep(tmp)
 
     def _close_if_idle(self) -> None:
         with self._lock:
             if self._under_way or self._pool is None or self._closed:
                 return
-            pool, self._pool, self._idle_timer = self._pool, None, None
+            pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
         pool.close()
         pool.join()
+        if tmp is not None:
+            tmpdirs.remove(tmp)
         log.debug("%s workers exited after %.0f s idle", self.name, self.idle_s)
 
     @property
@@ -186,7 +210,7 @@ class WorkerPool:
         """Stop the workers: tasks under way end with CancelledError."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
+            pool, tmp, self._pool, self._tmp = self._pool, self._tmp, None, None
             under_way, self._under_way = self._under_way, set()
             self._waiting[0].clear()
             self._waiting[1].clear()
@@ -195,8 +219,15 @@ class WorkerPool:
         for ours in under_way:
             ours.set_exception(CancelledError())
         if pool is not None:
-            pool.stop()
-            pool.join()
+            _retire(pool, tmp)
+
+
+def _retire(pool: Any, tmp: Path | None) -> None:
+    """Stop `pool`'s workers and wait for them, then remove their temp directories."""
+    pool.stop()
+    pool.join()
+    if tmp is not None:
+        tmpdirs.remove(tmp)
 
 
 @dataclass
