@@ -176,8 +176,9 @@ def test_applied_notes_are_flushed_in_a_pause_or_after_flush_every_s(
 def test_the_periodic_flush_waits_for_an_edit_on_its_way(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """During an initial index the writer flushes every FLUSH_EVERY_S; while an edit's note is on its way it waits
-    for it (a flush took up to 1.6 s that the edit then waited out), up to FLUSH_DEFER_S longer."""
+    """During an initial index the writer flushes every FLUSH_EVERY_S, every FLUSH_EDITING_S while someone edits
+    (smaller flushes: an edit's note waits less for one under way); while an edit's note is on its way it waits for
+    it (a flush took up to 3.4 s that the edit then waited out), up to FLUSH_DEFER_S longer."""
     root = tmp_path / "kb"
     (root / "a").mkdir(parents=True)
     (root / "a" / "n0.md").write_text(body("a0", 10))
@@ -186,7 +187,8 @@ def test_the_periodic_flush_waits_for_an_edit_on_its_way(
     (note,) = sorted(root.rglob("*.mushroom"))
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     edit = threading.Event()
-    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.2)
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 30.0)
+    monkeypatch.setattr(writer, "FLUSH_EDITING_S", 0.2)  # the flush's period while someone edits
     monkeypatch.setattr(writer, "FLUSH_DEFER_S", 1.5)
     indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True,
                       edit_coming=edit.is_set)  # fmt: skip

@@ -35,8 +35,14 @@ RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
 # their flush. A crash loses nothing: the notes not yet flushed are still on disk and applied again at the start.
 FLUSH_EVERY_S = 30.0
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
-# it, up to this much longer: a flush during an initial index took 0.6-1.6 s, which the edit's note waited out.
+# it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
+# While someone edits (an edit seen in the last EDITING_S seconds), the writer works in smaller steps, so that the
+# next edit's note waits less for the one under way: batches of at most EDITING_BATCH notes, and the flush every
+# FLUSH_EDITING_S (zvec's full-text field costs about 1 ms a chunk to write and as much to flush: docs/zvec-notes.md).
+EDITING_S = 60.0
+EDITING_BATCH = 16
+FLUSH_EDITING_S = 5.0
 
 
 @dataclass
@@ -69,6 +75,7 @@ class Indexer:
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
         self._unflushed_since = 0.0
         self._working = False
+        self._edited_at = float("-inf")  # when an edit was last seen on its way
         self.optimizing = False
         self.applied = 0
         self.chunks = 0
@@ -124,6 +131,13 @@ class Indexer:
             ]
 
     # -- the thread -------------------------------------------------------------------------------------------
+    def _editing(self) -> bool:
+        """An edit is on its way, or was in the last EDITING_S seconds."""
+        now = time.monotonic()
+        if self._edit_coming():
+            self._edited_at = now
+        return now - self._edited_at < EDITING_S
+
     def _loop(self) -> None:
         carry: Any = None
         while True:
@@ -160,7 +174,8 @@ class Indexer:
 
     def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
         """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
-        while len(batch) < BATCH:
+        most = EDITING_BATCH if self._editing() else BATCH
+        while len(batch) < most:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
@@ -178,17 +193,16 @@ class Indexer:
                 item.future.set_exception(err)
 
     def _flush(self, *, force: bool = False) -> None:
-        """Flush the applied notes, then delete them: when FLUSH_EVERY_S has passed since the first was applied
-        (up to FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that
-        fails keeps them, to be flushed with the next."""
+        """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits) has
+        passed since the first was applied (up to FLUSH_DEFER_S more while an edit is on its way), or `force`
+        (nothing else on its way). A flush that fails keeps them, to be flushed with the next."""
         with self._lock:
             if not self._unflushed:
                 return
             waited = time.monotonic() - self._unflushed_since
             notes = list(self._unflushed)
-        if not force and (
-            waited < FLUSH_EVERY_S or (waited < FLUSH_EVERY_S + FLUSH_DEFER_S and self._edit_coming())
-        ):
+        every = FLUSH_EDITING_S if self._editing() else FLUSH_EVERY_S
+        if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
             return
         try:
             self.sync.flushed(notes)
