@@ -8,6 +8,7 @@ exceeds. The temp directories the workers leave are looked for in a system temp 
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -255,6 +256,38 @@ def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> No
         assert busy.result(timeout=60) is None
         assert urgent.result(timeout=60) < min(started)
         assert started == sorted(started)
+    finally:
+        pool.close()
+
+
+def interval(seconds: float) -> tuple[float, float]:
+    """In a worker: (start, end) of a `seconds` sleep."""
+    start = time.time()
+    time.sleep(seconds)
+    return start, time.time()
+
+
+def test_while_someone_edits_one_worker_waits_for_the_edited_files() -> None:
+    pool = WorkerPool("test", 2, 0, 60.0)
+    try:
+        pool.submit(time.time, ()).result(timeout=60)  # both workers started
+        pool.keep_one_free(60.0)
+        others = [pool.submit(interval, (0.6,)) for _ in range(3)]
+        time.sleep(0.2)
+        edited = pool.submit(time.time, (), first=True).result(timeout=60)
+        spans = sorted(f.result(timeout=60) for f in others)
+        assert edited < spans[0][1], "the edited file waited for a busy worker"
+        assert all(a[1] <= b[0] + 0.05 for a, b in itertools.pairwise(spans)), "two ran side by side"
+    finally:
+        pool.close()
+
+
+def test_without_an_edit_every_worker_takes_the_waiting_files() -> None:
+    pool = WorkerPool("test", 2, 0, 60.0)
+    try:
+        pool.submit(time.time, ()).result(timeout=60)
+        spans = sorted(f.result(timeout=60) for f in [pool.submit(interval, (0.6,)) for _ in range(2)])
+        assert spans[1][0] < spans[0][1], "the two ran one after the other"
     finally:
         pool.close()
 

@@ -42,7 +42,7 @@ FLUSH_DEFER_S = 15.0
 # FLUSH_EDITING_S (zvec's full-text field costs about 1 ms a chunk to write and as much to flush: docs/zvec-notes.md).
 EDITING_S = 60.0
 EDITING_BATCH = 16
-FLUSH_EDITING_S = 5.0
+FLUSH_EDITING_S = 10.0
 
 
 @dataclass

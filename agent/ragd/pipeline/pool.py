@@ -14,7 +14,8 @@ fails only its task (`ProcessExpired`), and each worker is replaced after `MAX_T
   unresolved) ends every task under way with CancelledError all the same;
 - at most `workers` tasks are handed to the pool at a time; the others wait here, `first=True` ones (a file an edit
   changed) ahead of the rest, so a task that jumps the queue waits for one task per worker at most, not for every
-  file the directory jobs handed out before it.
+  file the directory jobs handed out before it; and while someone edits (`keep_one_free`), the others get all
+  workers but one, so that a `first` task waits for none.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
@@ -95,7 +97,15 @@ class WorkerPool:
         self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
         self._idle_timer: threading.Timer | None = None
         self._closed = False
+        self._free_until = 0.0  # until then, one worker is kept for `first` tasks (`keep_one_free`)
         self.started = 0  # pools started (one per busy period)
+
+    def keep_one_free(self, seconds: float) -> None:
+        """For the next `seconds`, hand the other tasks to all workers but one, which waits for `first` ones (an
+        edit's file then never waits behind a long parse: it waited up to 0.9 s during an initial index). With one
+        worker, nothing changes."""
+        with self._lock:
+            self._free_until = max(self._free_until, time.monotonic() + seconds)
 
     def submit(
         self,
@@ -123,8 +133,9 @@ class WorkerPool:
         (the error, ours) for a task the pool would not take."""
         handed: list[tuple[Future[Any] | BaseException, Future[Any]]] = []
         waiting = len(self._waiting[0]) + len(self._waiting[1])
+        spare = 1 if self.workers > 1 and time.monotonic() < self._free_until else 0
         # the tasks under way and not waiting here are in the pool's hands
-        while waiting and len(self._under_way) - waiting < self.workers:
+        while waiting and len(self._under_way) - waiting < self.workers - (0 if self._waiting[0] else spare):
             task = (self._waiting[0] or self._waiting[1]).popleft()
             waiting -= 1
             # the pool may refuse it (it broke): that task fails, the next may not

