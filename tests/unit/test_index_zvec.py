@@ -498,7 +498,8 @@ def test_hnsw_index_and_switching_type(tmp_path: Path) -> None:
 
 
 def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
-    """zvec 0.8 deadlocked when optimize ran beside a writer and 2+ readers: writes wait for optimize here."""
+    """zvec 0.8 deadlocked when optimize ran beside a writer and 2+ readers (and beside 2 readers once, under load,
+    with one query thread): writes and queries wait for optimize here."""
     root = tmp_path / "kb"
     ix = open_index(tmp_path, IDENTITY, IndexConfig())
     load_corpus(ix, root, dict(list(CORPUS.items())[:10]))

@@ -2,10 +2,11 @@
 
 Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
 a second open raises IndexBusy). Within the process, zvec 0.8.0 with its default query thread pool deadlocked
-when a write or an optimize ran beside two or more queries; with one query thread (`zvec_open._ensure_init`) it did not.
-On top of that, writes take the write lock *and* the readers-writer lock exclusively (one writer or many readers,
-as zvec documents), queries share the readers-writer lock, and `optimize()` takes only the write lock, so
-searches go on during a long optimize.
+when a write or an optimize ran beside two or more queries; with one query thread (`zvec_open._ensure_init`) it did
+not in stress runs, but two queries beside an optimize still hung once in a test run under load. So writes and
+optimize take the write lock *and* the readers-writer lock exclusively (one writer or many readers, as zvec
+documents), and queries share the readers-writer lock: searches wait for an optimize (HNSW only; a flat
+collection is compacted instead, between whose steps searches go on).
 
 Here: opening, writes, optimize and compaction, rest, close; the reads are in zvec_reads.py (the base class).
 """
@@ -250,14 +251,12 @@ class ZvecIndex(ZvecReads):
             coll.flush()
 
     def optimize(self) -> None:
-        """Writes wait; queries go on (zvec 0.8 handled optimize beside queries, not beside a writer)."""
-        with self._write_lock:
+        """Writes and queries wait (two queries beside an optimize hung inside zvec 0.8: docs/zvec-notes.md)."""
+        with self._exclusive("optimize") as coll:
             if self._index_type_differs():
                 log.info("switching the vector index of %s to %s", self._path, self._cfg.type)
-                with self._exclusive("index change") as coll:
-                    coll.create_index(EMBEDDING, vector_param(self._cfg))
-            with zvec_errors("optimize", self._path):
-                self._writable().optimize()
+                coll.create_index(EMBEDDING, vector_param(self._cfg))
+            coll.optimize()
             self._written = 0
 
     # -- compaction (flat) -------------------------------------------------------------------------------------
