@@ -57,7 +57,7 @@ def test_an_unwritable_cache_falls_back_to_the_temp_dir(
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr("tempfile.tempdir", None)  # re-read TMPDIR
     made = jiebadict._make(jiebadict.source())
-    assert made.parent == tmp_path / "tmp" / f"ragd-{os.getuid()}"
+    assert made.parent == tmp_path / "tmp" / f"ragd-cache-{os.getuid()}"
     assert (made / jiebadict.DICT_NAME).is_file() and (made / jiebadict.HMM_NAME).is_file()
 
 

@@ -67,7 +67,7 @@ def use() -> Path:
 
 def _make(src: Path) -> Path:
     key = hashlib.sha256(f"{src.stat().st_size}:{MIN_FREQ}:{RULES}".encode()).hexdigest()[:12]
-    for parent in (cache_root(), Path(tempfile.gettempdir()) / f"ragd-{os.getuid()}"):
+    for parent in (cache_root(), Path(tempfile.gettempdir()) / f"ragd-cache-{os.getuid()}"):
         target = parent / f"jieba-{key}"
         if (target / DICT_NAME).is_file() and (target / HMM_NAME).is_file():
             return target
