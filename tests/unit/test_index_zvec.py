@@ -544,6 +544,47 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
 
 
 # -- the readers-writer lock ------------------------------------------------------------------------------------
+def test_a_serial_lock_lets_one_reader_in_at_a_time() -> None:
+    from ragd.index.rwlock import ReadWriteLock
+
+    lock = ReadWriteLock()
+    inside, most, guard = [0], [0], threading.Lock()
+
+    def read() -> None:
+        with lock.reading():
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.05)
+            with guard:
+                inside[0] -= 1
+
+    for serial, expected in ((False, 4), (True, 1)):
+        lock.serial, most[0] = serial, 0
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert most[0] == expected
+
+
+def test_an_optimized_collection_answers_one_query_at_a_time(tmp_path: Path) -> None:
+    ix = open_index(tmp_path, IDENTITY, IndexConfig())
+    try:
+        load_corpus(ix, tmp_path / "kb", dict(list(CORPUS.items())[:4]))
+        assert not ix._rw.serial  # one segment: queries side by side
+        ix.optimize()
+        assert ix._rw.serial and ix.segments > 1
+    finally:
+        ix.close()
+    again = open_index(tmp_path, IDENTITY, IndexConfig())
+    try:
+        assert again._rw.serial  # seen at open
+    finally:
+        again.close()
+
+
 def test_read_write_lock_excludes_and_starves_no_one() -> None:
     from ragd.index.rwlock import ReadWriteLock
 

@@ -19,9 +19,14 @@ class ReadWriteLock:
         self._writer = False  # active
         self._writers_waiting = 0
         self._readers_turn = False  # set when a writer leaves while readers wait: they go first
+        self.serial = False  # readers one at a time too (`reading` is then `writing`)
 
     @contextmanager
     def reading(self) -> Iterator[None]:
+        if self.serial:
+            with self.writing():
+                yield
+            return
         with self._cond:
             self._readers_waiting += 1
             while self._writer or (self._writers_waiting and not self._readers_turn):

@@ -3,10 +3,11 @@
 Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
 a second open raises IndexBusy). Within the process, zvec 0.8.0 with its default query thread pool deadlocked
 when a write or an optimize ran beside two or more queries; with one query thread (`zvec_open._ensure_init`) it did
-not in stress runs, but two queries beside an optimize still hung once in a test run under load. So writes and
-optimize take the write lock *and* the readers-writer lock exclusively (one writer or many readers, as zvec
-documents), and queries share the readers-writer lock: searches wait for an optimize (HNSW only; a flat
-collection is compacted instead, between whose steps searches go on).
+not in stress runs. Writes and optimize take the write lock *and* the readers-writer lock exclusively (one writer
+or many readers, as zvec documents), and queries share the readers-writer lock: searches wait for an optimize
+(HNSW only; a flat collection is compacted instead, between whose steps searches go on). On a collection of several
+segments (after an optimize) queries side by side still hung now and then under load, so there they run one at a
+time (`ReadWriteLock.serial`).
 
 Here: opening, writes, optimize and compaction, rest, close; the reads are in zvec_reads.py (the base class).
 """
@@ -72,6 +73,9 @@ class ZvecIndex(ZvecReads):
         self._read_only = read_only
         self._write_lock = threading.RLock()  # one writer at a time; optimize holds it too
         self._rw = ReadWriteLock()  # queries share it; writes take it alone
+        # zvec 0.8 queries side by side on an optimized (several-segment) collection hung now and then under load:
+        # there they run one at a time (docs/zvec-notes.md)
+        self._rw.serial = zvec_open.segment_count(path) > 1
         self._written = 0  # documents written since open or the last optimize()
         self._terms: tuple[int, int, termstats.TermStats | None] | None = (
             None  # documents, written, the sample
@@ -258,6 +262,7 @@ class ZvecIndex(ZvecReads):
                 coll.create_index(EMBEDDING, vector_param(self._cfg))
             coll.optimize()
             self._written = 0
+            self._rw.serial = True  # several segments from now on
 
     # -- compaction (flat) -------------------------------------------------------------------------------------
     @property
@@ -325,6 +330,7 @@ class ZvecIndex(ZvecReads):
                 fresh_path.rename(self._path)
                 health.write_stamp(self._path)  # closed cleanly just now: no probe needed to reopen it
                 self._coll = open_collection(self._path, self._identity, self._cfg, read_only=False)
+                self._rw.serial = zvec_open.segment_count(self._path) > 1
             zvec_open.remove_debris(self._path)
             log.info("index compacted: %d blocks folded into one (%d documents)", folded, copied)
             return folded
