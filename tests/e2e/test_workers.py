@@ -106,6 +106,13 @@ def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
     poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
     left = list(sys_tmp.glob(f"ragd-worker-{killed.pid}-*"))
     assert left, "the killed agent's workers had no temp directory"
+
+    def orphans() -> list[
+        int
+    ]:  # every worker the killed agent had, by its directory (some started after `workers`)
+        return [int(d.name.split("-")[0]) for root in left if root.is_dir() for d in root.iterdir()]
+
+    poll(lambda: not any(alive(w) for w in orphans()), timeout=60, what="every orphaned worker to exit")
     agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
     try:
         agent.wait_ready()
