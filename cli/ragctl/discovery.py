@@ -107,7 +107,8 @@ def own_socket(path: Path, uid: int) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process of this user has the id `pid`."""
+    """Whether a process of this user has the id `pid`, and is not a zombie (dead, not yet reaped: an orphan under
+    a PID 1 that does not reap, as in some containers)."""
     if pid <= 0:
         return False
     try:
@@ -116,4 +117,9 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return False  # another user's process: the pid was reused
-    return True
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (not Linux), or gone just now: the signal said it was there
+    state = status.rpartition(")")[2].split()[:1]
+    return state not in (["Z"], ["X"])

@@ -226,3 +226,26 @@ def test_without_home_the_password_database_gives_it(tmp_path: Path) -> None:
         discovery.record_path({}) == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/state/ragd/agent-socket"
     )
     assert discovery.record_path({"HOME": str(tmp_path)}) == tmp_path / ".local/state/ragd/agent-socket"
+
+
+def test_a_zombie_is_not_alive() -> None:
+    """A process that exited and was not reaped yet (an orphan under a PID 1 that does not reap) is gone: its
+    temp directories and records may be removed."""
+    from ragctl.discovery import pid_alive
+    from tests.support.poll import poll
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert pid_alive(child.pid)
+    finally:
+        child.kill()
+
+    def zombie() -> bool:
+        return Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+    poll(
+        zombie, timeout=10, what="the child to be a zombie"
+    )  # killed, not reaped: Popen reaps only in wait()
+    assert not pid_alive(child.pid)
+    child.wait()
+    assert not pid_alive(child.pid)
