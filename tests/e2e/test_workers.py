@@ -75,10 +75,12 @@ def test_the_agent_parses_in_workers_that_exit_when_idle(tmp_path: Path, agent_e
     assert "Traceback" not in agent.log()
 
 
-def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> None:
+def kill_an_agent_at_work(log: Path, root: Path) -> int:
+    """An agent SIGKILLed while its workers parse 40 files in `root`, once the workers it had then have exited: its
+    pid."""
     for i in range(40):  # enough files that workers are busy when the agent is killed
-        (agent_env / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
-    agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
+        (root / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
+    agent = AgentProcess(log, str(root))
     try:
         agent.wait_ready()
         workers = poll(lambda: workers_of(agent.pid), timeout=60, what="the agent's workers to start")
@@ -86,6 +88,11 @@ def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> N
         agent.signal(signal.SIGKILL)
         agent.kill()
     poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
+    return agent.pid
+
+
+def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> None:
+    kill_an_agent_at_work(tmp_path / "agent.log", agent_env)
 
 
 def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
@@ -94,22 +101,12 @@ def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
     sys_tmp = tmp_path / "sys-tmp"
     sys_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(sys_tmp))
-    for i in range(40):
-        (agent_env / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
-    killed = AgentProcess(tmp_path / "killed.log", str(agent_env))
-    try:
-        killed.wait_ready()
-        workers = poll(lambda: workers_of(killed.pid), timeout=60, what="the agent's workers to start")
-    finally:
-        killed.signal(signal.SIGKILL)
-        killed.kill()
-    poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
-    left = list(sys_tmp.glob(f"ragd-worker-{killed.pid}-*"))
+    killed = kill_an_agent_at_work(tmp_path / "killed.log", agent_env)
+    left = list(sys_tmp.glob(f"ragd-worker-{killed}-*"))
     assert left, "the killed agent's workers had no temp directory"
 
-    def orphans() -> list[
-        int
-    ]:  # every worker the killed agent had, by its directory (some started after `workers`)
+    # every worker the killed agent had, by its directory (some started after the ones it waited for)
+    def orphans() -> list[int]:
         return [int(d.name.split("-")[0]) for root in left if root.is_dir() for d in root.iterdir()]
 
     poll(lambda: not any(alive(w) for w in orphans()), timeout=60, what="every orphaned worker to exit")

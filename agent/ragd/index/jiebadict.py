@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -95,10 +96,7 @@ def _write(src: Path, target: Path) -> None:
                 raise
         log.info("keyword dictionary: %d words of jieba's at %s", kept, target)
     finally:
-        if tmp.exists():
-            for f in tmp.iterdir():
-                f.unlink()
-            tmp.rmdir()
+        shutil.rmtree(tmp, ignore_errors=True)  # what is left of it when the rename did not happen
 
 
 def _write_dict(src: Path, dest: Path) -> int:
