@@ -61,7 +61,7 @@ lock:
 	$(LOCK_VENV)/bin/python -m pip install --quiet 'uv==$(UV_VERSION)'
 	cp $(LOCK) $(LOCK_VENV)/lock.txt
 	$(LOCK_VENV)/bin/uv pip compile --quiet --system-certs --universal --python-version 3.11 --generate-hashes \
-		--extra dev --extra build --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
+		--extra dev --extra build --extra milvus --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade) \
 		pyproject.toml requirements/lock.in -o $(LOCK_VENV)/lock.txt
 	cmp -s $(LOCK_VENV)/lock.txt $(LOCK) || cp $(LOCK_VENV)/lock.txt $(LOCK)
 

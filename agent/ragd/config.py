@@ -138,10 +138,28 @@ class SplitterConfig(_Section):
 
 
 class IndexConfig(_Section):
+    backend: Literal["zvec", "milvus"] = "zvec"
     type: Literal["flat", "hnsw"] = "flat"
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
     optimize_after: int = Field(default=5000, ge=100)
+    # backend = "milvus" (docs/scale-out.md): a server or cluster (`http://host:19530`), or a Milvus Lite file
+    # (`~/kb.db`; "" is `milvus.db` in the data directory)
+    uri: str = ""
+    token: SecretStr = SecretStr("")  # "user:password" or an API key; $RAGD_MILVUS_TOKEN when empty
+    db_name: str = ""  # "" is the server's default database
+    collection_prefix: str = Field(default="ragd_", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    agent_id: str = Field(default="", max_length=200)  # "" is "<host name>:<data directory>"
+    timeout: float = Field(default=10.0, gt=0, le=600)  # seconds a call to the Milvus server may take
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        value = value.strip()
+        if not value or re.match(r"^(https?|tcp|grpc|unix)://", value) or value.endswith(".db"):
+            return value
+        raise ValueError("index.uri must be a Milvus server's address (http://host:19530, https://…) or the path "
+                         f"of a Milvus Lite file ending in .db, not {value!r}")  # fmt: skip
 
 
 DEFAULT_IGNORE = (

@@ -69,3 +69,10 @@ class IndexError_(RagdError):
 
 class IndexBusy(IndexError_):
     code = "index_busy"
+
+
+class IndexUnavailable(IndexError_):
+    """A remote index (a Milvus server or cluster) cannot be reached now: a normal state, retried, never a reason to
+    rebuild anything."""
+
+    code = "index_unavailable"

@@ -80,6 +80,8 @@ def _add_status_search(sub: argparse._SubParsersAction, common: argparse.Argumen
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
     se.add_argument("--files", action="store_true",
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
+    se.add_argument("--scope", choices=("agent", "all"), default="agent",
+                    help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
 
 
 def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -183,6 +183,11 @@ def _index_lines(index: Obj) -> list[str]:
     if index.get("resting"):
         line += "; closed while unused"
     lines = [line]
+    backend = index.get("backend") or {}
+    if backend.get("backend") == "milvus":
+        state = "reachable" if backend.get("reachable") else f"UNREACHABLE ({backend.get('last_error')})"
+        lines.append(f"  milvus {backend.get('uri')}, collection {backend.get('collection')}: {state}")
+        lines.append(f"  agent: {backend.get('agent')}")
     verify = verify_line(index.get("verify"))
     if verify:
         lines.append(f"  {verify}")
@@ -260,7 +265,7 @@ def search(result: Obj) -> str:
         return "no results\n"
     out = []
     for n, hit in enumerate(hits, 1):
-        out.append(f"{n}. {citation(hit)}  score {_score(hit)}\n")
+        out.append(f"{n}. {citation(hit)}  score {_score(hit)}{_on(hit)}\n")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
     return "".join(out)
@@ -275,13 +280,19 @@ def search_files(result: Obj) -> str:
     for n, doc in enumerate(files, 1):
         matched = _int(doc.get("matches"))
         out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {_score(doc)}, "
-                   f"{plural(matched, 'passage')} matched\n")  # fmt: skip
+                   f"{plural(matched, 'passage')} matched{_on(doc)}\n")  # fmt: skip
         for hit in doc.get("chunks") or []:
             out.append(
                 f"   - {citation(hit)}: {one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n"
             )
         out.append("\n")
     return "".join(out)
+
+
+def _on(found: Obj) -> str:
+    """'  on host:/data' for a result from an index shared by several agents (Milvus; '' otherwise)."""
+    agent = found.get("agent")
+    return f"  on {one_line(str(agent), 120)}" if agent else ""
 
 
 def _score(found: Obj) -> str:

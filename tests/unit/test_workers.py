@@ -286,7 +286,8 @@ def test_without_an_edit_every_worker_takes_the_waiting_files() -> None:
     pool = WorkerPool("test", 2, 0, 60.0)
     try:
         pool.submit(time.time, ()).result(timeout=60)
-        spans = sorted(f.result(timeout=60) for f in [pool.submit(interval, (0.6,)) for _ in range(2)])
+        # long enough that the second worker's start (a spawned Python: over a second under load) still overlaps
+        spans = sorted(f.result(timeout=60) for f in [pool.submit(interval, (3.0,)) for _ in range(2)])
         assert spans[1][0] < spans[0][1], "the two ran one after the other"
     finally:
         pool.close()

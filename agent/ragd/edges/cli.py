@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
     se.add_argument("--files", action="store_true",
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
+    se.add_argument("--scope", choices=("agent", "all"), default="agent",
+                    help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
     se.add_argument("--json", action="store_true")
     ev = sub.add_parser("eval", help="measure search on known answers: recall, MRR, nDCG per mode and group")
     ev.add_argument("queries", type=Path, help='JSON or JSON-lines file of {"query", "answers", "group"}')
@@ -68,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("path", nargs="?", type=Path, default=Path("."))
     st.add_argument("-r", "--recursive", action="store_true")
     st.add_argument("--json", action="store_true")
+    ix = sub.add_parser("index", help="the index itself: migrate it to another backend")
+    ix_sub = ix.add_subparsers(dest="index_command", required=True)
+    mig = ix_sub.add_parser("migrate", help="fill the other backend (zvec or milvus) from the sidecars; nothing is "
+                            "embedded again")  # fmt: skip
+    mig.add_argument("--to", required=True, choices=("zvec", "milvus"), help="the backend to fill")
+    mig.add_argument("--uri", help="with --to milvus: the server or Milvus Lite file (default: [index] uri)")
+    mig.add_argument("roots", nargs="*", type=Path, help="folders besides the configured roots")
+    mig.add_argument("--json", action="store_true")
     cfg = sub.add_parser("config", help="configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", required=True)
     check = cfg_sub.add_parser("check", help="validate and print the effective config (secrets redacted)")
@@ -110,6 +120,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from .console import run_orphans
 
         return run_orphans(args, config)
+    if args.command == "index":
+        from .console import run_migrate
+
+        return run_migrate(args, config)
     return _cmd_config_check(args, config)
 
 

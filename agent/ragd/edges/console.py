@@ -78,6 +78,8 @@ def _index_line(index: dict[str, object]) -> str:
         return ""
     if index.get("held_by_agent"):
         return "index: held by the running agent, which applies these changes itself\n"
+    if index.get("unavailable"):
+        return f"index: {index.get('message')}; the change notes wait for it (the next run or the agent applies them)\n"
     failed = index.get("mushrooms_failed") or []
     line = (f"index: {_n(_int(index.get('chunks')), 'chunk')}; "
             f"{_n(_int(index.get('mushrooms_applied')), 'change note')} applied, "
@@ -138,7 +140,8 @@ def run_search(args: Any, config: Config) -> int:
     prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
     with offline(config) as rt:
         found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
-                                      ext=args.ext, one_per_file=args.one_per_file, files=args.files))  # fmt: skip
+                                      ext=args.ext, one_per_file=args.one_per_file, files=args.files,
+                                      scope=args.scope))  # fmt: skip
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0
@@ -162,6 +165,21 @@ def run_orphans(args: Any, config: Config) -> int:
             print(p)
         verb = "removed" if args.clean else "found (remove them with --clean)"
         print(f"{len(found)} orphan{'' if len(found) == 1 else 's'} {verb}" if found else "no orphans")
+    return 0
+
+
+def run_migrate(args: Any, config: Config) -> int:
+    """`ragd index migrate --to BACKEND`: the other backend filled from the sidecars (resident/migrate.py)."""
+    from ..resident.migrate import migrate
+
+    roots = [Path(r).expanduser().resolve() for r in args.roots]
+    result = migrate(config, args.to, roots, uri=args.uri)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return 0
+    print(f"{result['to']} index at {result['path']}: {result['chunks']} chunks; {result['sources']} sources "
+          f"written, {result['removed']} removed, in {result['elapsed_s']} s (nothing embedded)")  # fmt: skip
+    print(f'now set [index] backend = "{result["to"]}" in the config and restart the agent')
     return 0
 
 

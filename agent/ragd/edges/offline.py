@@ -68,7 +68,7 @@ def offline(config: Config, *, writes: bool = False) -> Iterator[Offline]:
     """The index of `config` opened for one command; RagdError(usage) when there is none yet."""
     from ..index import lexicon, open_index
 
-    if not collection_dir(data_dir(config), config.identity).exists():
+    if config.index.backend == "zvec" and not collection_dir(data_dir(config), config.identity).exists():
         raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",
                         "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
     idx = open_index(data_dir(config), config.identity, config.index, read_only=not writes)

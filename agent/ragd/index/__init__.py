@@ -90,6 +90,7 @@ class Hit:
     end_line: int
     root: str = ""
     source_chunks: int = 1  # how many chunks its document has (hybrid ranking weighs a document's size)
+    agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
 
 
 class IndexBackend(Protocol):
@@ -142,8 +143,12 @@ class IndexBackend(Protocol):
         k: int,
         path_prefixes: Sequence[str] = (),
         extensions: Sequence[str] = (),
+        scope: str = "agent",
     ) -> list[Hit]:
-        """Top-k hits by vector, by keywords (`text` is raw user text) or both fused with RRF."""
+        """Top-k hits by vector, by keywords (`text` is raw user text) or both fused with RRF.
+
+        `scope`: "agent" searches this agent's files, "all" every agent's on a shared index (Milvus; an index of
+        one agent holds only its own)."""
         ...
 
     def count(self) -> int: ...
@@ -166,6 +171,10 @@ class IndexBackend(Protocol):
         ...
 
     def stats(self) -> dict[str, Any]: ...
+
+    def health(self) -> dict[str, Any]:
+        """Which backend, and for a remote one whether it answers (`reachable`, `last_error`, `retry_in_s`)."""
+        ...
 
     @property
     def resting(self) -> bool:
@@ -203,13 +212,28 @@ def open_index(
     Raises IndexBusy when another process (or another handle in this one) holds it for writing, and IndexError_
     when it exists but cannot be opened (corrupt, or created for another schema); see `open_or_rebuild`.
     """
+    if cfg.backend == "milvus":
+        from .milvus_backend import MilvusIndex  # lazy: the milvus extra, only when configured
+
+        return MilvusIndex.open(data_dir, identity, cfg, read_only=read_only)
     from .zvec_backend import ZvecIndex  # lazy: zvec is heavy and only the agent needs it
 
     return ZvecIndex.open(collection_dir(data_dir, identity), identity, cfg, read_only=read_only)
 
 
-def destroy_index(data_dir: Path, identity: EmbeddingIdentity) -> bool:
-    """Delete the identity's collection from disk (it must not be open). Returns whether there was one."""
+def destroy_index(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig | None = None) -> bool:
+    """Delete the identity's collection from disk (it must not be open). Returns whether there was one.
+
+    On a shared index (`cfg.backend == "milvus"`) only this agent's chunks are deleted: the collection, and every
+    other agent's chunks in it, stay."""
+    if cfg is not None and cfg.backend == "milvus":
+        from .milvus_backend import MilvusIndex
+
+        index = MilvusIndex.open(data_dir, identity, cfg)
+        try:
+            return index.delete_all() > 0
+        finally:
+            index.close()
     from .zvec_open import destroy
 
     return destroy(collection_dir(data_dir, identity))
@@ -241,6 +265,8 @@ def open_or_rebuild(
     A flat collection split into several segments (optimized, or listed with iter_docs, by earlier versions) is
     rebuilt too: zvec's BM25 statistics are per segment, and a flat collection stays one segment from then on.
     """
+    if cfg.backend == "milvus":  # a shared collection is never dropped; an unreachable server is not a damage
+        return open_index(data_dir, identity, cfg), False
     _drop_older_schemas(data_dir, identity)
     try:
         index = open_index(data_dir, identity, cfg)

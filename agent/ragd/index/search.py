@@ -21,6 +21,7 @@ from .filters import is_under
 from .fts import fold_char, terms
 
 MODES = ("hybrid", "vector", "keyword")
+SCOPES = ("agent", "all")  # this agent's files, or every agent's on a shared index (Milvus)
 MAX_QUERY_CHARS = 4000
 SNIPPET_CHARS = 240
 ONE_PER_FILE_FACTOR = 5  # candidates fetched per wanted result when only the best chunk of each file is kept
@@ -42,10 +43,13 @@ class SearchResult:
     start_line: int
     end_line: int
     snippet: str
+    agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["heading_path"] = list(self.heading_path)
+        if not self.agent:
+            del data["agent"]
         return data
 
 
@@ -61,8 +65,9 @@ class FileResult:
     chunks: tuple[SearchResult, ...]  # its best chunks, best first (at most CHUNKS_PER_FILE)
 
     def to_dict(self) -> dict[str, Any]:
+        agent = {"agent": self.chunks[0].agent} if self.chunks and self.chunks[0].agent else {}
         return {"path": self.path, "rel_path": self.rel_path, "root": self.root, "score": self.score,
-                "matches": self.matches, "chunks": [c.to_dict() for c in self.chunks]}  # fmt: skip
+                "matches": self.matches, "chunks": [c.to_dict() for c in self.chunks], **agent}  # fmt: skip
 
 
 def _usage(message: str, hint: str) -> RagdError:
@@ -103,11 +108,12 @@ class SearchService:
         roots: Sequence[str] = (),
         extensions: Sequence[str] = (),
         one_per_file: bool = False,
+        scope: str = "agent",
     ) -> list[SearchResult]:
         """The best `k` chunks for `query`. Raises RagdError(code="usage") on invalid input."""
-        text = self._check(query, k, mode)
+        text = self._check(query, k, mode, scope)
         fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
-        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions)
+        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions, scope)
         if one_per_file:
             hits = _best_per_file(hits)
         return [self._result(h, text) for h in hits[:k]]
@@ -121,13 +127,18 @@ class SearchService:
         path_prefixes: Sequence[str] = (),
         roots: Sequence[str] = (),
         extensions: Sequence[str] = (),
+        scope: str = "agent",
     ) -> list[FileResult]:
         """The best `k` documents for `query` (for "which files are about ..."), each with its best chunks."""
-        text = self._check(query, k, mode)
-        hits = self._hits(text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions)
-        by_file: dict[str, list[Hit]] = {}
-        for h in hits:  # best first: a document's rank is its best chunk's
-            by_file.setdefault(h.source_path, []).append(h)
+        text = self._check(query, k, mode, scope)
+        hits = self._hits(
+            text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions, scope
+        )
+        by_file: dict[tuple[str, str], list[Hit]] = {}
+        for (
+            h
+        ) in hits:  # best first: a document's rank is its best chunk's (the same path on two machines: two)
+            by_file.setdefault((h.agent, h.source_path), []).append(h)
         found = []
         for chunks in list(by_file.values())[:k]:
             best = [self._result(h, text) for h in chunks[:CHUNKS_PER_FILE]]
@@ -136,17 +147,20 @@ class SearchService:
         return found
 
     def _hits(self, text: str, fetch: int, mode: str, path_prefixes: Sequence[str], roots: Sequence[str],
-              extensions: Sequence[str]) -> list[Hit]:  # fmt: skip
+              extensions: Sequence[str], scope: str) -> list[Hit]:  # fmt: skip
         exts = self._extensions(extensions)
-        scope = self._scope(path_prefixes, roots)
-        if scope is None:
+        # every agent's files: under the prefixes asked for, not under this agent's roots
+        within = self._scope(path_prefixes, roots, every_root=scope != "all" or bool(roots))
+        if within is None:
             return []
         vector = self._embed(text) if mode != "keyword" else None
         return self._index.query(vector=vector, text=text if mode != "vector" else None, k=fetch,
-                                 path_prefixes=scope, extensions=exts)  # fmt: skip
+                                 path_prefixes=within, extensions=exts, scope=scope)  # fmt: skip
 
     @staticmethod
-    def _check(query: str, k: int, mode: str) -> str:
+    def _check(query: str, k: int, mode: str, scope: str = "agent") -> str:
+        if scope not in SCOPES:
+            raise _usage(f"unknown search scope {scope!r}", f"use one of: {', '.join(SCOPES)}")
         if not isinstance(query, str) or not query.strip():
             raise _usage("the search query is empty", "give some words to search for")
         if len(query) > MAX_QUERY_CHARS:
@@ -168,15 +182,18 @@ class SearchService:
             )
         return tuple(extensions)
 
-    def _scope(self, path_prefixes: Sequence[str], roots: Sequence[str]) -> list[str] | None:
-        """The path prefixes a query is limited to ([] = everything), or None when nothing can match."""
+    def _scope(
+        self, path_prefixes: Sequence[str], roots: Sequence[str], *, every_root: bool = True
+    ) -> list[str] | None:
+        """The path prefixes a query is limited to ([] = everything), or None when nothing can match.
+        `every_root` False: no root limits it (another agent's files lie under that agent's roots)."""
         chosen = [_norm(r) for r in roots]
         unknown = [r for r in chosen if r not in self._roots]
         if unknown:
             raise _usage(
                 f"not a configured root: {unknown[0]}", f"roots are: {', '.join(self._roots) or '(none)'}"
             )
-        bases = chosen or self._roots
+        bases = chosen or (self._roots if every_root else [])
         prefixes: list[str] = []
         for p in path_prefixes:
             if not isinstance(p, str) or not p.strip():
@@ -218,15 +235,16 @@ class SearchService:
             start_line=hit.start_line,
             end_line=hit.end_line,
             snippet=snippet(hit.content, query),
+            agent=hit.agent,
         )
 
 
 def _best_per_file(hits: list[Hit]) -> list[Hit]:
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     out = []
     for h in hits:
-        if h.source_path not in seen:
-            seen.add(h.source_path)
+        if (h.agent, h.source_path) not in seen:
+            seen.add((h.agent, h.source_path))
             out.append(h)
     return out
 

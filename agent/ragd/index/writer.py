@@ -86,7 +86,8 @@ class Indexer:
         return self.sync.index
 
     def start(self) -> None:
-        self.chunks = self.index.count()
+        with contextlib.suppress(RagdError):  # a remote index unreachable now: counted once it answers
+            self.chunks = self.index.count()
         self._thread.start()
 
     # -- input ------------------------------------------------------------------------------------------------

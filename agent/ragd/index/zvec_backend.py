@@ -165,6 +165,9 @@ class ZvecIndex(ZvecReads):
                 "blocks": self.blocks,
             }
 
+    def health(self) -> dict[str, Any]:
+        return {"backend": "zvec", "reachable": True}
+
     # -- writes: one at a time (write lock), and never beside a query (zvec 0.8 deadlocks) ----------------------
     @contextlib.contextmanager
     def _exclusive(self, op: str) -> Iterator[zvec.Collection]:

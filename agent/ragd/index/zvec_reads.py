@@ -4,9 +4,9 @@ the shared side of the readers-writer lock (zvec_backend.py says why)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -14,9 +14,8 @@ import numpy as np
 import zvec
 
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, SourceSummary, fts, keyword, lexicon, scan, termstats
+from . import MAX_K, Hit, SourceSummary, fts, hybrid, keyword, scan, termstats
 from . import filters as F
-from .fusion import KEYWORD_WEIGHT, TRANSLATED_DEPTH, fuse_documents, keyword_evidence
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
 from .zvec_open import zvec_errors
@@ -102,34 +101,25 @@ class ZvecReads:
         k: int,
         path_prefixes: Sequence[str] = (),
         extensions: Sequence[str] = (),
+        scope: str = "agent",  # one agent's index: every scope is this agent's files
     ) -> list[Hit]:
-        if not 1 <= k <= MAX_K:
-            raise ValueError(f"k must be between 1 and {MAX_K}")
         exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
         flt = F.all_of(
             F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
             F.any_of(EXT, exts) if exts else None,
         )
-        dense = (
-            zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
-            if vector is not None
-            else None
-        )
-        terms = fts.terms(text) if text else []
-        if dense is None:
-            return self._keyword(terms, k, flt, path_prefixes, evidence=False)
-        if not terms:
-            return [replace(h, score=1.0 - h.score) for h in self._run(dense, k, flt, path_prefixes)]
-        depth = min(max(4 * k, 20), MAX_K)
-        cosine = [replace(h, score=1.0 - h.score) for h in self._run(dense, depth, flt, path_prefixes)]
-        weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
-        found = keyword_evidence(self._keyword(terms, depth, flt, path_prefixes, evidence=True))
-        translated: list[Hit] = []
-        if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
-            translated = keyword_evidence(
-                self._keyword(glosses, min(depth, TRANSLATED_DEPTH), flt, path_prefixes, evidence=True)
-            )
-        return fuse_documents(cosine, found, k, weight, translated)
+        dense: hybrid.Dense | None = None
+        if vector is not None:
+            near = zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
+            dense = functools.partial(self._dense, near, flt, path_prefixes)
+
+        def keyword_side(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:
+            return self._keyword(terms, top, flt, path_prefixes, evidence=evidence)
+
+        return hybrid.query(dense, keyword_side, text, k)
+
+    def _dense(self, near: zvec.Query, flt: str | None, prefixes: Sequence[str], top: int) -> list[Hit]:
+        return hybrid.similarity(self._run(near, top, flt, prefixes))
 
     def _keyword(
         self, terms: list[fts.Term], k: int, flt: str | None, prefixes: Sequence[str], *, evidence: bool

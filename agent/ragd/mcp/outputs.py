@@ -19,6 +19,11 @@ class SearchHit(BaseModel):
     start_line: int = Field(description="first line of the passage in the document's text (1-based)")
     end_line: int
     snippet: str
+    agent: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
+        description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
+    )
 
 
 class FileHit(BaseModel):
@@ -28,6 +33,11 @@ class FileHit(BaseModel):
     score: float = Field(description="its best passage's score")
     matches: int = Field(description="how many of its passages were among the query's candidates")
     chunks: list[SearchHit] = Field(description="its best passages, best first (up to 3)")
+    agent: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
+        description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
+    )
 
 
 class SearchOutput(BaseModel):

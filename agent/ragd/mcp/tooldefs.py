@@ -98,11 +98,12 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
         path_prefix: Annotated[str | None, Field(description="only under this directory (absolute, or relative to a root)")] = None,
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning + keywords")] = "hybrid",
         files: Annotated[bool, Field(description="documents rather than passages (for \"which files are about ...\"): top_k documents, each with its best passages and how many matched")] = False,
+        scope: Annotated[Literal["agent", "all"], Field(description="on an index shared by several machines (Milvus): this agent's files, or every agent's (each result names its agent)")] = "agent",
     ) -> Annotated[CallToolResult, SearchOutput]:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range,
         and links to the document's chunks and metadata resources."""
         found = SearchOutput.model_validate(
-            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files)
+            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope)
         )
         return _result(found, _links([hit.model_dump() for hit in found.results]))
 

@@ -24,7 +24,7 @@ from ragctl import protocol as p
 
 from .. import __version__
 from ..config import Config, data_dir
-from ..errors import RagdError
+from ..errors import IndexUnavailable, RagdError
 from ..index import IndexBackend, destroy_index, lexicon, open_index, open_or_rebuild
 from ..index.search import SearchService
 from ..index.sync import IndexSync
@@ -138,9 +138,11 @@ class Agent:
         # the first Chinese question reads the parsed dictionary kept there, made now in the background
         cache = lexicon.use_cache(self.data_dir)
         threading.Thread(target=lexicon.prepare, args=(cache,), name="lexicon", daemon=True).start()
-        empty = (
-            self.indexer.index.count() == 0
-        )  # new (another data dir made the sidecars), rebuilt, or truly new
+        try:  # new (another data dir made the sidecars), rebuilt, or truly new
+            empty = self.indexer.index.count() == 0
+        except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back
+            log.warning("%s; the agent indexes into the sidecars meanwhile", err.message)
+            empty = False
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(self.resolve_roots(), phase="initial")
@@ -328,7 +330,7 @@ class Agent:
 
     def _rebuild(self, sync: IndexSync) -> dict[str, Any]:
         sync.index.close()
-        destroy_index(self.data_dir, self.config.identity)
+        destroy_index(self.data_dir, self.config.identity, self.config.index)
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
         self._searcher = self._search_over(sync.index)
         report = sync.reconcile(None)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Config, data_dir
-from ..errors import ConfigError, IndexBusy
+from ..errors import ConfigError, IndexBusy, IndexUnavailable
+from ..index import IndexBackend
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import LazyEmbedQueue
@@ -176,6 +177,8 @@ def sync_index(
     is nothing to sync and the index is as the last check left it, it is not opened (`checked.py`).
     """
     home = data_dir(config)
+    if config.index.backend != "zvec":  # a shared index changes without this machine knowing: always checked
+        return _open_and_sync(config, roots, dirs, expected)
     if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
         known = checked.unchanged(home, config.identity, roots, expected)
         if known is not None:
@@ -193,7 +196,6 @@ def _open_and_sync(
     config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
 ) -> dict[str, object]:
     from ..index import open_or_rebuild
-    from ..index.sync import IndexSync
 
     try:
         idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
@@ -201,20 +203,34 @@ def _open_and_sync(
         log.warning("%s; the running agent will apply the changes", err.message)
         return {"held_by_agent": True, "message": err.message}
     try:
-        new = (
-            idx.count() == 0
-        )  # a new collection (a new index schema, another data dir): filled, not repaired
-        sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
-        report = sync.apply_pending(dirs)
-        checked_ = sync.reconcile(expected)
-        optimized = False
-        if idx.needs_optimize:
-            idx.optimize()
-            optimized = True
-        return {"mushrooms_applied": report.mushrooms, "events": report.events,
-                "mushrooms_failed": [{"path": str(p), "reason": r} for p, r in report.failed],
-                "repaired": 0 if new or rebuilt else checked_.repaired,
-                "filled": checked_.repaired if new or rebuilt else 0, "rebuilt": rebuilt, "optimized": optimized,
-                "chunks": idx.count(), "path": str(idx.path), "opened": True}  # fmt: skip
+        return _sync_opened(config, roots, dirs, expected, idx, rebuilt)
+    except IndexUnavailable as err:  # a Milvus server down: the sidecars are current, the change notes wait
+        log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
+        return {"unavailable": True, "message": err.message}
     finally:
         idx.close()
+
+
+def _sync_opened(
+    config: Config,
+    roots: list[Path],
+    dirs: list[Path],
+    expected: dict[str, Expected] | None,
+    idx: IndexBackend,
+    rebuilt: bool,
+) -> dict[str, object]:
+    from ..index.sync import IndexSync
+
+    new = idx.count() == 0  # a new collection (a new index schema, another data dir): filled, not repaired
+    sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
+    report = sync.apply_pending(dirs)
+    checked_ = sync.reconcile(expected)
+    optimized = False
+    if idx.needs_optimize:
+        idx.optimize()
+        optimized = True
+    return {"mushrooms_applied": report.mushrooms, "events": report.events,
+            "mushrooms_failed": [{"path": str(p), "reason": r} for p, r in report.failed],
+            "repaired": 0 if new or rebuilt else checked_.repaired,
+            "filled": checked_.repaired if new or rebuilt else 0, "rebuilt": rebuilt, "optimized": optimized,
+            "chunks": idx.count(), "path": str(idx.path), "opened": True}  # fmt: skip

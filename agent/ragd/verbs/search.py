@@ -23,6 +23,7 @@ class SearchArgs(Args):
     ext: list[str] = Field(default_factory=list)
     one_per_file: bool = False
     files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
+    scope: Literal["agent", "all"] = "agent"  # "all": every agent's files on a shared index (Milvus)
 
     @field_validator("path_prefix", mode="before")
     @classmethod
@@ -41,18 +42,19 @@ class SearchResult(TypedDict):
 
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
-    prefixes = [_prefix(x, rt.roots) for x in args.path_prefix]
+    prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
     if args.files:
         files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
-                                           extensions=args.ext)  # fmt: skip
+                                           extensions=args.ext, scope=args.scope)  # fmt: skip
         return {"query": args.query, "mode": args.mode, "results": [f.chunks[0].to_dict() for f in files],
                 "files": [f.to_dict() for f in files]}  # fmt: skip
     results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
-                                   extensions=args.ext, one_per_file=args.one_per_file)  # fmt: skip
+                                   extensions=args.ext, one_per_file=args.one_per_file,
+                                   scope=args.scope)  # fmt: skip
     return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}
 
 
-def _prefix(raw: str, roots: Sequence[Path]) -> str:
+def _prefix(raw: str, roots: Sequence[Path], scope: str = "agent") -> str:
     """A search scope: a directory under a root, absolute or relative to a root; never one with `..` (it would
     step out of the roots) and never one outside them (it matched nothing and looked like "no results")."""
     names = ", ".join(str(r) for r in roots) or "(none)"
@@ -60,7 +62,7 @@ def _prefix(raw: str, roots: Sequence[Path]) -> str:
         raise bad(f"path_prefix {raw!r} may not contain '..' or a NUL byte",
                   f"give a directory inside a root; roots: {names}")  # fmt: skip
     path = os.path.normpath(raw)
-    if os.path.isabs(path) and root_of(Path(path), roots) is None:
+    if os.path.isabs(path) and scope == "agent" and root_of(Path(path), roots) is None:
         raise bad(f"path_prefix {path} is not under any root of this agent",
                   f"search under one of the roots: {names}")  # fmt: skip
     return path

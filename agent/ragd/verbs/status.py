@@ -127,6 +127,7 @@ def _index(rt: Resident) -> dict[str, Any]:
         "verify": _verify(rt),
         "rebuilding": rt.rebuilding,
         "path": str(writer.index.path),
+        "backend": writer.index.health(),
     }
 
 

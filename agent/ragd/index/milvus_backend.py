@@ -1,0 +1,529 @@
+"""IndexBackend on Milvus: a server or cluster shared by many agents, or Milvus Lite (docs/scale-out.md).
+
+One collection per embedding identity (`<collection_prefix><collection_name>`), shared by every agent that indexes
+with that identity. Every chunk carries its agent (`agent`: `[index] agent_id`, or "<host>:<data directory>"),
+and its primary key is the agent's key and the ragjson document id (`<16 hex>-<uuid5>`), so two machines with the
+same paths never overwrite each other. An agent lists, repairs and deletes only its own chunks; a search covers
+this agent's files unless asked for every agent's (`scope="all"`).
+
+The server is reached lazily: opening never fails because it is down. A call that cannot reach it raises
+IndexUnavailable (the index writer keeps its change notes and retries; `ragctl status` shows the state), and the
+next call after a back-off (1 s doubling to 60 s) tries again. Keyword search is Milvus's own BM25 over a jieba
+analyzer; the hybrid ranking is ragd's (hybrid.py), the same as on zvec.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from ..config import IndexConfig
+from ..errors import IndexError_, IndexUnavailable
+from ..model import EmbeddingIdentity
+from . import Hit, IndexChunk, SourceSummary, SourceWrite, collection_name, fts, hybrid
+from . import milvus_filters as M
+from .fts import normalize
+from .zvec_schema import HEADING_SEP, check_vector, doc_id, extension
+
+log = logging.getLogger(__name__)
+for _noisy in ("faiss", "milvus_lite"):  # each logs its every step at INFO
+    logging.getLogger(_noisy).setLevel(logging.WARNING)
+
+PK, DOC_ID, AGENT = "pk", "doc_id", "agent"
+SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
+SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX, SOURCE_CHUNKS = (
+    "source_md5",
+    "content_hash",
+    "chunk_index",
+    "source_chunks",
+)
+CONTENT, FTS_TEXT, SPARSE, HEADING_PATH = "content", "fts_text", "sparse", "heading_path"
+PAGE, START_LINE, END_LINE, EMBEDDING = "page", "start_line", "end_line", "embedding"
+HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE,
+              SOURCE_CHUNKS]  # fmt: skip
+REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
+            SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING}  # fmt: skip
+ANALYZER = {
+    "tokenizer": "jieba",
+    "filter": ["lowercase", {"type": "stemmer", "language": "english"}],
+}  # Lite: no stemming
+MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
+MAX_PATH = 4_096
+BATCH = 256  # rows an upsert or delete sends at once (a few MB on the wire)
+PAGE_ROWS = 4_096  # rows a listing reads at once (about)
+QUERY_LIMIT = 16_384  # the most rows one Milvus query returns
+BACKOFF = (1.0, 60.0)  # seconds before the first retry after a failed connection, and the most
+
+
+def default_agent_id(data_dir: Path) -> str:
+    return f"{socket.gethostname()}:{Path(data_dir).expanduser().resolve()}"
+
+
+def agent_key(agent_id: str) -> str:
+    return hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:16]
+
+
+def milvus_name(prefix: str, identity: EmbeddingIdentity) -> str:
+    """Milvus allows letters, digits and underscores in a collection's name (at most 255, not a digit first)."""
+    return (prefix + re.sub(r"[^A-Za-z0-9_]", "_", collection_name(identity)))[:255]
+
+
+def _text(value: str, limit: int, what: str) -> str:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IndexError_(f"cannot index {what} {value[:80]!r}: it is not valid UTF-8",
+                          "rename the file (Milvus stores only UTF-8 text)") from None  # fmt: skip
+    if size > limit:
+        raise IndexError_(f"cannot index {what}: {size} bytes, Milvus holds at most {limit}",
+                          "use a smaller [splitter] chunk_size")  # fmt: skip
+    return value
+
+
+def _unreachable(err: BaseException) -> bool:
+    """Whether `err` says the server could not be reached (as opposed to a request it refused)."""
+    from pymilvus.exceptions import MilvusUnavailableException  # installed: open() checked
+
+    if isinstance(err, MilvusUnavailableException | ConnectionError | TimeoutError):
+        return True
+    code = getattr(err, "code", None)
+    status = code() if callable(code) else None
+    if status is not None and getattr(status, "name", "") in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        return True
+    text = str(err).lower()
+    return any(w in text for w in ("unavailable", "fail connecting", "connection refused", "deadline exceeded",
+                                   "failed to connect", "timed out", "timeout"))  # fmt: skip
+
+
+class MilvusIndex:
+    def __init__(
+        self,
+        uri: str,
+        identity: EmbeddingIdentity,
+        cfg: IndexConfig,
+        agent_id: str,
+        read_only: bool,
+    ) -> None:
+        self._uri = uri
+        self._identity = identity
+        self._cfg = cfg
+        self.agent_id = agent_id
+        self._key = agent_key(agent_id)
+        self._name = milvus_name(cfg.collection_prefix, identity)
+        self._read_only = read_only
+        self._client: Any = None
+        self._lock = threading.RLock()  # one writer; connection set-up
+        self._failures = 0
+        self._retry_at = 0.0
+        self._last_error: str | None = None
+        self._used = time.monotonic()
+
+    # -- opening ------------------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
+    ) -> MilvusIndex:
+        """A handle; the server is reached at the first use (so an agent starts while its cluster is down)."""
+        try:
+            import jieba  # Milvus Lite's analyzer: imported here to quiet it (it sets DEBUG when imported)
+            import pymilvus  # noqa: F401
+
+            jieba.setLogLevel(logging.WARNING)
+        except ImportError:
+            raise IndexError_("[index] backend = \"milvus\" needs the Milvus client, which is not installed",
+                              "install ragd with its milvus extra: pip install 'ragd[milvus]'") from None  # fmt: skip
+        uri = cfg.uri or str(Path(data_dir) / "milvus.db")
+        if uri.endswith(".db"):
+            uri = str(Path(uri).expanduser().resolve())
+            Path(uri).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        index = cls(uri, identity, cfg, cfg.agent_id or default_agent_id(data_dir), read_only)
+        try:
+            index._connected()
+        except IndexUnavailable as err:
+            log.warning("%s; the agent keeps its change notes and tries again", err.message)
+        return index
+
+    @property
+    def path(self) -> Path:
+        return Path(self._uri) if self._uri.endswith(".db") else PurePosixPath(self._uri, self._name)  # type: ignore[return-value]
+
+    def _connected(self) -> Any:
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            wait = self._retry_at - time.monotonic()
+            if wait > 0:
+                raise IndexUnavailable(f"the Milvus server at {self._uri} is unreachable ({self._last_error})",
+                                       f"tried again in {wait:.0f} s; check the server and [index] uri")  # fmt: skip
+            try:
+                from pymilvus import MilvusClient
+
+                token = self._cfg.token.get_secret_value() or os.environ.get("RAGD_MILVUS_TOKEN", "")
+                client = MilvusClient(uri=self._uri, token=token, db_name=self._cfg.db_name,
+                                      timeout=self._cfg.timeout)  # fmt: skip
+                self._prepare(client)
+            except IndexError_:
+                raise
+            except Exception as err:
+                raise self._failed(err, "connect") from err
+            self._client, self._failures, self._last_error = client, 0, None
+            log.info("index on Milvus at %s, collection %s, agent %s", self._uri, self._name, self.agent_id)
+            return client
+
+    def _failed(self, err: BaseException, op: str) -> IndexError_:
+        if not _unreachable(err):
+            return IndexError_(f"Milvus {op} failed ({self._uri}, {self._name}): {err}", "see the agent log")
+        self._client = None
+        self._failures += 1
+        delay = min(BACKOFF[0] * 2 ** (self._failures - 1), BACKOFF[1])
+        self._retry_at = time.monotonic() + delay
+        said = str(getattr(err, "message", "") or err or type(err).__name__)
+        self._last_error = said.splitlines()[0][:300]
+        return IndexUnavailable(f"the Milvus server at {self._uri} is unreachable ({self._last_error})",
+                                "the agent keeps its change notes and tries again; check the server")  # fmt: skip
+
+    @contextmanager
+    def _call(self, op: str) -> Iterator[Any]:
+        client = self._connected()
+        self._used = time.monotonic()
+        try:
+            yield client
+        except IndexError_:
+            raise
+        except Exception as err:
+            raise self._failed(err, op) from err
+
+    def _prepare(self, client: Any) -> None:
+        """Create the collection if it is missing (the first agent with this identity), check it, load it."""
+        if not client.has_collection(self._name):
+            if self._read_only:
+                raise IndexError_(f"Milvus has no collection {self._name} at {self._uri}",
+                                  "start the agent once to create it")  # fmt: skip
+            client.create_collection(self._name, schema=self._schema())
+            # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
+            client.create_index(self._name, self._index_params(client), sync=False)
+        fields = {f["name"]: f for f in client.describe_collection(self._name)["fields"]}
+        missing = REQUIRED - set(fields)
+        if missing:
+            raise IndexError_(f"the Milvus collection {self._name} lacks the fields {sorted(missing)}",
+                              "drop it or choose another [index] collection_prefix")  # fmt: skip
+        dim = int((fields[EMBEDDING].get("params") or {}).get("dim", 0))
+        if dim != self._identity.dimension:
+            raise IndexError_(f"the Milvus collection {self._name} holds vectors of dimension {dim}, not "
+                              f"{self._identity.dimension}", "choose another [index] collection_prefix")  # fmt: skip
+        client.load_collection(self._name)
+
+    def _schema(self) -> Any:
+        from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+        s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        s.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=64)
+        s.add_field(DOC_ID, DataType.VARCHAR, max_length=64)
+        s.add_field(AGENT, DataType.VARCHAR, max_length=512)
+        for name in (SOURCE_PATH, SOURCE_DIR, ROOT):
+            s.add_field(name, DataType.VARCHAR, max_length=MAX_PATH)
+        s.add_field(EXT, DataType.VARCHAR, max_length=256)
+        s.add_field(SOURCE_MD5, DataType.VARCHAR, max_length=64)
+        s.add_field(CONTENT_HASH, DataType.VARCHAR, max_length=128)
+        s.add_field(CONTENT, DataType.VARCHAR, max_length=MAX_TEXT)
+        s.add_field(
+            FTS_TEXT, DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True, analyzer_params=ANALYZER
+        )
+        s.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+        s.add_field(HEADING_PATH, DataType.VARCHAR, max_length=MAX_TEXT)
+        for name in (CHUNK_INDEX, SOURCE_CHUNKS, START_LINE, END_LINE):
+            s.add_field(name, DataType.INT32)
+        s.add_field(PAGE, DataType.INT32, nullable=True)
+        s.add_field(EMBEDDING, DataType.FLOAT_VECTOR, dim=self._identity.dimension)
+        s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=[FTS_TEXT],
+                                output_field_names=[SPARSE]))  # fmt: skip
+        return s
+
+    def _index_params(self, client: Any) -> Any:
+        params = client.prepare_index_params()
+        params.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        if self._cfg.type == "hnsw":
+            params.add_index(field_name=EMBEDDING, index_type="HNSW", metric_type="COSINE",
+                             params={"M": self._cfg.hnsw_m, "efConstruction": self._cfg.hnsw_ef_construction})  # fmt: skip
+        else:
+            params.add_index(field_name=EMBEDDING, index_type="FLAT", metric_type="COSINE")
+        for name in (AGENT, SOURCE_PATH, EXT):
+            params.add_index(field_name=name, index_type="INVERTED")
+        return params
+
+    # -- health ---------------------------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return {
+            "backend": "milvus",
+            "uri": self._uri,
+            "collection": self._name,
+            "agent": self.agent_id,
+            "reachable": self._client is not None,
+            "last_error": self._last_error,
+            "retry_in_s": round(max(0.0, self._retry_at - time.monotonic()), 1)
+            if self._client is None
+            else 0.0,
+        }
+
+    # -- ids and filters ------------------------------------------------------------------------------------------
+    def _pk(self, source_path: str, chunk_index: int) -> str:
+        return f"{self._key}-{doc_id(source_path, chunk_index)}"
+
+    def _mine(self, *exprs: str | None) -> str:
+        return M.all_of(M.equals(AGENT, self.agent_id), *exprs)
+
+    def _rows(self, client: Any, flt: str, fields: list[str]) -> Iterator[dict[str, Any]]:
+        """Every row of this agent matching `flt`. A query returns at most QUERY_LIMIT rows, and Milvus Lite has
+        no query iterator, so the agent's primary keys (its key, "-", a uuid in hex) are read a range of them at a
+        time: ranges by the uuid's first hex digits, as many as the count asks for, split again when one is full."""
+        total = self._count(client, flt)
+        if total == 0:
+            return
+        depth = 0
+        while total / 16**depth > PAGE_ROWS:
+            depth += 1
+        prefixes = [""] if depth == 0 else [format(i, f"0{depth}x") for i in range(16**depth)]
+        while prefixes:
+            lo = f"{self._key}-{prefixes.pop()}"
+            rows = client.query(self._name, filter=M.all_of(flt, f"{PK} >= {M.literal(lo)}",
+                                                           f"{PK} < {M.literal(lo + '~')}"),
+                                output_fields=[PK, *fields], limit=QUERY_LIMIT)  # fmt: skip
+            if len(rows) >= QUERY_LIMIT:  # perhaps more: ask again, a sixteenth at a time
+                prefixes.extend(lo[len(self._key) + 1 :] + c for c in "0123456789abcdef")
+                continue
+            yield from rows
+
+    def _count(self, client: Any, flt: str) -> int:
+        rows = client.query(self._name, filter=flt, output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        with self._call("count") as client:
+            return self._count(client, self._mine())
+
+    def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
+        flt = self._mine(M.under(SOURCE_PATH, prefix) if prefix is not None else None)
+        md5s: dict[str, set[str]] = {}
+        indices: dict[str, set[int]] = {}
+        with self._call("scan") as client:
+            for row in self._rows(client, flt, [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]):
+                path = row[SOURCE_PATH]
+                md5s.setdefault(path, set()).add(row[SOURCE_MD5])
+                indices.setdefault(path, set()).add(int(row[CHUNK_INDEX]))
+        out = {}
+        for path, seen in indices.items():
+            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
+            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
+        return out
+
+    def chunks(self, source_path: str) -> list[Hit]:
+        with self._call("lookup") as client:
+            rows = list(self._rows(client, self._mine(M.equals(SOURCE_PATH, source_path)), HIT_FIELDS))
+        return sorted((_hit(r, 0.0) for r in rows), key=lambda h: h.chunk_index)
+
+    def query(
+        self,
+        *,
+        vector: np.ndarray | None,
+        text: str | None,
+        k: int,
+        path_prefixes: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+        scope: str = "agent",
+    ) -> list[Hit]:
+        if scope not in ("agent", "all"):
+            raise ValueError(f"scope must be 'agent' or 'all', not {scope!r}")
+        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
+        flt = M.all_of(
+            M.equals(AGENT, self.agent_id) if scope == "agent" else None,
+            M.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
+            M.any_of(EXT, exts) if exts else None,
+        )
+        dense: hybrid.Dense | None = None
+        if vector is not None:
+            near = check_vector(vector, self._identity.dimension, "the query").tolist()
+            dense = functools.partial(self._search, near, EMBEDDING, flt=flt)
+
+        def keyword(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:
+            words = " ".join(t.text for t in terms)
+            return [h for h in self._search(words, SPARSE, top, flt=flt) if h.score > 0] if words else []
+
+        return hybrid.query(dense, keyword, text, k)
+
+    def _search(self, data: Any, field: str, top: int, *, flt: str) -> list[Hit]:
+        with self._call("query") as client:
+            found = client.search(self._name, data=[data], anns_field=field, limit=top, filter=flt,
+                                  output_fields=HIT_FIELDS)  # fmt: skip
+        # COSINE: the similarity; BM25: Milvus Lite gives the score negated, a server as it is
+        keyword = field == SPARSE
+        return [
+            _hit(h["entity"], abs(float(h["distance"])) if keyword else float(h["distance"]))
+            for h in found[0]
+        ]
+
+    # -- writes -----------------------------------------------------------------------------------------------------
+    def _writable(self) -> None:
+        if self._read_only:
+            raise IndexError_(f"the index at {self._uri} is open read-only", "writes go through the agent")
+
+    def replace_source(
+        self, source_path: str, source_md5: str, root: str, chunks: Sequence[IndexChunk]
+    ) -> None:
+        self.write_sources([SourceWrite(source_path, source_md5, root, chunks)])
+
+    def write_sources(self, writes: Sequence[SourceWrite]) -> None:
+        """As ZvecIndex.write_sources: stale chunks deleted (highest first, chunk 0 last), then the new ones
+        upserted, chunk 0 first, each source's chunk 0 recording its count."""
+        self._writable()
+        last = {w.source_path: w for w in writes}
+        rows = [
+            row for w in last.values() for row in self._rows_of(w)
+        ]  # all checked before anything is written
+        with self._lock, self._call("write") as client:
+            held = self._held(client, list(last.values()))
+            stale = [self._pk(w.source_path, i) for w in last.values()
+                     for i in range(held[w.source_path] - 1, len(w.chunks) - 1, -1)]  # fmt: skip
+            for start in range(0, len(stale), BATCH):
+                client.delete(self._name, ids=stale[start : start + BATCH])
+            for start in range(0, len(rows), BATCH):
+                client.upsert(self._name, rows[start : start + BATCH])
+
+    def _rows_of(self, w: SourceWrite) -> list[dict[str, Any]]:
+        _text(w.source_path, MAX_PATH, "the path")
+        out = []
+        for i, chunk in enumerate(w.chunks):
+            if chunk.chunk_index != i or chunk.source_path != w.source_path:
+                raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+            where = f"{w.source_path}#{i}"
+            body = f"{chunk.header}\n\n{chunk.content}" if chunk.header else chunk.content
+            out.append({
+                PK: self._pk(w.source_path, i),
+                DOC_ID: doc_id(w.source_path, i),
+                AGENT: self.agent_id,
+                SOURCE_PATH: w.source_path,
+                SOURCE_DIR: os.path.dirname(w.source_path),
+                ROOT: _text(w.root, MAX_PATH, "the root"),
+                EXT: extension(w.source_path)[:255],
+                SOURCE_MD5: w.source_md5,
+                CONTENT_HASH: chunk.content_hash,
+                CONTENT: _text(chunk.content, MAX_TEXT, f"the text of {where}"),
+                FTS_TEXT: _text(normalize(body), MAX_TEXT, f"the text of {where}"),
+                HEADING_PATH: _text(HEADING_SEP.join(chunk.heading_path), MAX_TEXT, f"the headings of {where}"),
+                CHUNK_INDEX: i,
+                SOURCE_CHUNKS: len(w.chunks),
+                START_LINE: chunk.start_line,
+                END_LINE: chunk.end_line,
+                PAGE: chunk.page,
+                EMBEDDING: check_vector(chunk.vector, self._identity.dimension, where).tolist(),
+            })  # fmt: skip
+        return out
+
+    def _held(self, client: Any, writes: Sequence[SourceWrite]) -> dict[str, int]:
+        held = {w.source_path: w.held for w in writes if w.held is not None}
+        ask = {self._pk(w.source_path, 0): w.source_path for w in writes if w.held is None}
+        ids = list(ask)
+        for start in range(0, len(ids), BATCH):
+            for row in client.get(self._name, ids=ids[start : start + BATCH], output_fields=[SOURCE_CHUNKS]):
+                held[ask[row[PK]]] = max(1, int(row.get(SOURCE_CHUNKS) or 0))
+        return {w.source_path: held.get(w.source_path, 0) for w in writes}
+
+    def _delete_where(self, flt: str) -> int:
+        self._writable()
+        with self._lock, self._call("delete") as client:
+            ids = [r[PK] for r in self._rows(client, flt, [PK])]
+            for start in range(0, len(ids), BATCH):
+                client.delete(self._name, ids=ids[start : start + BATCH])
+            return len(ids)
+
+    def delete_source(self, source_path: str) -> int:
+        return self._delete_where(self._mine(M.equals(SOURCE_PATH, source_path)))
+
+    def delete_subtree(self, dir_path: str) -> int:
+        return self._delete_where(self._mine(M.under(SOURCE_PATH, dir_path)))
+
+    def delete_all(self) -> int:
+        """Every chunk of this agent (a rebuild); other agents' chunks stay."""
+        return self._delete_where(self._mine())
+
+    def flush(self) -> None:
+        if self._read_only:
+            return
+        with self._lock, self._call("flush") as client:
+            client.flush(self._name)
+
+    # -- maintenance: the server's own -----------------------------------------------------------------------------
+    @property
+    def needs_optimize(self) -> bool:
+        return False  # Milvus builds and merges its indexes itself
+
+    def optimize(self) -> None:
+        return None
+
+    @property
+    def needs_compaction(self) -> bool:
+        return False
+
+    def compact(self) -> int:
+        return 0
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.health(), "path": str(self.path), "fingerprint": self._identity.fingerprint,
+                               "dimension": self._identity.dimension, "read_only": self._read_only,
+                               "index_type": self._cfg.type, "configured_type": self._cfg.type, "pending": 0,
+                               "needs_optimize": False, "segments": 1, "blocks": 0}  # fmt: skip
+        try:
+            out["documents"] = self.count()
+        except IndexError_ as err:
+            out["documents"], out["error"] = None, err.message
+        return out
+
+    @property
+    def resting(self) -> bool:
+        return False
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self._used
+
+    def rest(self) -> bool:
+        return False  # the memory is the server's
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+            if client is not None:
+                try:
+                    client.close()
+                except Exception as err:
+                    log.debug("closing the Milvus client: %s", err)
+
+
+def _hit(row: dict[str, Any], score: float) -> Hit:
+    heading = row.get(HEADING_PATH) or ""
+    page = row.get(PAGE)
+    return Hit(
+        source_path=row.get(SOURCE_PATH, ""),
+        chunk_index=int(row.get(CHUNK_INDEX) or 0),
+        score=score,
+        content=row.get(CONTENT, ""),
+        heading_path=tuple(heading.split(HEADING_SEP)) if heading else (),
+        page=int(page) if page is not None else None,
+        start_line=int(row.get(START_LINE) or 0),
+        end_line=int(row.get(END_LINE) or 0),
+        root=row.get(ROOT, ""),
+        source_chunks=int(row.get(SOURCE_CHUNKS) or 1),
+        agent=row.get(AGENT, ""),
+    )
