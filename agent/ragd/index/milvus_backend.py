@@ -15,11 +15,8 @@ analyzer; the hybrid ranking is ragd's (hybrid.py), the same as on zvec.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
-import re
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -32,65 +29,39 @@ import numpy as np
 from ..config import IndexConfig
 from ..errors import IndexError_, IndexUnavailable
 from ..model import EmbeddingIdentity
-from . import Hit, IndexChunk, SourceSummary, SourceWrite, collection_name, fts, hybrid
+from . import Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid
 from . import milvus_filters as M
-from .fts import normalize
-from .zvec_schema import HEADING_SEP, check_vector, doc_id, extension
+from .milvus_schema import (
+    AGENT,
+    CHUNK_INDEX,
+    EMBEDDING,
+    EXT,
+    HIT_FIELDS,
+    PK,
+    SOURCE_CHUNKS,
+    SOURCE_MD5,
+    SOURCE_PATH,
+    SPARSE,
+    agent_key,
+    build_schema,
+    check_collection,
+    default_agent_id,
+    index_params,
+    milvus_name,
+    primary_key,
+    to_hit,
+    to_rows,
+)
+from .records import check_vector
 
 log = logging.getLogger(__name__)
 for _noisy in ("faiss", "milvus_lite"):  # each logs its every step at INFO
     logging.getLogger(_noisy).setLevel(logging.WARNING)
 
-PK, DOC_ID, AGENT = "pk", "doc_id", "agent"
-SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
-SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX, SOURCE_CHUNKS = (
-    "source_md5",
-    "content_hash",
-    "chunk_index",
-    "source_chunks",
-)
-CONTENT, FTS_TEXT, SPARSE, HEADING_PATH = "content", "fts_text", "sparse", "heading_path"
-PAGE, START_LINE, END_LINE, EMBEDDING = "page", "start_line", "end_line", "embedding"
-HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE,
-              SOURCE_CHUNKS]  # fmt: skip
-REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
-            SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING}  # fmt: skip
-ANALYZER = {
-    "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stemmer", "language": "english"}],
-}  # Lite: no stemming
-MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
-MAX_PATH = 4_096
 BATCH = 256  # rows an upsert or delete sends at once (a few MB on the wire)
 PAGE_ROWS = 4_096  # rows a listing reads at once (about)
 QUERY_LIMIT = 16_384  # the most rows one Milvus query returns
 BACKOFF = (1.0, 60.0)  # seconds before the first retry after a failed connection, and the most
-
-
-def default_agent_id(data_dir: Path) -> str:
-    return f"{socket.gethostname()}:{Path(data_dir).expanduser().resolve()}"
-
-
-def agent_key(agent_id: str) -> str:
-    return hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:16]
-
-
-def milvus_name(prefix: str, identity: EmbeddingIdentity) -> str:
-    """Milvus allows letters, digits and underscores in a collection's name (at most 255, not a digit first)."""
-    return (prefix + re.sub(r"[^A-Za-z0-9_]", "_", collection_name(identity)))[:255]
-
-
-def _text(value: str, limit: int, what: str) -> str:
-    size = len(value.encode("utf-8", "surrogatepass"))
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise IndexError_(f"cannot index {what} {value[:80]!r}: it is not valid UTF-8",
-                          "rename the file (Milvus stores only UTF-8 text)") from None  # fmt: skip
-    if size > limit:
-        raise IndexError_(f"cannot index {what}: {size} bytes, Milvus holds at most {limit}",
-                          "use a smaller [splitter] chunk_size")  # fmt: skip
-    return value
 
 
 def _unreachable(err: BaseException) -> bool:
@@ -212,57 +183,11 @@ class MilvusIndex:
             if self._read_only:
                 raise IndexError_(f"Milvus has no collection {self._name} at {self._uri}",
                                   "start the agent once to create it")  # fmt: skip
-            client.create_collection(self._name, schema=self._schema())
+            client.create_collection(self._name, schema=build_schema(self._identity.dimension))
             # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
-            client.create_index(self._name, self._index_params(client), sync=False)
-        fields = {f["name"]: f for f in client.describe_collection(self._name)["fields"]}
-        missing = REQUIRED - set(fields)
-        if missing:
-            raise IndexError_(f"the Milvus collection {self._name} lacks the fields {sorted(missing)}",
-                              "drop it or choose another [index] collection_prefix")  # fmt: skip
-        dim = int((fields[EMBEDDING].get("params") or {}).get("dim", 0))
-        if dim != self._identity.dimension:
-            raise IndexError_(f"the Milvus collection {self._name} holds vectors of dimension {dim}, not "
-                              f"{self._identity.dimension}", "choose another [index] collection_prefix")  # fmt: skip
+            client.create_index(self._name, index_params(client, self._cfg), sync=False)
+        check_collection(client, self._name, self._identity.dimension)
         client.load_collection(self._name)
-
-    def _schema(self) -> Any:
-        from pymilvus import DataType, Function, FunctionType, MilvusClient
-
-        s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-        s.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=64)
-        s.add_field(DOC_ID, DataType.VARCHAR, max_length=64)
-        s.add_field(AGENT, DataType.VARCHAR, max_length=512)
-        for name in (SOURCE_PATH, SOURCE_DIR, ROOT):
-            s.add_field(name, DataType.VARCHAR, max_length=MAX_PATH)
-        s.add_field(EXT, DataType.VARCHAR, max_length=256)
-        s.add_field(SOURCE_MD5, DataType.VARCHAR, max_length=64)
-        s.add_field(CONTENT_HASH, DataType.VARCHAR, max_length=128)
-        s.add_field(CONTENT, DataType.VARCHAR, max_length=MAX_TEXT)
-        s.add_field(
-            FTS_TEXT, DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True, analyzer_params=ANALYZER
-        )
-        s.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
-        s.add_field(HEADING_PATH, DataType.VARCHAR, max_length=MAX_TEXT)
-        for name in (CHUNK_INDEX, SOURCE_CHUNKS, START_LINE, END_LINE):
-            s.add_field(name, DataType.INT32)
-        s.add_field(PAGE, DataType.INT32, nullable=True)
-        s.add_field(EMBEDDING, DataType.FLOAT_VECTOR, dim=self._identity.dimension)
-        s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=[FTS_TEXT],
-                                output_field_names=[SPARSE]))  # fmt: skip
-        return s
-
-    def _index_params(self, client: Any) -> Any:
-        params = client.prepare_index_params()
-        params.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        if self._cfg.type == "hnsw":
-            params.add_index(field_name=EMBEDDING, index_type="HNSW", metric_type="COSINE",
-                             params={"M": self._cfg.hnsw_m, "efConstruction": self._cfg.hnsw_ef_construction})  # fmt: skip
-        else:
-            params.add_index(field_name=EMBEDDING, index_type="FLAT", metric_type="COSINE")
-        for name in (AGENT, SOURCE_PATH, EXT):
-            params.add_index(field_name=name, index_type="INVERTED")
-        return params
 
     # -- health ---------------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -280,7 +205,7 @@ class MilvusIndex:
 
     # -- ids and filters ------------------------------------------------------------------------------------------
     def _pk(self, source_path: str, chunk_index: int) -> str:
-        return f"{self._key}-{doc_id(source_path, chunk_index)}"
+        return primary_key(self._key, source_path, chunk_index)
 
     def _mine(self, *exprs: str | None) -> str:
         return M.all_of(M.equals(AGENT, self.agent_id), *exprs)
@@ -333,7 +258,7 @@ class MilvusIndex:
     def chunks(self, source_path: str) -> list[Hit]:
         with self._call("lookup") as client:
             rows = list(self._rows(client, self._mine(M.equals(SOURCE_PATH, source_path)), HIT_FIELDS))
-        return sorted((_hit(r, 0.0) for r in rows), key=lambda h: h.chunk_index)
+        return sorted((to_hit(r, 0.0) for r in rows), key=lambda h: h.chunk_index)
 
     def query(
         self,
@@ -371,7 +296,7 @@ class MilvusIndex:
         # COSINE: the similarity; BM25: Milvus Lite gives the score negated, a server as it is
         keyword = field == SPARSE
         return [
-            _hit(h["entity"], abs(float(h["distance"])) if keyword else float(h["distance"]))
+            to_hit(h["entity"], abs(float(h["distance"])) if keyword else float(h["distance"]))
             for h in found[0]
         ]
 
@@ -390,9 +315,8 @@ class MilvusIndex:
         upserted, chunk 0 first, each source's chunk 0 recording its count."""
         self._writable()
         last = {w.source_path: w for w in writes}
-        rows = [
-            row for w in last.values() for row in self._rows_of(w)
-        ]  # all checked before anything is written
+        dim = self._identity.dimension  # every row checked before anything is written
+        rows = [row for w in last.values() for row in to_rows(w, self.agent_id, self._key, dim)]
         with self._lock, self._call("write") as client:
             held = self._held(client, list(last.values()))
             stale = [self._pk(w.source_path, i) for w in last.values()
@@ -401,36 +325,6 @@ class MilvusIndex:
                 client.delete(self._name, ids=stale[start : start + BATCH])
             for start in range(0, len(rows), BATCH):
                 client.upsert(self._name, rows[start : start + BATCH])
-
-    def _rows_of(self, w: SourceWrite) -> list[dict[str, Any]]:
-        _text(w.source_path, MAX_PATH, "the path")
-        out = []
-        for i, chunk in enumerate(w.chunks):
-            if chunk.chunk_index != i or chunk.source_path != w.source_path:
-                raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
-            where = f"{w.source_path}#{i}"
-            body = f"{chunk.header}\n\n{chunk.content}" if chunk.header else chunk.content
-            out.append({
-                PK: self._pk(w.source_path, i),
-                DOC_ID: doc_id(w.source_path, i),
-                AGENT: self.agent_id,
-                SOURCE_PATH: w.source_path,
-                SOURCE_DIR: os.path.dirname(w.source_path),
-                ROOT: _text(w.root, MAX_PATH, "the root"),
-                EXT: extension(w.source_path)[:255],
-                SOURCE_MD5: w.source_md5,
-                CONTENT_HASH: chunk.content_hash,
-                CONTENT: _text(chunk.content, MAX_TEXT, f"the text of {where}"),
-                FTS_TEXT: _text(normalize(body), MAX_TEXT, f"the text of {where}"),
-                HEADING_PATH: _text(HEADING_SEP.join(chunk.heading_path), MAX_TEXT, f"the headings of {where}"),
-                CHUNK_INDEX: i,
-                SOURCE_CHUNKS: len(w.chunks),
-                START_LINE: chunk.start_line,
-                END_LINE: chunk.end_line,
-                PAGE: chunk.page,
-                EMBEDDING: check_vector(chunk.vector, self._identity.dimension, where).tolist(),
-            })  # fmt: skip
-        return out
 
     def _held(self, client: Any, writes: Sequence[SourceWrite]) -> dict[str, int]:
         held = {w.source_path: w.held for w in writes if w.held is not None}
@@ -509,21 +403,3 @@ class MilvusIndex:
                     client.close()
                 except Exception as err:
                     log.debug("closing the Milvus client: %s", err)
-
-
-def _hit(row: dict[str, Any], score: float) -> Hit:
-    heading = row.get(HEADING_PATH) or ""
-    page = row.get(PAGE)
-    return Hit(
-        source_path=row.get(SOURCE_PATH, ""),
-        chunk_index=int(row.get(CHUNK_INDEX) or 0),
-        score=score,
-        content=row.get(CONTENT, ""),
-        heading_path=tuple(heading.split(HEADING_SEP)) if heading else (),
-        page=int(page) if page is not None else None,
-        start_line=int(row.get(START_LINE) or 0),
-        end_line=int(row.get(END_LINE) or 0),
-        root=row.get(ROOT, ""),
-        source_chunks=int(row.get(SOURCE_CHUNKS) or 1),
-        agent=row.get(AGENT, ""),
-    )

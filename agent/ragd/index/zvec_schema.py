@@ -9,12 +9,9 @@ the scheme of the ragjson tool.
 
 from __future__ import annotations
 
-import math
 import os
-import uuid
 from typing import Any
 
-import numpy as np
 import zvec
 
 from ..config import IndexConfig
@@ -22,6 +19,7 @@ from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import Hit, IndexChunk
 from .fts import normalize
+from .records import HEADING_SEP, check_vector, doc_id, extension
 
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
 SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"
@@ -39,18 +37,8 @@ HIT_FIELDS = [
     END_LINE,
     SOURCE_CHUNKS,
 ]
-HEADING_SEP = " > "
 FTS_TOKENIZER = "jieba"
 FTS_FILTERS = ["lowercase", "stemmer"]
-
-
-def doc_id(source_path: str, chunk_index: int) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{source_path}#{chunk_index}"))
-
-
-def extension(path: str) -> str:
-    """The lower-case suffix without its dot (`"md"` for `a/B.MD`), "" when there is none."""
-    return os.path.splitext(os.path.basename(path))[1].lstrip(".").lower()
 
 
 def vector_param(cfg: IndexConfig) -> Any:
@@ -120,19 +108,6 @@ def check_text(value: str, what: str) -> str:
             "rename the file (zvec stores only UTF-8 text)",
         ) from None
     return value
-
-
-def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:
-    arr = np.asarray(vec, dtype=np.float32).reshape(-1)
-    if arr.shape[0] != dimension:
-        raise IndexError_(
-            f"vector of {where} has dimension {arr.shape[0]}, the index expects {dimension}",
-            "re-embed the file with the configured model",
-        )
-    norm = float(np.linalg.norm(arr))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise IndexError_(f"vector of {where} is zero or not finite", "re-embed the file")
-    return arr
 
 
 def to_doc(

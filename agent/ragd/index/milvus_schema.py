@@ -1,0 +1,177 @@
+"""The Milvus collection's schema, its check, and the conversion between IndexChunk/Hit and Milvus rows.
+
+Fields: `pk` (primary key: the agent's key, "-", the ragjson document id), `doc_id`, `agent`, `source_path`,
+`source_dir`, `root`, `ext`, `source_md5`, `content_hash`, `content`, `fts_text` (header + content, `fts.normalize`d,
+analysed by jieba for BM25), `sparse` (its BM25 vector, made by Milvus), `heading_path`, `chunk_index`,
+`source_chunks`, `start_line`, `end_line`, `page` (nullable) and `embedding` (COSINE; FLAT or HNSW per IndexConfig).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from ..config import IndexConfig
+from ..errors import IndexError_
+from ..model import EmbeddingIdentity
+from . import Hit, SourceWrite, collection_name
+from .fts import normalize
+from .records import HEADING_SEP, check_vector, doc_id, extension
+
+PK, DOC_ID, AGENT = "pk", "doc_id", "agent"
+SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
+SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX, SOURCE_CHUNKS = (
+    "source_md5",
+    "content_hash",
+    "chunk_index",
+    "source_chunks",
+)
+CONTENT, FTS_TEXT, SPARSE, HEADING_PATH = "content", "fts_text", "sparse", "heading_path"
+PAGE, START_LINE, END_LINE, EMBEDDING = "page", "start_line", "end_line", "embedding"
+HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE,
+              SOURCE_CHUNKS]  # fmt: skip
+REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
+            SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING}  # fmt: skip
+ANALYZER = {
+    "tokenizer": "jieba",
+    "filter": ["lowercase", {"type": "stemmer", "language": "english"}],
+}  # Lite: no stemming
+MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
+MAX_PATH = 4_096
+
+
+def default_agent_id(data_dir: Path) -> str:
+    return f"{socket.gethostname()}:{Path(data_dir).expanduser().resolve()}"
+
+
+def agent_key(agent_id: str) -> str:
+    return hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:16]
+
+
+def milvus_name(prefix: str, identity: EmbeddingIdentity) -> str:
+    """Milvus allows letters, digits and underscores in a collection's name (at most 255, not a digit first)."""
+    return (prefix + re.sub(r"[^A-Za-z0-9_]", "_", collection_name(identity)))[:255]
+
+
+def checked_text(value: str, limit: int, what: str) -> str:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise IndexError_(f"cannot index {what} {value[:80]!r}: it is not valid UTF-8",
+                          "rename the file (Milvus stores only UTF-8 text)") from None  # fmt: skip
+    if size > limit:
+        raise IndexError_(f"cannot index {what}: {size} bytes, Milvus holds at most {limit}",
+                          "use a smaller [splitter] chunk_size")  # fmt: skip
+    return value
+
+
+def build_schema(dimension: int) -> Any:
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+    s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+    s.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=64)
+    s.add_field(DOC_ID, DataType.VARCHAR, max_length=64)
+    s.add_field(AGENT, DataType.VARCHAR, max_length=512)
+    for name in (SOURCE_PATH, SOURCE_DIR, ROOT):
+        s.add_field(name, DataType.VARCHAR, max_length=MAX_PATH)
+    s.add_field(EXT, DataType.VARCHAR, max_length=256)
+    s.add_field(SOURCE_MD5, DataType.VARCHAR, max_length=64)
+    s.add_field(CONTENT_HASH, DataType.VARCHAR, max_length=128)
+    s.add_field(CONTENT, DataType.VARCHAR, max_length=MAX_TEXT)
+    s.add_field(
+        FTS_TEXT, DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True, analyzer_params=ANALYZER
+    )
+    s.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+    s.add_field(HEADING_PATH, DataType.VARCHAR, max_length=MAX_TEXT)
+    for name in (CHUNK_INDEX, SOURCE_CHUNKS, START_LINE, END_LINE):
+        s.add_field(name, DataType.INT32)
+    s.add_field(PAGE, DataType.INT32, nullable=True)
+    s.add_field(EMBEDDING, DataType.FLOAT_VECTOR, dim=dimension)
+    s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=[FTS_TEXT],
+                            output_field_names=[SPARSE]))  # fmt: skip
+    return s
+
+
+def index_params(client: Any, cfg: IndexConfig) -> Any:
+    params = client.prepare_index_params()
+    params.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    if cfg.type == "hnsw":
+        params.add_index(field_name=EMBEDDING, index_type="HNSW", metric_type="COSINE",
+                         params={"M": cfg.hnsw_m, "efConstruction": cfg.hnsw_ef_construction})  # fmt: skip
+    else:
+        params.add_index(field_name=EMBEDDING, index_type="FLAT", metric_type="COSINE")
+    for name in (AGENT, SOURCE_PATH, EXT):
+        params.add_index(field_name=name, index_type="INVERTED")
+    return params
+
+
+def check_collection(client: Any, name: str, dimension: int) -> None:
+    """Raise IndexError_ when the existing collection `name` cannot hold this identity's chunks."""
+    fields = {f["name"]: f for f in client.describe_collection(name)["fields"]}
+    missing = REQUIRED - set(fields)
+    if missing:
+        raise IndexError_(f"the Milvus collection {name} lacks the fields {sorted(missing)}",
+                          "drop it or choose another [index] collection_prefix")  # fmt: skip
+    dim = int((fields[EMBEDDING].get("params") or {}).get("dim", 0))
+    if dim != dimension:
+        raise IndexError_(f"the Milvus collection {name} holds vectors of dimension {dim}, not "
+                          f"{dimension}", "choose another [index] collection_prefix")  # fmt: skip
+
+
+def primary_key(key: str, source_path: str, chunk_index: int) -> str:
+    return f"{key}-{doc_id(source_path, chunk_index)}"
+
+
+def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[str, Any]]:
+    """A source's chunks as rows of `agent` (whose key starts every primary key); checked, nothing written."""
+    checked_text(w.source_path, MAX_PATH, "the path")
+    out = []
+    for i, chunk in enumerate(w.chunks):
+        if chunk.chunk_index != i or chunk.source_path != w.source_path:
+            raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+        where = f"{w.source_path}#{i}"
+        body = f"{chunk.header}\n\n{chunk.content}" if chunk.header else chunk.content
+        out.append({
+            PK: primary_key(key, w.source_path, i),
+            DOC_ID: doc_id(w.source_path, i),
+            AGENT: agent,
+            SOURCE_PATH: w.source_path,
+            SOURCE_DIR: os.path.dirname(w.source_path),
+            ROOT: checked_text(w.root, MAX_PATH, "the root"),
+            EXT: extension(w.source_path)[:255],
+            SOURCE_MD5: w.source_md5,
+            CONTENT_HASH: chunk.content_hash,
+            CONTENT: checked_text(chunk.content, MAX_TEXT, f"the text of {where}"),
+            FTS_TEXT: checked_text(normalize(body), MAX_TEXT, f"the text of {where}"),
+            HEADING_PATH: checked_text(HEADING_SEP.join(chunk.heading_path), MAX_TEXT, f"the headings of {where}"),
+            CHUNK_INDEX: i,
+            SOURCE_CHUNKS: len(w.chunks),
+            START_LINE: chunk.start_line,
+            END_LINE: chunk.end_line,
+            PAGE: chunk.page,
+            EMBEDDING: check_vector(chunk.vector, dimension, where).tolist(),
+        })  # fmt: skip
+    return out
+
+
+def to_hit(row: dict[str, Any], score: float) -> Hit:
+    heading = row.get(HEADING_PATH) or ""
+    page = row.get(PAGE)
+    return Hit(
+        source_path=row.get(SOURCE_PATH, ""),
+        chunk_index=int(row.get(CHUNK_INDEX) or 0),
+        score=score,
+        content=row.get(CONTENT, ""),
+        heading_path=tuple(heading.split(HEADING_SEP)) if heading else (),
+        page=int(page) if page is not None else None,
+        start_line=int(row.get(START_LINE) or 0),
+        end_line=int(row.get(END_LINE) or 0),
+        root=row.get(ROOT, ""),
+        source_chunks=int(row.get(SOURCE_CHUNKS) or 1),
+        agent=row.get(AGENT, ""),
+    )
