@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 # filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py).
 SCHEMA_VERSION = 3
 MAX_K = 100  # the largest number of hits one query returns
+BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"  # an index held elsewhere
 
 
 @dataclass(frozen=True)

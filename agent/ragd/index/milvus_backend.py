@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from ..config import IndexConfig
-from ..errors import IndexError_, IndexUnavailable
+from ..errors import IndexBusy, IndexError_, IndexUnavailable
 from ..model import EmbeddingIdentity
-from . import Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid
+from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid
 from . import milvus_filters as M
 from .milvus_schema import (
     AGENT,
@@ -57,6 +57,8 @@ from .records import check_vector
 log = logging.getLogger(__name__)
 for _noisy in ("faiss", "milvus_lite"):  # each logs its every step at INFO
     logging.getLogger(_noisy).setLevel(logging.WARNING)
+# a Lite file held by another process: said once, as IndexBusy, not with milvus_lite's traceback
+logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
 
 BATCH = 256  # rows an upsert or delete sends at once (a few MB on the wire)
 PAGE_ROWS = 4_096  # rows a listing reads at once (about)
@@ -149,6 +151,9 @@ class MilvusIndex:
             except IndexError_:
                 raise
             except Exception as err:
+                if self._uri.endswith(".db") and "open local milvus failed" in str(err).lower():
+                    raise IndexBusy(f"the Milvus Lite file {self._uri} is open in another process (one process "
+                                    "at a time may open one)", BUSY_HINT) from None  # fmt: skip
                 raise self._failed(err, "connect") from err
             self._client, self._failures, self._last_error = client, 0, None
             log.info("index on Milvus at %s, collection %s, agent %s", self._uri, self._name, self.agent_id)

@@ -21,12 +21,11 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexBusy, IndexError_
 from ..model import EmbeddingIdentity
-from . import health, jiebadict
+from . import BUSY_HINT, health, jiebadict
 from .zvec_schema import build_schema, schema_problem
 
 log = logging.getLogger(__name__)
 
-BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"
 
 _init_lock = threading.Lock()
 _initialized = False
