@@ -60,7 +60,8 @@ def _dir_path(path: str) -> str:
 
 
 def under_is_exact(path: str) -> bool:
-    """Whether `under(field, path)` matches exactly (else it matches a superset: re-check with `is_under`)."""
+    """Whether `under(field, path)` and `equals(field, path)` match exactly (else: re-check each match; `equals`
+    of a value with a backslash followed by a double quote matched nothing, so callers use `under` then)."""
     return "\\" not in path
 
 

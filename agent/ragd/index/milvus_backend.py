@@ -29,13 +29,14 @@ import numpy as np
 from ..config import IndexConfig
 from ..errors import IndexBusy, IndexError_, IndexUnavailable
 from ..model import EmbeddingIdentity
-from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid
+from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid, phrases
 from . import milvus_filters as M
 from .milvus_schema import (
     AGENT,
     CHUNK_INDEX,
     EMBEDDING,
     EXT,
+    FTS_TEXT,
     HIT_FIELDS,
     PK,
     SOURCE_CHUNKS,
@@ -63,6 +64,10 @@ logging.getLogger("milvus_lite.server_manager").setLevel(logging.CRITICAL)
 BATCH = 256  # rows an upsert or delete sends at once (a few MB on the wire)
 PAGE_ROWS = 4_096  # rows a listing reads at once (about)
 QUERY_LIMIT = 16_384  # the most rows one Milvus query returns
+# What the agent reads to keep its own chunks right (listings, counts, a source's chunk count before a rewrite)
+# sees every write before it; a search sees this agent's writes at once and other agents' within the server's
+# staleness bound (Milvus's default "Bounded" consistency would let a fresh edit be missed for a moment).
+STRONG, SESSION = "Strong", "Session"
 BACKOFF = (1.0, 60.0)  # seconds before the first retry after a failed connection, and the most
 
 
@@ -98,6 +103,7 @@ class MilvusIndex:
         self._name = milvus_name(cfg.collection_prefix, identity)
         self._read_only = read_only
         self._client: Any = None
+        self._closed = False
         self._lock = threading.RLock()  # one writer; connection set-up
         self._failures = 0
         self._retry_at = 0.0
@@ -135,6 +141,8 @@ class MilvusIndex:
 
     def _connected(self) -> Any:
         with self._lock:
+            if self._closed:
+                raise IndexError_(f"the index at {self._uri} ({self._name}) is closed", "reopen it")
             if self._client is not None:
                 return self._client
             wait = self._retry_at - time.monotonic()
@@ -230,14 +238,14 @@ class MilvusIndex:
             lo = f"{self._key}-{prefixes.pop()}"
             rows = client.query(self._name, filter=M.all_of(flt, f"{PK} >= {M.literal(lo)}",
                                                            f"{PK} < {M.literal(lo + '~')}"),
-                                output_fields=[PK, *fields], limit=QUERY_LIMIT)  # fmt: skip
+                                output_fields=[PK, *fields], limit=QUERY_LIMIT, consistency_level=STRONG)  # fmt: skip
             if len(rows) >= QUERY_LIMIT:  # perhaps more: ask again, a sixteenth at a time
                 prefixes.extend(lo[len(self._key) + 1 :] + c for c in "0123456789abcdef")
                 continue
             yield from rows
 
     def _count(self, client: Any, flt: str) -> int:
-        rows = client.query(self._name, filter=flt, output_fields=["count(*)"])
+        rows = client.query(self._name, filter=flt, output_fields=["count(*)"], consistency_level=STRONG)
         return int(rows[0]["count(*)"]) if rows else 0
 
     # -- reads ----------------------------------------------------------------------------------------------------
@@ -290,20 +298,28 @@ class MilvusIndex:
 
         def keyword(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:
             words = " ".join(t.text for t in terms)
-            return [h for h in self._search(words, SPARSE, top, flt=flt) if h.score > 0] if words else []
+            if not words:
+                return []
+            holds = phrases.matcher(terms)  # BM25 is a bag of words: phrases and identifiers checked here
+            fields = HIT_FIELDS if holds is None else [*HIT_FIELDS, FTS_TEXT]
+            rows = self._found(words, SPARSE, top, flt, fields)
+            return [to_hit(row, score) for row, score in rows
+                    if score > 0 and (holds is None or holds(str(row.get(FTS_TEXT, ""))))]  # fmt: skip
 
         return hybrid.query(dense, keyword, text, k)
 
     def _search(self, data: Any, field: str, top: int, *, flt: str) -> list[Hit]:
+        return [to_hit(row, score) for row, score in self._found(data, field, top, flt, HIT_FIELDS)]
+
+    def _found(
+        self, data: Any, field: str, top: int, flt: str, fields: list[str]
+    ) -> list[tuple[dict[str, Any], float]]:
+        """The top rows and their scores: COSINE similarity, or BM25 (which Milvus Lite gives negated)."""
         with self._call("query") as client:
             found = client.search(self._name, data=[data], anns_field=field, limit=top, filter=flt,
-                                  output_fields=HIT_FIELDS)  # fmt: skip
-        # COSINE: the similarity; BM25: Milvus Lite gives the score negated, a server as it is
-        keyword = field == SPARSE
-        return [
-            to_hit(h["entity"], abs(float(h["distance"])) if keyword else float(h["distance"]))
-            for h in found[0]
-        ]
+                                  output_fields=fields, consistency_level=SESSION)  # fmt: skip
+        bm25 = field == SPARSE
+        return [(h["entity"], abs(float(h["distance"])) if bm25 else float(h["distance"])) for h in found[0]]
 
     # -- writes -----------------------------------------------------------------------------------------------------
     def _writable(self) -> None:
@@ -336,7 +352,10 @@ class MilvusIndex:
         ask = {self._pk(w.source_path, 0): w.source_path for w in writes if w.held is None}
         ids = list(ask)
         for start in range(0, len(ids), BATCH):
-            for row in client.get(self._name, ids=ids[start : start + BATCH], output_fields=[SOURCE_CHUNKS]):
+            batch = ids[start : start + BATCH]
+            for row in client.get(
+                self._name, ids=batch, output_fields=[SOURCE_CHUNKS], consistency_level=STRONG
+            ):
                 held[ask[row[PK]]] = max(1, int(row.get(SOURCE_CHUNKS) or 0))
         return {w.source_path: held.get(w.source_path, 0) for w in writes}
 
@@ -402,6 +421,7 @@ class MilvusIndex:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             client, self._client = self._client, None
             if client is not None:
                 try:

@@ -241,7 +241,14 @@ class ZvecIndex(ZvecReads):
             return removed
 
     def delete_source(self, source_path: str) -> int:
-        return self._delete_where(F.equals(SOURCE_PATH, source_path))
+        if F.under_is_exact(source_path):
+            return self._delete_where(F.equals(SOURCE_PATH, source_path))
+        with self._exclusive("delete") as coll:  # no exact filter for a backslash: the re-checked ids
+            ids = [r.id for r in self._rows(coll, source_path, writable=True) if r.path == source_path]
+            for start in range(0, len(ids), MAX_BATCH):
+                check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
+            self._written += len(ids)
+            return len(ids)
 
     def delete_subtree(self, dir_path: str) -> int:
         if F.under_is_exact(dir_path):

@@ -14,7 +14,7 @@ import numpy as np
 import zvec
 
 from ..model import EmbeddingIdentity
-from . import MAX_K, Hit, SourceSummary, fts, hybrid, keyword, scan, termstats
+from . import Hit, SourceSummary, fts, hybrid, keyword, scan, termstats
 from . import filters as F
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
@@ -65,6 +65,8 @@ class ZvecReads:
         # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
         # statistics of later writes would then be those of a small new segment): list with filtered queries.
         # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
+        if prefix is not None and not prefix.startswith("/"):  # the caller's mistake, not the index's
+            raise ValueError(f"a path filter needs an absolute path, not {prefix!r}")
         lock = self._write_lock if self._read_only else contextlib.nullcontext()
         with lock, self._rw.reading(), zvec_errors("scan", self._path):
             rows = self._rows(self._live(), prefix, writable=not self._read_only)
@@ -88,10 +90,13 @@ class ZvecReads:
         return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
 
     def chunks(self, source_path: str) -> list[Hit]:
-        flt = F.equals(SOURCE_PATH, source_path)
+        # a path with a backslash has no exact filter (filters.py): the wider one, each hit's path re-checked
+        exact = F.under_is_exact(source_path)
+        flt = F.equals(SOURCE_PATH, source_path) if exact else F.under(SOURCE_PATH, source_path)
         with self._rw.reading(), zvec_errors("lookup", self._path):
             docs = self._live().query(topk=MAX_TOPK, filter=flt, output_fields=HIT_FIELDS)
-        return sorted((to_hit(d, 0.0) for d in docs), key=lambda h: h.chunk_index)
+        hits = (to_hit(d, 0.0) for d in docs)
+        return sorted((h for h in hits if h.source_path == source_path), key=lambda h: h.chunk_index)
 
     def query(
         self,
@@ -149,12 +154,21 @@ class ZvecReads:
             return stats
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
-        exact = all(F.under_is_exact(p) for p in prefixes)  # else the filter over-matches: re-check each hit
+        if not all(F.under_is_exact(p) for p in prefixes):
+            return self._run_rechecked(query, k, flt, prefixes)
         with self._rw.reading(), zvec_errors("query", self._path):
-            docs = self._live().query(
-                query, topk=k if exact else MAX_K, filter=flt or None, output_fields=HIT_FIELDS
-            )
-        hits = [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None]
-        if not exact:
-            hits = [h for h in hits if any(F.is_under(h.source_path, p) for p in prefixes)]
-        return hits[:k]
+            docs = self._live().query(query, topk=k, filter=flt or None, output_fields=HIT_FIELDS)
+        return [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
+
+    def _run_rechecked(
+        self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]
+    ) -> list[Hit]:
+        """A prefix with a backslash has a wider filter (filters.py): every candidate's path is re-checked (up to
+        MAX_TOPK of them, however many siblings outrank the ones under the prefix), then the best k are read."""
+        with self._rw.reading(), zvec_errors("query", self._path):
+            coll = self._live()
+            wide = coll.query(query, topk=MAX_TOPK, filter=flt or None, output_fields=[SOURCE_PATH])
+            best = [d for d in wide if d is not None
+                    and any(F.is_under(str(d.fields.get(SOURCE_PATH, "")), p) for p in prefixes)][:k]  # fmt: skip
+            full = coll.fetch([d.id for d in best], output_fields=HIT_FIELDS, include_vector=False)
+        return [to_hit(full[d.id], float(d.score or 0.0)) for d in best if d.id in full]
