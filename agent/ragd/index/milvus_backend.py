@@ -121,6 +121,8 @@ class MilvusIndex:
             import pymilvus  # noqa: F401
 
             jieba.setLogLevel(logging.WARNING)
+            # pymilvus logs every failed call with its own handler; ragd reports them itself, once
+            logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
         except ImportError:
             raise IndexError_("[index] backend = \"milvus\" needs the Milvus client, which is not installed",
                               "install ragd with its milvus extra: pip install 'ragd[milvus]'") from None  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import RagdError
+from ..errors import IndexUnavailable, RagdError
 from ..model import EmbeddingIdentity, vector_problem
 from ..modes import display_name, valid_name
 from ..paths import is_under, outermost, root_of
@@ -155,6 +155,13 @@ class IndexSync:
             return
         try:
             self.index.write_sources([w for w, _ in staged.values()])
+            return
+        except IndexUnavailable as err:  # a server down: every source would fail alike; said once, all wait
+            if not self._batching or any(note is None for _, note in staged.values()):
+                raise
+            log.warning("%d sources wait for the index: %s", len(staged), err.message)
+            for _, note in staged.values():
+                self._failed.setdefault(note, str(err))  # type: ignore[arg-type]  # not None: checked above
             return
         except RagdError:
             if not self._batching:
