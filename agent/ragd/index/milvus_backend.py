@@ -14,6 +14,7 @@ analyzer; the hybrid ranking is ragd's (hybrid.py), the same as on zvec.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -38,6 +39,7 @@ from .milvus_schema import (
     EXT,
     FTS_TEXT,
     HIT_FIELDS,
+    MAX_AGENT,
     PK,
     SOURCE_CHUNKS,
     SOURCE_MD5,
@@ -46,6 +48,7 @@ from .milvus_schema import (
     agent_key,
     build_schema,
     check_collection,
+    checked_text,
     default_agent_id,
     index_params,
     milvus_name,
@@ -130,7 +133,8 @@ class MilvusIndex:
         if uri.endswith(".db"):
             uri = str(Path(uri).expanduser().resolve())
             Path(uri).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        index = cls(uri, identity, cfg, cfg.agent_id or default_agent_id(data_dir), read_only)
+        agent = checked_text(cfg.agent_id or default_agent_id(data_dir), MAX_AGENT, "the agent's name")
+        index = cls(uri, identity, cfg, agent, read_only)
         try:
             index._connected()
         except IndexUnavailable as err:
@@ -172,7 +176,10 @@ class MilvusIndex:
     def _failed(self, err: BaseException, op: str) -> IndexError_:
         if not _unreachable(err):
             return IndexError_(f"Milvus {op} failed ({self._uri}, {self._name}): {err}", "see the agent log")
-        self._client = None
+        client, self._client = self._client, None
+        if client is not None:  # its channel: not left open
+            with contextlib.suppress(Exception):
+                client.close()
         self._failures += 1
         delay = min(BACKOFF[0] * 2 ** (self._failures - 1), BACKOFF[1])
         self._retry_at = time.monotonic() + delay

@@ -36,11 +36,10 @@ HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE
               SOURCE_CHUNKS]  # fmt: skip
 REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
             SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING}  # fmt: skip
-ANALYZER = {
-    "tokenizer": "jieba",
-    "filter": ["lowercase", {"type": "stemmer", "language": "english"}],
-}  # Lite: no stemming
+# English words stemmed on a Milvus server (run finds running); Milvus Lite 3.2 accepts the filter, applies none
+ANALYZER = {"tokenizer": "jieba", "filter": ["lowercase", {"type": "stemmer", "language": "english"}]}
 MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
+MAX_AGENT = 1_024  # bytes of an agent's name
 MAX_PATH = 4_096
 
 
@@ -76,7 +75,7 @@ def build_schema(dimension: int) -> Any:
     s = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     s.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=64)
     s.add_field(DOC_ID, DataType.VARCHAR, max_length=64)
-    s.add_field(AGENT, DataType.VARCHAR, max_length=512)
+    s.add_field(AGENT, DataType.VARCHAR, max_length=MAX_AGENT)
     for name in (SOURCE_PATH, SOURCE_DIR, ROOT):
         s.add_field(name, DataType.VARCHAR, max_length=MAX_PATH)
     s.add_field(EXT, DataType.VARCHAR, max_length=256)
@@ -143,7 +142,7 @@ def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[s
             SOURCE_PATH: w.source_path,
             SOURCE_DIR: os.path.dirname(w.source_path),
             ROOT: checked_text(w.root, MAX_PATH, "the root"),
-            EXT: extension(w.source_path)[:255],
+            EXT: extension(w.source_path).encode("utf-8")[:255].decode("utf-8", "ignore"),  # a VARCHAR's bytes
             SOURCE_MD5: w.source_md5,
             CONTENT_HASH: chunk.content_hash,
             CONTENT: checked_text(chunk.content, MAX_TEXT, f"the text of {where}"),
