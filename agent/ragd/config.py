@@ -198,6 +198,21 @@ class LimitsConfig(_Section):
         return parse_size(v)
 
 
+class ParseConfig(_Section):
+    """OCR of images and of PDF pages without a text layer (parse/ocr.py)."""
+
+    ocr: bool = (
+        True  # only where rapidocr is installed; off: images are SKIPPED, scanned PDF pages left empty
+    )
+    ocr_page_timeout: float = Field(
+        default=30.0, gt=0, le=3600
+    )  # seconds one page may take (checked per page)
+    ocr_max_pages: int = Field(
+        default=50, ge=1, le=10_000
+    )  # pages OCR'd per file; the rest are listed as skipped
+    ocr_min_confidence: float = Field(default=0.8, ge=0, le=1)  # a page whose mean confidence is below: "low"
+
+
 def expand_paths(v: Any) -> Any:
     """A list of paths from the config or the command line: `~` expanded, made absolute and resolved."""
     if isinstance(v, list | tuple):
@@ -292,6 +307,7 @@ class Config(_Section):
     index: IndexConfig = IndexConfig()
     ignore: IgnoreConfig = IgnoreConfig()
     limits: LimitsConfig = LimitsConfig()
+    parse: ParseConfig = ParseConfig()
     run: RunConfig = RunConfig()
     watch: WatchConfig = WatchConfig()
     mcp: McpConfig = McpConfig()
