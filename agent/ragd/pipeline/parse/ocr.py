@@ -186,7 +186,8 @@ class PageReader:
         except MemoryError:
             raise  # the worker reports it against run.worker_memory
         except Exception as exc:  # the engine's own errors (onnxruntime, OpenCV) fail this page only
-            self.failed(number, f"OCR failed: {type(exc).__name__}: {exc}")
+            why = "out of memory: raise run.worker_memory" if "bad_alloc" in str(exc) else str(exc)
+            self.failed(number, f"OCR failed: {type(exc).__name__}: {why}")
             return ""
         took = time.monotonic() - started
         if took > self.options.ocr_page_timeout:

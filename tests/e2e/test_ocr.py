@@ -1,0 +1,53 @@
+"""Scans through the real commands: `ragd run --once` reads a scanned PDF and an image by OCR, `ragd search` finds
+a word of the scanned page with its page cited, and the sidecar entry says what OCR did. With `[parse] ocr = false`
+the image is SKIPPED with the reason."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ragd.pipeline import sidecar
+from tests.e2e.conftest import ragd, ragd_json
+from tests.support import scangen
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("rapidocr_onnxruntime") is None,
+    reason="the OCR engine (rapidocr-onnxruntime) is not installed",
+)
+
+
+def test_scanned_page_found_with_its_page(tmp_path: Path, config: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    # a long first page: the scanned page's words start a chunk of their own, cited with page 2
+    pages = [
+        ("text", "A typed cover page about the annual report. " * 40),
+        ("scan", "Minutes of the meeting\nquokkascan budget"),
+    ]
+    scangen.write_mixed_pdf(root / "report.pdf", pages, tmp_path)
+    scangen.write_image(root / "whiteboard.png", "Sprint goals\nnumbatboard release")
+    ragd("run", "--once", str(root))
+
+    hit = ragd_json("search", "quokkascan", "--mode", "keyword", "-k", "1")["results"][0]
+    assert hit["path"] == str(root / "report.pdf") and hit["page"] == 2
+    assert "[p. 2]" in ragd("search", "quokkascan", "--mode", "keyword", "-k", "1").stdout
+    board = ragd_json("search", "numbatboard", "--mode", "keyword", "-k", "1")["results"][0]
+    assert board["path"] == str(root / "whiteboard.png") and board["page"] == 1
+
+    entry = sidecar.read_entry(sidecar.entry_path(root, "report.pdf"))
+    assert entry is not None and entry.status == sidecar.EMBEDDED and entry.parser == "pdfium+ocr"
+    assert entry.ocr is not None and entry.ocr["pages"] == [2] and entry.ocr["confidence"] > 0.9
+
+
+def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
+    config.write_text(config.read_text() + "\n[parse]\nocr = false\n")
+    root = tmp_path / "kb"
+    root.mkdir()
+    scangen.write_image(root / "whiteboard.png", "Sprint goals")
+    ragd("run", "--once", str(root))
+    entry = sidecar.read_entry(sidecar.entry_path(root, "whiteboard.png"))
+    assert entry is not None and entry.status == sidecar.SKIPPED
+    assert entry.error is not None and entry.error["message"] == "images need OCR: [parse] ocr is off"
