@@ -41,6 +41,12 @@ def test_scanned_page_found_with_its_page(tmp_path: Path, config: Path) -> None:
     assert entry is not None and entry.status == sidecar.EMBEDDED and entry.parser == "pdfium+ocr"
     assert entry.ocr is not None and entry.ocr["pages"] == [2] and entry.ocr["confidence"] > 0.9
 
+    out = ragd("status", str(root)).stdout
+    assert f"EMBEDDED  {root / 'report.pdf'}  text from OCR on p. 2 (confidence " in out
+    assert f"EMBEDDED  {root / 'whiteboard.png'}  text from OCR (confidence " in out
+    states = {e["path"]: e for e in ragd_json("status", str(root))["entries"]}
+    assert states[str(root / "report.pdf")]["ocr"]["pages"] == [2]
+
 
 def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
     config.write_text(config.read_text() + "\n[parse]\nocr = false\n")
