@@ -103,3 +103,13 @@ def test_page_reader_stops_after_a_page_over_its_time_and_lists_a_failed_page() 
     assert report is not None and report.pages == (1,)
     assert report.not_read[0][0] == 2 and "over parse.ocr_page_timeout" in report.not_read[0][1]
     assert report.not_read[1][0] == 3 and report.not_read[1][1].startswith("OCR failed:")
+
+
+@needs_engine
+def test_page_reader_starts_no_page_past_the_files_budget() -> None:
+    reader = PageReader(ParseConfig(), file_budget=1e-6)
+    assert not reader.wants(1)
+    report = reader.report()
+    assert report is not None and report.not_read == (
+        (1, "not read: the file's time (limits.parse_timeout) would run out"),
+    )

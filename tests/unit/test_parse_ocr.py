@@ -111,3 +111,16 @@ def test_mixed_pdf_with_ocr_off_keeps_only_its_text(tmp_path: Path) -> None:
 def test_scanned_pdf_without_any_text_is_skipped(tmp_path: Path) -> None:
     with pytest.raises(FileSkipped, match="no text layer, and OCR found no text on its pages"):
         parse(docgen.make_scanned_pdf(tmp_path / "shapes.pdf"), LIMITS)
+
+
+def test_ocr_stops_before_the_files_deadline_and_keeps_the_rest(tmp_path: Path) -> None:
+    pages = [("text", "typed page kangaroo"), ("scan", "pictured page platypus")]
+    doc = parse(
+        scangen.write_mixed_pdf(tmp_path / "mixed.pdf", pages, tmp_path), LimitsConfig(parse_timeout=1e-6)
+    )
+    assert "kangaroo" in doc.text and "platypus" not in doc.text
+    assert (
+        doc.ocr is not None
+        and doc.ocr.not_read[0][0] == 2
+        and "limits.parse_timeout" in doc.ocr.not_read[0][1]
+    )

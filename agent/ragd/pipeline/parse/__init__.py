@@ -23,7 +23,8 @@ Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file
 (a scanned PDF with OCR off, an image where OCR found nothing), images with OCR off or not installed, text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
 `ParseError` for encrypted, corrupt or binary-junk files and converter failures. OSError reading the file
 (vanished, unreadable) propagates to the caller. Heavy libraries are imported on first use only.
-OCR checks `parse.ocr_page_timeout` as each page ends. Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
+OCR checks `parse.ocr_page_timeout` as each page ends, and starts no page that would take the file past
+OCR_SHARE of `limits.parse_timeout` (the rest of the document is indexed, the pages not read are listed). Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
 the agent runs this stage in worker processes (pipeline/workers.py), which enforce it for every file.
 """
 
@@ -46,6 +47,7 @@ __all__ = ["IMAGE_EXTENSIONS", "SUPPORTED_EXTENSIONS", "parse", "refuse_image"]
 
 log = logging.getLogger(__name__)
 
+OCR_SHARE = 0.8  # of limits.parse_timeout that OCR may use on one file (ocr.PageReader.file_budget)
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown"})
 MARKUP_EXTENSIONS = {".rst": "rst", ".rest": "rst", ".org": "org"}  # plain text with known section titles
 PROSE_EXTENSIONS = frozenset({".txt", ".text", *MARKUP_EXTENSIONS})  # plain text that may carry a title
@@ -98,10 +100,11 @@ def _unread_hint(doc: Document) -> str:
 def _dispatch(path: Path, ext: str, limits: LimitsConfig, options: ParseConfig) -> Document:
     if ext in TEXT_EXTENSIONS:
         return _parse_text(path, ext)
+    budget = OCR_SHARE * limits.parse_timeout  # what is left is for the split, and the margin
     if ext == ".pdf":
-        return parse_pdf(path, options)
+        return parse_pdf(path, options, budget)
     if ext in IMAGE_EXTENSIONS:
-        return parse_image(path, options)
+        return parse_image(path, options, budget)
     if ext in LEGACY_EXTENSIONS:
         return parse_legacy(path, ext, limits.parse_timeout)
     return parse_markitdown(path, ext)

@@ -24,12 +24,13 @@ def refuse_image(options: ParseConfig) -> None:
         raise FileSkipped(f"images need OCR: {why}", _OCR_HINT)
 
 
-def parse_image(path: Path, options: ParseConfig) -> Document:
-    """OCR every frame of the image at `path`; `pages` maps the text back to frame numbers (1-based)."""
+def parse_image(path: Path, options: ParseConfig, budget: float | None = None) -> Document:
+    """OCR every frame of the image at `path`; `pages` maps the text back to frame numbers (1-based). `budget`:
+    seconds OCR may take in all (PageReader.file_budget)."""
     refuse_image(options)
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
-    reader = PageReader(options)
+    reader = PageReader(options, budget)
     texts: list[str] = []
     try:
         with Image.open(path) as image:

@@ -160,20 +160,34 @@ def _as_bgr(image: Any) -> np.ndarray:
 
 @dataclass
 class PageReader:
-    """Reads the pages of one file under `[parse]`'s limits and keeps the account for its OcrReport."""
+    """Reads the pages of one file under `[parse]`'s limits and keeps the account for its OcrReport.
+
+    `file_budget` (seconds; None: none) is the share of `limits.parse_timeout` OCR may use: no page is started
+    that would, at the pace of the slowest page so far, end past it. The worker kills a file past its deadline
+    and all of its text is lost; stopping early keeps the text pages and the pages read so far."""
 
     options: ParseConfig
+    file_budget: float | None = None
     pages: dict[int, OcrPage] = field(default_factory=dict)
     not_read: list[tuple[int, str]] = field(default_factory=list)
     _stop: str | None = None
+    _started: float = field(default_factory=time.monotonic)
+    _slowest: float = 0.0
 
     def wants(self, number: int) -> bool:
         """Whether page `number` may still be read; if not, it is listed with the reason."""
         limit = self.options.ocr_max_pages
         reason = self._stop or (f"over parse.ocr_max_pages ({limit})" if len(self.pages) >= limit else None)
+        if reason is None and self._out_of_time():
+            reason = "not read: the file's time (limits.parse_timeout) would run out"
         if reason is not None:
             self.not_read.append((number, reason))
         return reason is None
+
+    def _out_of_time(self) -> bool:
+        if self.file_budget is None:
+            return False
+        return time.monotonic() - self._started + self._slowest > self.file_budget
 
     def failed(self, number: int, reason: str) -> None:
         self.not_read.append((number, reason))
@@ -190,6 +204,7 @@ class PageReader:
             self.failed(number, f"OCR failed: {type(exc).__name__}: {why}")
             return ""
         took = time.monotonic() - started
+        self._slowest = max(self._slowest, took)
         if took > self.options.ocr_page_timeout:
             self._stop = (f"not read: page {number} took {took:.0f} s, over parse.ocr_page_timeout "
                           f"({self.options.ocr_page_timeout:g} s)")  # fmt: skip

@@ -31,11 +31,12 @@ OCR_DPI = 200  # what OCR reads best at; a page is rendered at most OCR_MAX_SIDE
 OCR_MAX_SIDE = 2000  # rapidocr shrinks larger pictures to this anyway (its max_side_len)
 
 
-def parse_pdf(path: Path, options: ParseConfig | None = None) -> Document:
-    """Text of every page, joined by a blank line; `pages` maps offsets back to 1-based page numbers."""
+def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | None = None) -> Document:
+    """Text of every page, joined by a blank line; `pages` maps offsets back to 1-based page numbers. `budget`:
+    seconds OCR may take in all (PageReader.file_budget)."""
     options = options or ParseConfig()
     no_ocr = unavailable(options)
-    reader = None if no_ocr else PageReader(options)
+    reader = None if no_ocr else PageReader(options, budget)
     pages, title = _extract(path, reader)
     text, spans = join_pages(pages)
     if not text.strip():
