@@ -118,7 +118,8 @@ class MilvusIndex:
     def open(
         cls, data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
     ) -> MilvusIndex:
-        """A handle; the server is reached at the first use (so an agent starts while its cluster is down)."""
+        """A handle, connected now if the server answers; if it does not, the next use tries again (so an agent
+        starts while its cluster is down). A collection that cannot serve this identity raises IndexError_."""
         try:
             import jieba  # Milvus Lite's analyzer: imported here to quiet it (it sets DEBUG when imported)
             import pymilvus  # noqa: F401
