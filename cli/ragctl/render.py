@@ -378,6 +378,13 @@ def paused(result: Obj) -> str:
 
 def index_stats(result: Obj) -> str:
     kind = result.get("index_type") or "?"
+    if result.get("backend") == "milvus":  # a shared collection on a server: its segments are the server's
+        state = "reachable" if result.get("reachable") else f"UNREACHABLE ({result.get('last_error')})"
+        return (f"index: {_num(result.get('documents'))} chunks of this agent ({kind}, "
+                f"{result.get('dimension', '?')}-d) on Milvus: {state}\n"
+                f"  {result.get('uri', '?')}, collection {result.get('collection', '?')}\n"
+                f"  agent {result.get('agent', '?')}\n"
+                f"  embedding fingerprint {result.get('fingerprint', '?')}\n")  # fmt: skip
     lines = [f"index: {_num(result.get('documents'))} chunks ({kind}, {result.get('dimension', '?')}-d), "
              f"{_num(result.get('segments'))} segment{'' if result.get('segments') == 1 else 's'}"
              + (f", {_num(result['blocks'])} block{'' if result['blocks'] == 1 else 's'}"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ragctl.protocol import RemoteError
-from tests.e2e.agent import AgentProcess, write_doc
+from tests.e2e.agent import RAGCTL, AgentProcess, write_doc
 from tests.e2e.conftest import FAST_WATCH, api_config_text
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.isolation import environ, isolation
@@ -120,6 +120,9 @@ def test_two_agents_share_one_milvus_and_own_their_sources(
         assert search(alice, "zebrafinch", scope="all") == sorted([(str(a1), "alice"), (str(b1), "bob")])
         status = alice.call("status")["index"]["backend"]
         assert status["backend"] == "milvus" and status["reachable"] and status["agent"] == "alice"
+        shown = ragctl_as(alice, "status") + ragctl_as(alice, "index")
+        assert f"milvus {milvus.uri}" in shown and "on Milvus: reachable" in shown and "agent alice" in shown
+        assert "on bob" in ragctl_as(alice, "search", "zebrafinch", "--scope", "all", "--mode", "keyword")
 
         # a deletion in alice's tree removes alice's chunks only
         a2.unlink()
@@ -136,6 +139,7 @@ def test_two_agents_share_one_milvus_and_own_their_sources(
         poll(lambda: _failed_notes(alice) > 0, 60, what="alice's change note to wait for the server")
         backend = alice.call("status")["index"]["backend"]
         assert not backend["reachable"] and backend["last_error"]
+        assert "UNREACHABLE" in ragctl_as(alice, "status")
         with pytest.raises(RemoteError) as err:
             alice.call("search", {"query": "ocelot", "mode": "keyword"})
         assert "unreachable" in str(err.value) and milvus.uri in str(err.value)
@@ -152,6 +156,13 @@ def test_two_agents_share_one_milvus_and_own_their_sources(
     finally:
         alice.kill()
         bob.kill()
+
+
+def ragctl_as(agent: AgentProcess, *args: str) -> str:
+    """`ragctl ARGS` in the agent's environment (its socket): what a person sees."""
+    proc = subprocess.run([*RAGCTL, *args], capture_output=True, text=True, timeout=60, env=agent.env)
+    assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc.stdout
 
 
 def _answers(agent: AgentProcess, text: str) -> list[tuple[str, str]] | None:

@@ -30,7 +30,7 @@ import numpy as np
 from ..config import IndexConfig
 from ..errors import IndexBusy, IndexError_, IndexUnavailable
 from ..model import EmbeddingIdentity
-from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid, phrases
+from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid, phrases, records
 from . import milvus_filters as M
 from .milvus_schema import (
     AGENT,
@@ -118,7 +118,8 @@ class MilvusIndex:
     def open(
         cls, data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
     ) -> MilvusIndex:
-        """A handle; the server is reached at the first use (so an agent starts while its cluster is down)."""
+        """A handle, connected now if the server answers; if it does not, the next use tries again (so an agent
+        starts while its cluster is down). A collection that cannot serve this identity raises IndexError_."""
         try:
             import jieba  # Milvus Lite's analyzer: imported here to quiet it (it sets DEBUG when imported)
             import pymilvus  # noqa: F401
@@ -264,18 +265,9 @@ class MilvusIndex:
 
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
         flt = self._mine(M.under(SOURCE_PATH, prefix) if prefix is not None else None)
-        md5s: dict[str, set[str]] = {}
-        indices: dict[str, set[int]] = {}
         with self._call("scan") as client:
-            for row in self._rows(client, flt, [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]):
-                path = row[SOURCE_PATH]
-                md5s.setdefault(path, set()).add(row[SOURCE_MD5])
-                indices.setdefault(path, set()).add(int(row[CHUNK_INDEX]))
-        out = {}
-        for path, seen in indices.items():
-            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
-            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
-        return out
+            rows = self._rows(client, flt, [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX])
+            return records.summaries((r[SOURCE_PATH], r[SOURCE_MD5], int(r[CHUNK_INDEX])) for r in rows)
 
     def chunks(self, source_path: str) -> list[Hit]:
         with self._call("lookup") as client:
@@ -294,7 +286,7 @@ class MilvusIndex:
     ) -> list[Hit]:
         if scope not in ("agent", "all"):
             raise ValueError(f"scope must be 'agent' or 'all', not {scope!r}")
-        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
+        exts = records.extensions(extensions)
         flt = M.all_of(
             M.equals(AGENT, self.agent_id) if scope == "agent" else None,
             M.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,

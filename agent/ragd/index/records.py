@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 import os
 import uuid
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ..errors import IndexError_
+from . import SourceSummary
 
 HEADING_SEP = " > "
 
@@ -21,6 +23,26 @@ def doc_id(source_path: str, chunk_index: int) -> str:
 def extension(path: str) -> str:
     """The lower-case suffix without its dot (`"md"` for `a/B.MD`), "" when there is none."""
     return os.path.splitext(os.path.basename(path))[1].lstrip(".").lower()
+
+
+def summaries(rows: Iterable[tuple[str, str, int]]) -> dict[str, SourceSummary]:
+    """What the index holds per source, from its chunks' (path, source md5, chunk index): the md5 is "" when the
+    chunks disagree or leave a gap (a write a crash interrupted), so that such a source never matches its sidecar."""
+    md5s: dict[str, set[str]] = {}
+    indices: dict[str, set[int]] = {}
+    for path, md5, index in rows:
+        md5s.setdefault(path, set()).add(md5)
+        indices.setdefault(path, set()).add(index)
+    out = {}
+    for path, seen in indices.items():
+        whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
+        out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
+    return out
+
+
+def extensions(raw: Sequence[str]) -> list[str]:
+    """File extensions as a filter compares them: without the dot, lower case, empty ones dropped."""
+    return [e.strip().lstrip(".").lower() for e in raw if e.strip().lstrip(".")]
 
 
 def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 import zvec
 
 from ..model import EmbeddingIdentity
-from . import Hit, SourceSummary, fts, hybrid, keyword, scan, termstats
+from . import Hit, SourceSummary, fts, hybrid, keyword, records, scan, termstats
 from . import filters as F
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
@@ -70,16 +70,7 @@ class ZvecReads:
         lock = self._write_lock if self._read_only else contextlib.nullcontext()
         with lock, self._rw.reading(), zvec_errors("scan", self._path):
             rows = self._rows(self._live(), prefix, writable=not self._read_only)
-        md5s: dict[str, set[str]] = {}
-        indices: dict[str, set[int]] = {}
-        for r in rows:
-            md5s.setdefault(r.path, set()).add(r.md5)
-            indices.setdefault(r.path, set()).add(r.chunk_index)
-        out = {}
-        for path, seen in indices.items():
-            whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
-            out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
-        return out
+        return records.summaries((r.path, r.md5, r.chunk_index) for r in rows)
 
     @staticmethod
     def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
@@ -108,7 +99,7 @@ class ZvecReads:
         extensions: Sequence[str] = (),
         scope: str = "agent",  # one agent's index: every scope is this agent's files
     ) -> list[Hit]:
-        exts = [e.strip().lstrip(".").lower() for e in extensions if e.strip().lstrip(".")]
+        exts = records.extensions(extensions)
         flt = F.all_of(
             F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
             F.any_of(EXT, exts) if exts else None,
