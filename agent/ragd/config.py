@@ -206,7 +206,7 @@ class ParseConfig(_Section):
     )
     ocr_page_timeout: float = Field(
         default=30.0, gt=0, le=3600
-    )  # seconds one page may take (checked per page)
+    )  # seconds one page may take: then it is stopped, listed as not read, and the next page read
     ocr_max_pages: int = Field(
         default=50, ge=1, le=10_000
     )  # pages OCR'd per file; the rest are listed as skipped

@@ -23,7 +23,7 @@ Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file
 (a scanned PDF with OCR off, an image where OCR found nothing), images with OCR off or not installed, text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
 `ParseError` for encrypted, corrupt or binary-junk files and converter failures. OSError reading the file
 (vanished, unreadable) propagates to the caller. Heavy libraries are imported on first use only.
-OCR checks `parse.ocr_page_timeout` as each page ends, and starts no page that would take the file past
+OCR stops a page at `parse.ocr_page_timeout` (it is listed, the next page is read), and starts no page that would take the file past
 OCR_SHARE of `limits.parse_timeout` (the rest of the document is indexed, the pages not read are listed). Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
 the agent runs this stage in worker processes (pipeline/workers.py), which enforce it for every file.
 """

@@ -7,8 +7,11 @@ under `[parse]`'s limits and makes its `OcrReport`.
 
 The engine is created on first use, once per process (about 0.6 s and 150 MB; a full page at 200 dpi peaks near
 900 MB resident). It runs in the parse workers (pipeline/workers.py) with one thread each: the workers already use
-every core. It cannot be interrupted mid-page, so `ocr_page_timeout` is checked as each page ends; the worker's
-per-file deadline (`limits.parse_timeout`, enforced by the pool) bounds a page that never ends.
+every core. A page is interrupted when it passes `ocr_page_timeout`: the engine's onnxruntime sessions run with
+the page's `RunOptions`, whose `terminate` flag a timer sets at the deadline (onnxruntime then stops the model
+between two of its operators, and no later model call of that page starts); the page is listed as not read and
+the next page is read. The worker's per-file deadline (`limits.parse_timeout`, enforced by the pool) bounds the
+whole file.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ SAME_LINE = 0.5  # boxes whose vertical centres differ by less than this share o
 PARAGRAPH_GAP = 0.8  # a gap above a line larger than this share of the typical line height starts a paragraph
 _ENGINE: Any = None
 _ENGINE_LOCK = threading.Lock()  # one engine per process, created once; onnxruntime sessions are thread-safe
+_PAGE = threading.local()  # .options: the RunOptions of the page this thread is reading (None: no time limit)
+
+
+class PageTimeout(Exception):
+    """A page was stopped at `ocr_page_timeout`."""
 
 
 @dataclass(frozen=True)
@@ -81,15 +89,57 @@ def engine() -> Any:
             from rapidocr_onnxruntime import RapidOCR
 
             started = time.monotonic()
-            _ENGINE = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+            ocr = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
+            for part in (ocr.text_det.infer, ocr.text_cls.infer, ocr.text_rec.session):
+                part.session = _TimedSession(part.session)
+            _ENGINE = ocr
             log.debug("OCR engine ready in %.2f s", time.monotonic() - started)
         return _ENGINE
 
 
-def read_image(image: Any) -> OcrPage:
-    """OCR one picture (a PIL image or an RGB/grey numpy array) into text in reading order."""
+class _TimedSession:
+    """An onnxruntime InferenceSession whose every run uses the current page's RunOptions (see `read_image`)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
+        options = getattr(_PAGE, "options", None)
+        if options is None:
+            return self._session.run(output_names, input_feed, run_options)
+        if options.terminate:
+            raise PageTimeout("the page's time ran out between two model calls")
+        return self._session.run(output_names, input_feed, options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def read_image(image: Any, *, timeout: float | None = None) -> OcrPage:
+    """OCR one picture (a PIL image or an RGB/grey numpy array) into text in reading order.
+
+    `timeout` (seconds): past it the engine is stopped and PageTimeout raised."""
     array = _as_bgr(image)
-    result, _ = engine()(array)
+    ocr = engine()
+    if timeout is None:
+        result, _ = ocr(array)
+    else:
+        import onnxruntime
+
+        options = onnxruntime.RunOptions()
+        timer = threading.Timer(timeout, setattr, (options, "terminate", True))
+        timer.daemon = True
+        _PAGE.options = options
+        timer.start()
+        try:
+            result, _ = ocr(array)
+        except Exception as exc:  # rapidocr wraps onnxruntime's "terminate flag" error in its own
+            if options.terminate:
+                raise PageTimeout(f"over parse.ocr_page_timeout ({timeout:g} s)") from exc
+            raise
+        finally:
+            timer.cancel()
+            _PAGE.options = None
     return page_from_boxes([box_from_raw(raw) for raw in result or ()])
 
 
@@ -170,14 +220,13 @@ class PageReader:
     file_budget: float | None = None
     pages: dict[int, OcrPage] = field(default_factory=dict)
     not_read: list[tuple[int, str]] = field(default_factory=list)
-    _stop: str | None = None
     _started: float = field(default_factory=time.monotonic)
     _slowest: float = 0.0
 
     def wants(self, number: int) -> bool:
         """Whether page `number` may still be read; if not, it is listed with the reason."""
         limit = self.options.ocr_max_pages
-        reason = self._stop or (f"over parse.ocr_max_pages ({limit})" if len(self.pages) >= limit else None)
+        reason = f"over parse.ocr_max_pages ({limit})" if len(self.pages) >= limit else None
         if reason is None and self._out_of_time():
             reason = "not read: the file's time (limits.parse_timeout) would run out"
         if reason is not None:
@@ -195,8 +244,13 @@ class PageReader:
     def read(self, number: int, image: Any) -> str:
         """OCR page `number` (the caller asked `wants` first): its text, or "" when the engine failed on it."""
         started = time.monotonic()
+        timeout = self.options.ocr_page_timeout
         try:
-            page = read_image(image)
+            page = read_image(image, timeout=timeout)
+        except PageTimeout:
+            self._slowest = max(self._slowest, time.monotonic() - started)
+            self.failed(number, f"not read: stopped at parse.ocr_page_timeout ({timeout:g} s)")
+            return ""
         except MemoryError:
             raise  # the worker reports it against run.worker_memory
         except Exception as exc:  # the engine's own errors (onnxruntime, OpenCV) fail this page only
@@ -205,9 +259,6 @@ class PageReader:
             return ""
         took = time.monotonic() - started
         self._slowest = max(self._slowest, took)
-        if took > self.options.ocr_page_timeout:
-            self._stop = (f"not read: page {number} took {took:.0f} s, over parse.ocr_page_timeout "
-                          f"({self.options.ocr_page_timeout:g} s)")  # fmt: skip
         log.debug("OCR page %d: %d characters, confidence %.3f, %.2f s", number, len(page.text),
                   page.confidence, took)  # fmt: skip
         self.pages[number] = page
