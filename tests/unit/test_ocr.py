@@ -93,7 +93,21 @@ def test_page_reader_caps_pages_and_reports() -> None:
     assert report.to_json()["not_read"] == [{"page": 2, "reason": "over parse.ocr_max_pages (1)"}]
 
 
-DENSE = "\n".join(f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(12))
+NATO = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliett",
+    "kilo",
+    "lima",
+]
+DENSE = "\n".join(f"line {word}: the quick brown fox jumps over the lazy dog" for word in NATO)
 
 
 @needs_engine
@@ -128,3 +142,19 @@ def test_page_reader_starts_no_page_past_the_files_budget() -> None:
     assert report is not None and report.not_read == (
         (1, "not read: the file's time (limits.parse_timeout) would run out"),
     )
+
+
+@needs_engine
+def test_every_line_of_a_clean_page_is_read() -> None:
+    # a direction classifier per line would turn some clean lines upside down (read as garbage): not used
+    page = read_image(scangen.render_page(DENSE))
+    assert len(page.lines) == 12
+    for word, line in zip(NATO, page.lines, strict=True):
+        assert line.startswith(f"line {word}") and line.endswith("lazy dog"), line
+
+
+@needs_engine
+def test_an_upside_down_page_is_read_turned() -> None:
+    image = scangen.render_page("Quarterly invoice 4711\n\nPaid in full on the first of March.")
+    page = read_image(image.rotate(180))
+    assert page.lines[0].startswith("Quarterly invoice 4711") and page.confidence > 0.9, page
