@@ -1,6 +1,7 @@
 """Scans through the real commands: `ragd run --once` reads a scanned PDF and an image by OCR, `ragd search` finds
-a word of the scanned page with its page cited, and the sidecar entry says what OCR did. With `[parse] ocr = false`
-the image is SKIPPED with the reason."""
+a word of the scanned page with its page cited, and the sidecar entry says what OCR did; the running agent reads
+a scan dropped into its folder (in its parse workers) and `ragctl status` says OCR is on. With `[parse] ocr =
+false` the image is SKIPPED with the reason."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragd.pipeline import sidecar
+from tests.e2e.agent import ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support import scangen
 
@@ -57,3 +59,24 @@ def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
     entry = sidecar.read_entry(sidecar.entry_path(root, "whiteboard.png"))
     assert entry is not None and entry.status == sidecar.SKIPPED
     assert entry.error is not None and entry.error["message"] == "images need OCR: [parse] ocr is off"
+
+
+def test_running_agent_reads_a_scan_dropped_into_its_folder(tmp_path: Path, config: Path) -> None:
+    config.write_text(config.read_text() + "\n[run]\nworkers = 1\n")  # parse workers: a process, not a thread
+    root = tmp_path / "kb"
+    root.mkdir()
+    with running_agent(tmp_path / "agent.log", str(root), idle=True) as agent:
+        status = ragctl_json("status", "--json")
+        assert status["parse"]["ocr"] is True and status["parse"]["ocr_off"] is None
+        assert "\nocr: on (Chinese + English; a page may take 30 s" in ragctl("status").stdout
+        (root / "scans").mkdir()
+        # full pages (about 600 characters each: two do not fit a chunk): each page is a chunk of its own
+        full = "\n".join(f"Receipt line {i} for the office supplies order" for i in range(12))
+        scangen.write_tiff(root / "scans" / "receipt.tif", [full, full, full + "\nTotal wombatfee paid"])
+        ragctl("wait", "--timeout", "120")
+        hit = ragctl_json("search", "wombatfee", "--mode", "keyword", "-k", "1")["results"][0]
+        assert hit["path"] == str(root / "scans" / "receipt.tif") and hit["page"] == 3
+        entry = sidecar.read_entry(sidecar.entry_path(root / "scans", "receipt.tif"))
+        assert entry is not None and entry.parser == "ocr" and entry.ocr is not None
+        assert entry.ocr["pages"] == [1, 2, 3], entry.ocr
+        assert "Traceback" not in agent.log()
