@@ -50,6 +50,23 @@ def test_scanned_page_found_with_its_page(tmp_path: Path, config: Path) -> None:
     assert states[str(root / "report.pdf")]["ocr"]["pages"] == [2]
 
 
+@pytest.mark.skipif(scangen.cjk_font_path() is None, reason=scangen.NO_CJK_FONT)
+def test_chinese_scan_found_with_its_page(tmp_path: Path, config: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    # about 390 characters a page: pages 1 and 2 fill one chunk, page 3 starts the next
+    filler = "\n".join(["本合同由甲乙双方在平等自愿的基础上签订，双方应当遵守。"] * 13)
+    page3 = "第三页：年度预算\n袋鼠公园的门票收入用于保护动物。\n" + filler
+    scangen.write_image_pdf(root / "合同 扫描件.pdf", [filler, filler, page3], cjk=True)
+    ragd("run", "--once", str(root))
+    hit = ragd_json("search", "门票收入", "--mode", "keyword", "-k", "1")["results"][0]
+    assert hit["path"] == str(root / "合同 扫描件.pdf") and hit["page"] == 3, hit
+    assert "门票收入" in hit["content"]
+    entry = sidecar.read_entry(sidecar.entry_path(root, "合同 扫描件.pdf"))
+    assert entry is not None and entry.parser == "pdfium+ocr" and entry.ocr is not None
+    assert entry.ocr["pages"] == [1, 2, 3] and entry.ocr["confidence"] > 0.9
+
+
 def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
     config.write_text(config.read_text() + "\n[parse]\nocr = false\n")
     root = tmp_path / "kb"
