@@ -31,6 +31,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import random
@@ -50,7 +51,6 @@ from bench.bench_eval import corpus
 from ragd.config import LimitsConfig, ParseConfig
 from ragd.pipeline.parse import parse
 from ragd.pipeline.parse.ocr import engine, read_image
-from tests.support import scangen
 
 A4 = (1654, 2339)  # pixels at 200 dpi
 MARGIN = 150
@@ -59,6 +59,21 @@ PITCH = 46  # 1.5 lines
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 TOKEN = re.compile(r"[\u3000-\u9fff\uf900-\uffef]|[^\s\u3000-\u9fff\uf900-\uffef]+\s*|\s+")
 MIN_CONFIDENCE = ParseConfig().ocr_min_confidence
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+NO_CJK_FONT = "the CJK font is not installed: pip install cvttf-notosanscjk-regular (the dev extra)"
+
+
+def font(language: str) -> Any:
+    """Noto Sans CJK (the dev extra's cvttf-notosanscjk-regular; None without it) or DejaVu Sans (else Pillow's)."""
+    from PIL import ImageFont
+
+    if language == "zh":
+        spec = importlib.util.find_spec("cvttf_NotoSansCJK_Regular")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(next(iter(spec.submodule_search_locations))) / "NotoSansCJKtc-Regular.otf"
+        return ImageFont.truetype(str(path), SIZE) if path.is_file() else None
+    return ImageFont.truetype(str(DEJAVU), SIZE) if DEJAVU.is_file() else ImageFont.load_default(SIZE)
 
 
 @dataclass
@@ -196,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=3)
     args = ap.parse_args(argv)
     root, _ = corpus(args.cache.expanduser(), False)
-    faces = {"zh": scangen.font(cjk=True, size=SIZE), "en": scangen.font(size=SIZE)}
+    faces = {"zh": font("zh"), "en": font("en")}
     if faces["zh"] is None:
-        print(scangen.NO_CJK_FONT, file=sys.stderr)
+        print(NO_CJK_FONT, file=sys.stderr)
         return 2
     print(
         f"command: python -m bench.bench_ocr {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip()
