@@ -101,7 +101,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["agent"]["ready"] and s["agent"]["idle"], s["agent"]
 files = s["roots"][0]["files"]
-assert files["EMBEDDED"] == 10 and files["FAILED"] == 0, files
+assert files["EMBEDDED"] == 11 and files["FAILED"] == 0, files
 print("status ok:", files, "index chunks:", s["index"]["chunks"])
 EOF
 

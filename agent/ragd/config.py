@@ -198,6 +198,21 @@ class LimitsConfig(_Section):
         return parse_size(v)
 
 
+class ParseConfig(_Section):
+    """OCR of images and of PDF pages without a text layer (parse/ocr.py)."""
+
+    ocr: bool = (
+        True  # only where rapidocr is installed; off: images are SKIPPED, scanned PDF pages left empty
+    )
+    ocr_page_timeout: float = Field(
+        default=30.0, gt=0, le=3600
+    )  # seconds one page may take: then it is stopped, listed as not read, and the next page read
+    ocr_max_pages: int = Field(
+        default=50, ge=1, le=10_000
+    )  # pages OCR'd per file; the rest are listed as skipped
+    ocr_min_confidence: float = Field(default=0.8, ge=0, le=1)  # a page whose mean confidence is below: "low"
+
+
 def expand_paths(v: Any) -> Any:
     """A list of paths from the config or the command line: `~` expanded, made absolute and resolved."""
     if isinstance(v, list | tuple):
@@ -211,7 +226,8 @@ MIN_WORKER_MEMORY = 256  # MiB: a worker with the parsers loaded needs about 200
 class RunConfig(_Section):
     jobs: int = Field(default=2, ge=1, le=64)
     workers: int | None = Field(default=None, ge=0, le=64)  # parse worker processes; None: one per core
-    worker_memory: int = Field(default=1024, ge=0)  # MiB of address space per worker; 0: no cap
+    # MiB of address space per worker; 0: no cap. 2048: OCR of an A4 scan peaks at 1.35 GB (1024 fails it)
+    worker_memory: int = Field(default=2048, ge=0)
     worker_idle: float = Field(default=60.0, gt=0, le=86400)  # seconds without a file before the workers exit
     rest_after: float = Field(
         default=120.0, ge=0
@@ -292,6 +308,7 @@ class Config(_Section):
     index: IndexConfig = IndexConfig()
     ignore: IgnoreConfig = IgnoreConfig()
     limits: LimitsConfig = LimitsConfig()
+    parse: ParseConfig = ParseConfig()
     run: RunConfig = RunConfig()
     watch: WatchConfig = WatchConfig()
     mcp: McpConfig = McpConfig()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,26 @@ class PageSpan:
 
 
 @dataclass(frozen=True)
+class OcrReport:
+    """What OCR did for a document: the pages whose text it read, their mean confidence (weighted by characters),
+    the pages below `parse.ocr_min_confidence`, and the pages it did not read, each with the reason."""
+
+    pages: tuple[int, ...] = ()
+    confidence: float = 0.0
+    low_pages: tuple[int, ...] = ()
+    not_read: tuple[tuple[int, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The sidecar entry's optional `ocr` key (docs/storage-format.md)."""
+        data: dict[str, Any] = {"pages": list(self.pages), "confidence": self.confidence}
+        if self.low_pages:
+            data["low_confidence_pages"] = list(self.low_pages)
+        if self.not_read:
+            data["not_read"] = [{"page": n, "reason": why} for n, why in self.not_read]
+        return data
+
+
+@dataclass(frozen=True)
 class Document:
     """What `parse` makes of a source file: markdown (or plain) text plus what citations need."""
 
@@ -50,6 +71,7 @@ class Document:
     markup: str | None = None  # of a plain text whose section titles the splitter knows: "rst" or "org"
     pages: tuple[PageSpan, ...] = ()  # empty when the format has no pages
     encoding: str | None = None  # detected encoding of a text source, when it was not UTF-8
+    ocr: OcrReport | None = None  # set when some of the text came from OCR (or OCR left pages unread)
 
     def page_at(self, offset: int) -> int | None:
         for span in self.pages:

@@ -62,6 +62,10 @@ def _num(value: object) -> str:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
 
 
+def _g(value: object) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
 def _count(value: object, one: str, many: str | None = None) -> str:
     """A count with its noun in the right number ('1 directory', '3 directories'); '? directories' if unknown."""
     return (
@@ -95,6 +99,7 @@ def status(result: Obj, bar_width: int | None = None) -> str:
     if not roots:
         lines.append("roots: none (add one with `ragctl roots add PATH`)")
     lines += _embedder_lines(result.get("embedder") or {})
+    lines += _ocr_lines(result.get("parse") or {})
     lines += _index_lines(result.get("index") or {})
     lines += _mcp_lines(result.get("mcp") or {})
     return "\n".join(lines) + "\n"
@@ -159,6 +164,18 @@ def _embedder_lines(emb: Obj) -> list[str]:
     if emb.get("last_error"):
         lines.append(f"  last error: {one_line(emb['last_error'])}")
     return lines
+
+
+def _ocr_lines(parse: Obj) -> list[str]:
+    if "ocr" not in parse:  # an agent older than OCR
+        return []
+    if not parse["ocr"]:
+        return [f"ocr: off ({parse.get('ocr_off') or '?'}): images are skipped, scanned PDF pages stay empty"]
+    return [
+        f"ocr: on (Chinese + English; a page may take {_g(parse.get('ocr_page_timeout'))} s, "
+        f"{_g(parse.get('ocr_max_pages'))} pages a file; confidence below "
+        f"{_g(parse.get('ocr_min_confidence'))} is marked low)"
+    ]
 
 
 def _mcp_lines(mcp: Obj) -> list[str]:

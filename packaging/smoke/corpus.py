@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support import docgen
+from tests.support import docgen, scangen
 
 QUERIES = {
     "giraffes on the savanna": "animals.pdf",
@@ -21,7 +21,8 @@ QUERIES = {
     "release plan for December": "plan.pptx",
     "widget inventory quantity": "stock.xlsx",
     "ERR_CONN_RESET": "errors.log",
-    "袋鼠用什么带孩子": "page.html",  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
+    "袋鼠用什么带孩子": "page.html",
+    "invoice 4711 paid in full": "scan.png",  # a picture of text: read by OCR  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
 }
 
 
@@ -42,6 +43,7 @@ def write(root: Path) -> None:
     docgen.write_text(root / "errors.log", "2026-11-30 client error ERR_CONN_RESET while syncing\n")
     docgen.make_csv(root / "table.csv", [["city", "country"], ["Lyon", "France"]])
     docgen.make_json(root / "data.json", {"service": "ragd", "purpose": "local search"})
+    scangen.write_image(root / "scan.png", "Invoice 4711\n\nPaid in full on the first of March.")
 
 
 if __name__ == "__main__":

@@ -91,3 +91,18 @@ def test_api_key_from_env_never_in_dump(monkeypatch: pytest.MonkeyPatch) -> None
     cfg = Config.model_validate({"embedding": {"provider": "openai", "api_key_env": "MY_KEY"}})
     assert cfg.embedding.resolved_api_key() == "sk-from-env"
     assert "sk-from-env" not in json.dumps(cfg.redacted())
+
+
+def test_parse_section_defaults_and_validation(tmp_path: Path) -> None:
+    cfg = load_config(environ={"HOME": str(tmp_path)})
+    assert (cfg.parse.ocr, cfg.parse.ocr_page_timeout, cfg.parse.ocr_max_pages) == (True, 30.0, 50)
+    assert cfg.parse.ocr_min_confidence == 0.8
+    path = tmp_path / "c.toml"
+    path.write_text("[parse]\nocr = false\nocr_max_pages = 3\n")
+    assert load_config(path, environ={}).parse.ocr_max_pages == 3
+    path.write_text("[parse]\nocr_min_confidence = 1.5\n")
+    with pytest.raises(ConfigError, match=r"parse\.ocr_min_confidence"):
+        load_config(path, environ={})
+    path.write_text("[parse]\nocr_langs = 'zh'\n")
+    with pytest.raises(ConfigError, match=r"parse\.ocr_langs: unknown key"):
+        load_config(path, environ={})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.config import LimitsConfig
+from ragd.config import LimitsConfig, ParseConfig
 from ragd.errors import FileSkipped, ParseError
 from ragd.pipeline.parse import SUPPORTED_EXTENSIONS, parse
 from tests.support import docgen
@@ -236,9 +236,11 @@ def test_pdf_without_metadata_title(tmp_path: Path) -> None:
     assert parse(docgen.make_pdf(tmp_path / "n.pdf", ["just text"]), LIMITS).title is None
 
 
-def test_scanned_pdf_is_skipped(tmp_path: Path) -> None:
-    with pytest.raises(FileSkipped, match=r"no extractable text \(scanned PDF\? OCR is not supported\)"):
-        parse(docgen.make_scanned_pdf(tmp_path / "scan.pdf"), LIMITS)
+def test_scanned_pdf_is_skipped_with_ocr_off(tmp_path: Path) -> None:
+    with pytest.raises(
+        FileSkipped, match=r"no extractable text \(scanned PDF\? OCR is unavailable: \[parse\] ocr is off"
+    ):
+        parse(docgen.make_scanned_pdf(tmp_path / "scan.pdf"), LIMITS, ParseConfig(ocr=False))
 
 
 def test_encrypted_pdf(tmp_path: Path) -> None:
@@ -336,7 +338,7 @@ def test_ole_container_without_encryption_marker(tmp_path: Path) -> None:
         parse(docgen.make_fake_encrypted_ooxml(tmp_path / "o.docx", marker=False), LIMITS)
 
 
-@pytest.mark.parametrize("name", ["movie.mp4", "archive.zip", "Makefile", "photo.JPG"])
+@pytest.mark.parametrize("name", ["movie.mp4", "archive.zip", "Makefile", "photo.GIF"])
 def test_unsupported_extension(tmp_path: Path, name: str) -> None:
     with pytest.raises(FileSkipped, match="unsupported file type"):
         parse(docgen.write_bytes(tmp_path / name, b"data"), LIMITS)

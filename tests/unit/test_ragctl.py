@@ -465,6 +465,27 @@ def test_render_status_mcp_line() -> None:
     assert "mcp:" not in render.status(base)
 
 
+def test_render_status_ocr_line() -> None:
+    base = {"agent": {"version": "0.1.0", "pid": 1, "state": "idle", "ready": True}, "roots": []}
+    on = {
+        "ocr": True,
+        "ocr_off": None,
+        "ocr_page_timeout": 30.0,
+        "ocr_max_pages": 50,
+        "ocr_min_confidence": 0.8,
+    }
+    assert (
+        "\nocr: on (Chinese + English; a page may take 30 s, 50 pages a file; confidence below 0.8 is marked low)\n"
+        in render.status({**base, "parse": on})
+    )
+    off = {"ocr": False, "ocr_off": "[parse] ocr is off"}
+    assert (
+        "\nocr: off ([parse] ocr is off): images are skipped, scanned PDF pages stay empty\n"
+        in render.status({**base, "parse": off})
+    )
+    assert "ocr:" not in render.status(base)  # an agent from before OCR
+
+
 def test_socket_path_falls_back_to_the_system_service_only_for_clients(tmp_path: Path) -> None:
     from ragctl import protocol
 

@@ -14,6 +14,7 @@ import pytest
 
 from ragd import modes
 from ragd.errors import StorageError
+from ragd.model import OcrReport
 from ragd.pipeline import sidecar
 from ragd.pipeline.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
 from tests.conftest import DATA
@@ -74,6 +75,19 @@ def test_written_entry_keeps_every_key_the_ragjson_tool_requires(tmp_path: Path)
     assert "你好" in path.read_text(encoding="utf-8")  # UTF-8, not \\u escapes
     again = sidecar.read_entry(path)
     assert again == _entry()
+
+
+def test_ocr_key_round_trips_and_is_absent_without_ocr(tmp_path: Path) -> None:
+    report = OcrReport(pages=(2, 3), confidence=0.93, low_pages=(3,), not_read=((4, "OCR failed: boom"),))
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, replace(_entry("scan.pdf"), ocr=report.to_json()))
+        plain = sidecar.write_entry(tmp_path, _entry())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["ocr"] == {"pages": [2, 3], "confidence": 0.93, "low_confidence_pages": [3],
+                           "not_read": [{"page": 4, "reason": "OCR failed: boom"}]}  # fmt: skip
+    entry = sidecar.read_entry(path)
+    assert entry is not None and entry.ocr == data["ocr"]
+    assert "ocr" not in json.loads(plain.read_text(encoding="utf-8"))
 
 
 def test_dir_entry_is_exactly_the_version(tmp_path: Path) -> None:

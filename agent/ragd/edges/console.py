@@ -124,7 +124,7 @@ def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
 def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
     for st in states:
         name = str(st.path) + ("/" if st.is_dir else "")
-        extra = f"  ({st.reason})" if st.reason else ""
+        extra = f"  ({st.reason})" if st.reason else f"  {st.note}" if st.note else ""
         out.write(
             f"{st.state:<9} {name!s}{extra}\n" if "\n" not in name else f"{st.state:<9} {name!r}{extra}\n"
         )

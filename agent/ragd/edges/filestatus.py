@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,8 @@ class FileState:
     reason: str = ""
     chunks: int = 0
     is_dir: bool = False
+    note: str = ""  # e.g. "text from OCR (confidence 0.93; low: p. 3)"
+    ocr: Mapping[str, object] | None = None  # the entry's `ocr` key, as stored
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {"path": str(self.path), "state": self.state, "is_dir": self.is_dir}
@@ -31,7 +33,38 @@ class FileState:
             data["reason"] = self.reason
         if self.chunks:
             data["chunks"] = self.chunks
+        if self.note:
+            data["note"] = self.note
+        if self.ocr is not None:
+            data["ocr"] = dict(self.ocr)
         return data
+
+
+def page_list(numbers: Sequence[object]) -> str:
+    """`[1, 2, 3, 7]` -> "p. 1-3, 7" (runs of pages shortened: a 50-page scan is one range)."""
+    pages = sorted(n for n in numbers if isinstance(n, int))
+    runs: list[list[int]] = []
+    for n in pages:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return "p. " + ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def ocr_note(entry: FileEntry) -> str:
+    """What OCR did for the entry's text, in a few words ("" when it did nothing)."""
+    ocr = entry.ocr or {}
+    pages, not_read = ocr.get("pages") or [], ocr.get("not_read") or []
+    if not pages and not not_read:
+        return ""
+    where = f" on {page_list(pages)}" if pages and entry.parser != "ocr" else ""  # an image: all of it
+    parts = [f"confidence {float(ocr.get('confidence') or 0):.2f}"]
+    if ocr.get("low_confidence_pages"):
+        parts.append(f"low: {page_list(ocr['low_confidence_pages'])}")
+    if not_read:
+        parts.append(f"not read: {page_list([p.get('page') for p in not_read if isinstance(p, dict)])}")
+    return f"text from OCR{where} ({'; '.join(parts)})"
 
 
 def _file_state(
@@ -54,7 +87,7 @@ def _file_state(
             f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
             len(entry.chunks),
         )
-    return FileState(path, EMBEDDED, chunks=len(entry.chunks))
+    return FileState(path, EMBEDDED, chunks=len(entry.chunks), note=ocr_note(entry), ocr=entry.ocr)
 
 
 def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:

@@ -97,6 +97,9 @@ class StatusOutput(BaseModel):
     progress: dict[str, Any] = Field(description="the current phase: directories done of total, failures")
     roots: list[dict[str, Any]] = Field(description="each root: path, watcher, files, chunks, failures")
     embedder: dict[str, Any] = Field(description="the embedding model or API, its state and throughput")
+    parse: dict[str, Any] = Field(
+        description="whether OCR reads images and scanned PDF pages (ocr, ocr_off: why not) and its limits"
+    )
     index: dict[str, Any] = Field(description="the vector index: chunks, sources, health")
     mcp: dict[str, Any] = Field(description="the MCP endpoint: url, error, requests, calls_running")
 

@@ -104,7 +104,7 @@ def file_info(rt: Resident, raw: str) -> dict[str, Any]:
         "state": "DELETED" if deleted else entry.status, "chunks": len(entry.chunks),
         "md5": entry.source.md5_hash, "size_bytes": entry.source.size_bytes, "mtime": entry.source.mtime,
         "model": entry.model_name, "dimension": entry.dimension, "parser": entry.parser,
-        "splitter": entry.splitter, "error": dict(entry.error) if entry.error else None,
+        "ocr": dict(entry.ocr) if entry.ocr else None, "splitter": entry.splitter, "error": dict(entry.error) if entry.error else None,
         "create_dt": entry.create_dt, "modify_dt": entry.modify_dt,
         "retry_at": tracked.retry_at if tracked else None, "indexed": indexed,
         "chunks_uri": uri("chunks", safe.path),

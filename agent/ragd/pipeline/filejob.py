@@ -33,7 +33,7 @@ from ..config import Config
 from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from ..model import Chunk, EmbeddingIdentity
 from . import sidecar
-from .parse import SUPPORTED_EXTENSIONS
+from .parse import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, refuse_image
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .statcache import StatCache
@@ -120,6 +120,7 @@ class FileTask:
     stored: list[StoredChunk] = field(default_factory=list)
     todo: list[int] = field(default_factory=list)
     parser: str | None = None
+    ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
     parsing: Pending | None = None
     future: Future[np.ndarray] | None = None
 
@@ -160,7 +161,7 @@ class FileTask:
         self.source = source_info(self.name, self.st, md5_file(self.path))
         splitter, parsers = self.ctx.identity.splitter, self.ctx.parsers
         if parsers is None:
-            self.parsing = parse_here(self.path, self.ctx.config.limits, splitter)
+            self.parsing = parse_here(self.path, self.ctx.config.limits, splitter, self.ctx.config.parse)
         else:
             self.parsing = parsers.start(self.path, splitter, first=self.ctx.express)
 
@@ -168,6 +169,7 @@ class FileTask:
         assert self.parsing is not None
         parsed = self.parsing.result()
         self.parser, self.chunks = parsed.parser, list(parsed.chunks)
+        self.ocr = parsed.ocr.to_json() if parsed.ocr is not None else None
         if not self.chunks:
             raise FileSkipped("no text to index after splitting")
 
@@ -198,7 +200,7 @@ class FileTask:
         self.todo = [i for i, c in enumerate(self.stored) if c.vector_base64 is None]
         if not self.todo:
             return self.finish()
-        self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser)
+        self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
         try:
             self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
         except EmbedError as err:  # the embedder closed before this file got to it (the agent is stopping)
@@ -230,7 +232,7 @@ class FileTask:
                 c = self.stored[i]
                 self.stored[i] = StoredChunk(c.content, c.content_hash, c.overlap_size,
                                              sidecar.encode_vector(vec), c.meta)  # fmt: skip
-        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser)
+        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
         n = len(self.stored)
         md5 = self.source.md5_hash if self.source else ""
         return FileOutcome(
@@ -249,6 +251,8 @@ class FileTask:
                                   "move the file into a root, or add its folder as a root")  # fmt: skip
         if self.path.suffix.lower() not in SUPPORTED_EXTENSIONS:
             raise FileSkipped(f"unsupported file type {self.path.suffix or '(no extension)'!r}")
+        if self.path.suffix.lower() in IMAGE_EXTENSIONS:  # before the image is hashed
+            refuse_image(self.ctx.config.parse)
         limit = self.ctx.config.limits.max_file_size
         if self.st.st_size > limit:
             raise FileSkipped(f"file too large: {self.st.st_size} bytes > limits.max_file_size {limit}",
@@ -284,7 +288,7 @@ class FileTask:
         src = self.source or source_info(self.name, self.st, "")
         chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
         try:
-            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser)
+            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser, ocr=self.ocr)
         except StorageError as unwritten:  # not even this could be written: the agent retries it by time
             if unwritten.message != err.message:
                 log.error("%s", unwritten)

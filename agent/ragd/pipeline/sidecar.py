@@ -138,6 +138,7 @@ class FileEntry:
         None  # of ragd's parse/split rules (structure.SPLIT_REVISION) that made the chunks
     )
     error: Mapping[str, Any] | None = None
+    ocr: Mapping[str, Any] | None = None  # what OCR did for the text (model.OcrReport.to_json)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -147,7 +148,7 @@ class FileEntry:
             "embedding": {"model_name": self.model_name, "dimension": self.dimension},
             "chunks": [c.to_json() for c in self.chunks],
         }
-        for key in ("parser", "splitter", "split_revision", "error"):
+        for key in ("parser", "splitter", "split_revision", "error", "ocr"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -198,6 +199,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         splitter=data.get("splitter"),
         split_revision=_revision(data.get("split_revision")),
         error=data.get("error"),
+        ocr=data["ocr"] if isinstance(data.get("ocr"), dict) else None,
     )
 
 

@@ -1,6 +1,6 @@
 """Parse and split in worker processes: the heavy converters' imports, memory and crashes stay out of the agent.
 
-`Parsers(run, limits)` is the front every directory job calls: `start(path, splitter)` hands one file to a worker
+`Parsers(run, limits, options)` is the front every directory job calls: `start(path, splitter)` hands one file to a worker
 (pool.py: `run.workers` processes, one per core by default, started with the first file and gone after
 `run.worker_idle` seconds without one) and returns at once; `Pending.result()` waits for its chunks. With
 `run.workers = 0` the file is parsed in the calling thread instead (tests and debugging).
@@ -27,9 +27,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import LimitsConfig, RunConfig
+from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
-from ..model import Chunk, SplitterSettings
+from ..model import Chunk, OcrReport, SplitterSettings
 from .pool import WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)
@@ -43,19 +43,22 @@ PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitte
 
 @dataclass(frozen=True)
 class Parsed:
-    """What a worker sends back: the parser's name and the file's chunks."""
+    """What a worker sends back: the parser's name, the file's chunks and what OCR did (if it ran)."""
 
     parser: str
     chunks: tuple[Chunk, ...]
+    ocr: OcrReport | None = None
 
 
-def parse_and_split(path: Path, limits: LimitsConfig, splitter: SplitterSettings) -> Parsed:
+def parse_and_split(
+    path: Path, limits: LimitsConfig, splitter: SplitterSettings, options: ParseConfig | None = None
+) -> Parsed:
     """One file through the parse and split stages (in a worker, or in the caller with `run.workers = 0`)."""
     from .parse import parse
     from .split import split
 
-    doc = parse(path, limits)
-    return Parsed(doc.parser, tuple(split(doc, splitter)))
+    doc = parse(path, limits, options)
+    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr)
 
 
 class Pending:
@@ -92,9 +95,9 @@ class Pending:
 class Parsers:
     """The parse front: a worker pool, or the calling thread (`run.workers = 0`)."""
 
-    def __init__(self, run: RunConfig, limits: LimitsConfig) -> None:
+    def __init__(self, run: RunConfig, limits: LimitsConfig, options: ParseConfig | None = None) -> None:
         self.workers = worker_count(run.workers)
-        self.memory_mib, self.limits = run.worker_memory, limits
+        self.memory_mib, self.limits, self.options = run.worker_memory, limits, options or ParseConfig()
         self.pool = (
             WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle, preload=PRELOAD)
             if self.workers
@@ -106,8 +109,8 @@ class Parsers:
         of the files waiting for a worker (an edited file during a big index)."""
         timeout = self.limits.parse_timeout
         if self.pool is None:
-            return parse_here(path, self.limits, splitter)
-        future = self.pool.submit(parse_and_split, (path, self.limits, splitter),
+            return parse_here(path, self.limits, splitter, self.options)
+        future = self.pool.submit(parse_and_split, (path, self.limits, splitter, self.options),
                                   timeout=timeout + min(GRACE_S, timeout / 4), first=first)  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
 
@@ -129,11 +132,13 @@ class Parsers:
             self.pool.close()
 
 
-def parse_here(path: Path, limits: LimitsConfig, splitter: SplitterSettings) -> Pending:
+def parse_here(
+    path: Path, limits: LimitsConfig, splitter: SplitterSettings, options: ParseConfig | None = None
+) -> Pending:
     """`path` parsed now, in the calling thread; its verdict waits in `Pending` as a worker's would."""
     future: Future[Parsed] = Future()
     try:
-        future.set_result(parse_and_split(path, limits, splitter))
+        future.set_result(parse_and_split(path, limits, splitter, options))
     except Exception as err:  # delivered by result(), where a worker's would be
         future.set_exception(err)
     return Pending(future, path, limits.parse_timeout, 0)

@@ -78,7 +78,9 @@ class Agent:
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
-        self.parsers = Parsers(config.run, config.limits)  # worker processes, started with the first file
+        self.parsers = Parsers(
+            config.run, config.limits, config.parse
+        )  # worker processes, started with the first file
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
                                 parsers=self.parsers)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(

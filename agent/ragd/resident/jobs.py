@@ -30,6 +30,7 @@ from ..paths import root_of
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
+from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
 from ..pipeline.statcache import StatCache
@@ -48,8 +49,8 @@ def skip_policy(config: Config) -> str:
     lim = config.limits
     return (
         f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
-        f"soffice={shutil.which('soffice') is not None}"
-    )
+        f"soffice={shutil.which('soffice') is not None}; ocr={ocr_unavailable(config.parse) is None}"
+    )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped
 
 
 def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:

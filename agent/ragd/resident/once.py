@@ -124,7 +124,7 @@ def run_once(
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
     queue = LazyEmbedQueue(config.embedding, run=config.run)
-    parsers = Parsers(config.run, config.limits)
+    parsers = Parsers(config.run, config.limits, config.parse)
     cache = StatCache.load(data_dir(config))
     try:
         ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers)

@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 
 from pydantic import Field
 
+from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.sidecar import utc_stamp
 from .arguments import Args
 from .runtime import Progress, Resident, no_progress
@@ -27,6 +28,7 @@ class Status(TypedDict):
     progress: dict[str, Any]
     roots: list[dict[str, Any]]
     embedder: dict[str, Any]
+    parse: dict[str, Any]
     index: dict[str, Any]
     mcp: dict[str, Any]
 
@@ -54,6 +56,7 @@ def snapshot(rt: Resident) -> Status:
         "progress": rt.tracker.progress_json(),
         "roots": [_root(rt, r) for r in list(rt.roots)] + _missing(rt),
         "embedder": _embedder(rt),
+        "parse": _parse(rt),
         "index": _index(rt),
         "mcp": rt.host.mcp_status(),
     }
@@ -111,6 +114,18 @@ def _embedder(rt: Resident) -> dict[str, Any]:
         "errors": stats.failed_batches,
         "rejected": stats.rejected,
         "last_error": stats.last_error,
+    }
+
+
+def _parse(rt: Resident) -> dict[str, Any]:
+    options = rt.config.parse
+    off = ocr_unavailable(options)
+    return {
+        "ocr": off is None,
+        "ocr_off": off,
+        "ocr_page_timeout": options.ocr_page_timeout,
+        "ocr_max_pages": options.ocr_max_pages,
+        "ocr_min_confidence": options.ocr_min_confidence,
     }
 
 

@@ -7,7 +7,8 @@ Formats, by extension (case-insensitive):
 | .md .markdown | decoded here | markdown |
 | .txt .text .log .json .yaml .yml .toml | decoded here | plain (`is_markdown=False`) |
 | .rst .rest .org | decoded here | plain, `markup="rst"` / `"org"`: the splitter knows their section titles |
-| .pdf | pypdfium2, page by page; `pages` holds each page's offsets | plain |
+| .pdf | pypdfium2, page by page; `pages` holds each page's offsets; pages without text through OCR | plain |
+| .png .jpg .jpeg .tif .tiff .bmp .webp | OCR (ocr.py, `[parse] ocr`), every frame a page | plain |
 | .html .htm .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
 | .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
 
@@ -19,10 +20,11 @@ properties, PDF metadata, YAML front matter / Org `#+TITLE:`; else the first mar
 (.json, .yaml, .toml, .log, .csv, spreadsheets) get no heading-derived title.
 
 Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file, no text after extraction
-(e.g. a scanned PDF), text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
+(a scanned PDF with OCR off, an image where OCR found nothing), images with OCR off or not installed, text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
 `ParseError` for encrypted, corrupt or binary-junk files and converter failures. OSError reading the file
 (vanished, unreadable) propagates to the caller. Heavy libraries are imported on first use only.
-Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
+OCR stops a page at `parse.ocr_page_timeout` (it is listed, the next page is read), and starts no page that would take the file past
+OCR_SHARE of `limits.parse_timeout` (the rest of the document is indexed, the pages not read are listed). Here only .doc/.ppt honour `limits.parse_timeout` (the converters run in this process and cannot be interrupted);
 the agent runs this stage in worker processes (pipeline/workers.py), which enforce it for every file.
 """
 
@@ -31,37 +33,42 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ...config import LimitsConfig
+from ...config import LimitsConfig, ParseConfig
 from ...errors import FileSkipped
 from ...model import Document
 from ..structure import scan_rst
+from .image import IMAGE_EXTENSIONS, parse_image, refuse_image
 from .legacy import LEGACY_EXTENSIONS, parse_legacy
 from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
 from .pdf import parse_pdf
 from .text import clean_title, decode, heading_title, man_title, normalise_newlines
 
-__all__ = ["SUPPORTED_EXTENSIONS", "parse"]
+__all__ = ["IMAGE_EXTENSIONS", "SUPPORTED_EXTENSIONS", "parse", "refuse_image"]
 
 log = logging.getLogger(__name__)
 
+OCR_SHARE = 0.8  # of limits.parse_timeout that OCR may use on one file (ocr.PageReader.file_budget)
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown"})
 MARKUP_EXTENSIONS = {".rst": "rst", ".rest": "rst", ".org": "org"}  # plain text with known section titles
 PROSE_EXTENSIONS = frozenset({".txt", ".text", *MARKUP_EXTENSIONS})  # plain text that may carry a title
 DATA_EXTENSIONS = frozenset({".json", ".yaml", ".yml", ".toml", ".log"})  # plain text, no title
 TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | PROSE_EXTENSIONS | DATA_EXTENSIONS
 SUPPORTED_EXTENSIONS: frozenset[str] = (
-    TEXT_EXTENSIONS | MARKITDOWN_EXTENSIONS | LEGACY_EXTENSIONS | frozenset({".pdf"})
-)
+    TEXT_EXTENSIONS | MARKITDOWN_EXTENSIONS | LEGACY_EXTENSIONS | IMAGE_EXTENSIONS | frozenset({".pdf"})
+)  # images only with OCR: parse() and the file job's precheck say so when it is off (refuse_image)
 
 
-def parse(path: Path, limits: LimitsConfig) -> Document:
+def parse(path: Path, limits: LimitsConfig, options: ParseConfig | None = None) -> Document:
     """Turn the file at `path` into a Document; raise FileSkipped or ParseError (see the module docstring)."""
+    options = options or ParseConfig()
     ext = path.suffix.lower()
     if ext not in SUPPORTED_EXTENSIONS:
         raise FileSkipped(
             f"unsupported file type {ext or '(no extension)'!r}",
             f"supported: {' '.join(sorted(SUPPORTED_EXTENSIONS))}",
         )
+    if ext in IMAGE_EXTENSIONS:
+        refuse_image(options)
     size = path.stat().st_size
     if size == 0:
         raise FileSkipped("empty file (0 bytes)")
@@ -70,7 +77,9 @@ def parse(path: Path, limits: LimitsConfig) -> Document:
             f"file too large: {size} bytes > limits.max_file_size {limits.max_file_size}",
             "raise limits.max_file_size to index it",
         )
-    doc = _dispatch(path, ext, limits)
+    doc = _dispatch(path, ext, limits, options)
+    if not doc.text.strip() and doc.parser == "ocr":
+        raise FileSkipped("no text: OCR found none in the image", _unread_hint(doc))
     if not doc.text.strip():
         raise FileSkipped("no extractable text (the file holds only whitespace or markup)")
     if len(doc.text) > limits.max_text_chars:
@@ -82,11 +91,20 @@ def parse(path: Path, limits: LimitsConfig) -> Document:
     return doc
 
 
-def _dispatch(path: Path, ext: str, limits: LimitsConfig) -> Document:
+def _unread_hint(doc: Document) -> str:
+    if doc.ocr is None or not doc.ocr.not_read:
+        return ""
+    return "; ".join(f"page {n}: {why}" for n, why in doc.ocr.not_read[:3])
+
+
+def _dispatch(path: Path, ext: str, limits: LimitsConfig, options: ParseConfig) -> Document:
     if ext in TEXT_EXTENSIONS:
         return _parse_text(path, ext)
+    budget = OCR_SHARE * limits.parse_timeout  # what is left is for the split, and the margin
     if ext == ".pdf":
-        return parse_pdf(path)
+        return parse_pdf(path, options, budget)
+    if ext in IMAGE_EXTENSIONS:
+        return parse_image(path, options, budget)
     if ext in LEGACY_EXTENSIONS:
         return parse_legacy(path, ext, limits.parse_timeout)
     return parse_markitdown(path, ext)

@@ -1,4 +1,9 @@
-"""PDF text extraction with pypdfium2, page by page (about 100x faster than markitdown's pdfminer path)."""
+"""PDF text extraction with pypdfium2, page by page (about 100x faster than markitdown's pdfminer path).
+
+A page whose text layer is empty (a scan) is rendered at OCR_DPI and read by OCR (ocr.py) when `[parse] ocr` is on
+and the engine is installed: a mixed PDF keeps its text pages as they are, and the Document's `ocr` says which
+pages OCR read, how sure it was, and which it did not read (over `ocr_max_pages`, failed, out of time).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ...config import ParseConfig
 from ...errors import FileSkipped, ParseError
 from ...model import Document, PageSpan
+from .ocr import PageReader, unavailable
 from .text import clean_title, normalise_newlines
 
 log = logging.getLogger(__name__)
@@ -19,16 +26,30 @@ PAGE_SEPARATOR = "\n\n"
 _PDFIUM_LOCK = threading.Lock()
 # Control characters PDFium emits for unmapped glyphs, soft hyphens and text-object boundaries.
 _PDF_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
-_SCANNED_HINT = "run OCR on it first (e.g. ocrmypdf) to give it a text layer"
+_SCANNED_HINT = "turn [parse] ocr on (it needs rapidocr-onnxruntime), or give it a text layer (e.g. ocrmypdf)"
+OCR_DPI = 200  # what OCR reads best at; a page is rendered at most OCR_MAX_SIDE pixels on its longer side
+OCR_MAX_SIDE = 2000  # rapidocr shrinks larger pictures to this anyway (its max_side_len)
 
 
-def parse_pdf(path: Path) -> Document:
-    """Text of every page, joined by a blank line; `pages` maps offsets back to 1-based page numbers."""
-    pages, title = _extract(path)
+def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | None = None) -> Document:
+    """Text of every page, joined by a blank line; `pages` maps offsets back to 1-based page numbers. `budget`:
+    seconds OCR may take in all (PageReader.file_budget)."""
+    options = options or ParseConfig()
+    no_ocr = unavailable(options)
+    reader = None if no_ocr else PageReader(options, budget)
+    pages, title = _extract(path, reader)
     text, spans = join_pages(pages)
     if not text.strip():
-        raise FileSkipped("no extractable text (scanned PDF? OCR is not supported)", _SCANNED_HINT)
-    return Document(path=path, text=text, parser="pdfium", title=title, is_markdown=False, pages=spans)
+        if no_ocr:
+            raise FileSkipped(
+                f"no extractable text (scanned PDF? OCR is unavailable: {no_ocr})", _SCANNED_HINT
+            )
+        raise FileSkipped("no extractable text: no text layer, and OCR found no text on its pages")
+    report = reader.report() if reader else None
+    parser = "pdfium+ocr" if report and report.pages else "pdfium"
+    return Document(
+        path=path, text=text, parser=parser, title=title, is_markdown=False, pages=spans, ocr=report
+    )
 
 
 def join_pages(pages: list[str]) -> tuple[str, tuple[PageSpan, ...]]:
@@ -45,7 +66,7 @@ def join_pages(pages: list[str]) -> tuple[str, tuple[PageSpan, ...]]:
     return "".join(parts), tuple(spans)
 
 
-def _extract(path: Path) -> tuple[list[str], str | None]:
+def _extract(path: Path, reader: PageReader | None) -> tuple[list[str], str | None]:
     import pypdfium2 as pdfium
 
     with _PDFIUM_LOCK:
@@ -56,6 +77,8 @@ def _extract(path: Path) -> tuple[list[str], str | None]:
         try:
             title = clean_title(pdf.get_metadata_value("Title"))
             pages = [_page_text(pdf, i) for i in range(len(pdf))]
+            if reader is not None:
+                pages = [text or _ocr_page(pdf, i, reader) for i, text in enumerate(pages)]
         except pdfium.PdfiumError as exc:
             raise ParseError(
                 f"corrupt PDF: {exc}", "open it in a PDF viewer and save a repaired copy"
@@ -77,6 +100,26 @@ def _page_text(pdf: Any, index: int) -> str:
     finally:
         page.close()
     return _PDF_CONTROL.sub("", normalise_newlines(raw)).strip()
+
+
+def _ocr_page(pdf: Any, index: int, reader: PageReader) -> str:
+    """The text OCR reads on page `index` (a page without a text layer), or "" (listed by the reader)."""
+    import pypdfium2 as pdfium
+
+    number = index + 1
+    if not reader.wants(number):
+        return ""
+    page = pdf[index]
+    try:
+        width, height = page.get_size()  # points (1/72 inch)
+        scale = min(OCR_DPI / 72, OCR_MAX_SIDE / max(width, height, 1.0))
+        image = page.render(scale=scale, grayscale=True).to_pil()
+    except pdfium.PdfiumError as exc:
+        reader.failed(number, f"could not render the page for OCR: {exc}")
+        return ""
+    finally:
+        page.close()
+    return reader.read(number, image)
 
 
 def _load_error(exc: Any) -> ParseError:
