@@ -139,7 +139,15 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
     assert linked is not None and "ERR_CONN_RESET" in linked.contents[0].text
     assert isinstance(found.content[0], TextContent) and "ERR_CONN_RESET" in found.content[0].text
     assert not status.is_error and status.structured_content is not None
-    assert set(status.structured_content) == {"agent", "progress", "roots", "embedder", "parse", "index", "mcp"}
+    assert set(status.structured_content) == {
+        "agent",
+        "progress",
+        "roots",
+        "embedder",
+        "parse",
+        "index",
+        "mcp",
+    }
 
 
 # -- resources/list -------------------------------------------------------------------------------------------
