@@ -12,6 +12,7 @@ import pytest
 
 from ragd.pipeline import sidecar
 from tests.e2e.agent import AgentProcess, ragctl, ragctl_json, running_agent, write_doc
+from tests.e2e.conftest import ragd, ragd_json
 from tests.support.poll import poll
 
 
@@ -118,3 +119,15 @@ def test_a_lost_history_is_rebuilt_from_the_sidecars(tmp_path: Path, config: Pat
         assert [(c["change"], c["detail"]) for c in story["changes"]] == [("created", "from the sidecar")]
         hit = ragctl_json("search", "wombattodo", "--mode", "keyword", "-k", "1")["results"][0]
         assert hit["document_id"] == first
+
+
+def test_run_once_keeps_the_history_and_offline_search_reports_it(config: Path, root: Path) -> None:
+    ragd("run", "--once", str(root))
+    todo = root / "notes" / "todo.md"
+    first = doc_id(todo)
+    todo.rename(root / "todo.md")  # a move to another folder, seen by the next run
+    ragd("run", "--once", str(root))
+    assert doc_id(root / "todo.md") == first
+    hit = ragd_json("search", "wombattodo", "--mode", "keyword", "-k", "1")["results"][0]
+    assert hit["path"] == str(root / "todo.md") and hit["document_id"] == first
+    assert hit["indexed_at"] and hit["modified_at"]
