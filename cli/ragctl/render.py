@@ -170,7 +170,7 @@ def _embedder_lines(emb: Obj) -> list[str]:
 def _history_lines(history: Obj) -> list[str]:
     if not history:
         return []
-    if history.get("error"):
+    if history.get("error") and "documents" not in history:
         return [f"history: unavailable ({one_line(history['error'])})"]
     docs: Obj = history.get("documents") or {}
     live = sum(int(v) for k, v in docs.items() if k != "deleted")
@@ -179,6 +179,8 @@ def _history_lines(history: Obj) -> list[str]:
     line = f"documents: {live} known, {_int(docs.get('deleted'))} deleted; {_int(history.get('events'))} events ({size:.1f} MB)"
     if _int(dup.get("files")):
         line += f"; {dup['files']} files are copies in {dup.get('groups', '?')} groups of the same content"
+    if history.get("error"):
+        line += f"; NOT SAVED (in memory only): {one_line(history['error'])}"
     return [line]
 
 

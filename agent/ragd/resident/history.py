@@ -146,31 +146,47 @@ class History:
         self.splitter = splitter  # the splitter's fingerprint
         self._lock = threading.RLock()
         self._calls = 0
+        self._failing = False
         self._dups, self._dups_at = False, -DUPLICATES_TTL
         self._db = self._open()
 
     # -- opening --------------------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.error: str | None = None  # why the history is kept in memory only (its file cannot be written)
         try:
-            return self._connect()
-        except sqlite3.DatabaseError as err:  # damaged: keep it aside, start again (the sidecars refill it)
-            aside = self.path.with_name(f"{FILE_NAME}.damaged-{int(time.time())}")
-            log.warning(
-                "the history %s is damaged (%s); moved to %s, starting a new one", self.path, err, aside
-            )
-            for suffix in ("", "-wal", "-shm"):
-                src = Path(f"{self.path}{suffix}")
-                if src.exists():
-                    src.replace(Path(f"{aside}{suffix}"))
-            return self._connect()
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            try:
+                return self._connect(self.path)
+            except (
+                sqlite3.DatabaseError
+            ) as err:  # damaged: keep it aside, start again (the sidecars refill it)
+                if isinstance(err, sqlite3.OperationalError) and not self.path.is_file():
+                    raise
+                aside = self.path.with_name(f"{FILE_NAME}.damaged-{int(time.time())}")
+                log.warning("the history %s is damaged (%s); moved to %s, starting a new one", self.path, err,
+                            aside)  # fmt: skip
+                for suffix in ("", "-wal", "-shm"):
+                    src = Path(f"{self.path}{suffix}")
+                    if src.exists():
+                        src.replace(Path(f"{aside}{suffix}"))
+                return self._connect(self.path)
+        except (
+            OSError,
+            sqlite3.Error,
+        ) as err:  # a full disk, a read-only data directory: never stop the agent
+            self.error = f"cannot write {self.path}: {err}"
+            log.error("history: %s; keeping it in memory until the agent stops", self.error)
+            return self._connect(None)
 
-    def _connect(self) -> sqlite3.Connection:
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)  # created private (it names every document)
-        os.close(fd)
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+    def _connect(self, path: Path | None) -> sqlite3.Connection:
+        """A connection to `path` (None: in memory), its tables made."""
+        if path is not None:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)  # created private (it names every document)
+            os.close(fd)
+        db = sqlite3.connect(path or ":memory:", check_same_thread=False, isolation_level=None, timeout=10)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            if path is not None:
+                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA quick_check").fetchone()
             db.executescript(_DDL)
@@ -256,8 +272,11 @@ class History:
                     elif ev.status == mushroom.DIR_DELETE:
                         self._deleted(db, now, str(result.directory / ev.file), whole_dir=True)
             self._bound()
-        except sqlite3.Error as err:
-            log.warning("history: cannot record the changes of %s: %s", result.directory, err)
+            self._failing = False
+        except sqlite3.Error as err:  # logged once until a record works again (a full disk fails every one)
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "history: cannot record the changes of %s: %s", result.directory, err)  # fmt: skip
+            self._failing = True
 
     def removed(self, directory: Path, detail: str = "") -> None:
         """Every document under `directory` (a root no longer watched, a folder gone) left the knowledge base."""
@@ -474,7 +493,8 @@ class History:
                 "WHERE state = 'EMBEDDED' AND md5 != '' GROUP BY md5 HAVING n > 1)"
             ).fetchone()
             (events,) = self._db.execute("SELECT count(*) FROM events").fetchone()
-        return {"path": str(self.path), "documents": {str(k): int(v) for k, v in states.items()},
+        return {"path": str(self.path), **({"error": self.error} if self.error else {}),
+                "documents": {str(k): int(v) for k, v in states.items()},
                 "duplicates": {"groups": int(groups), "files": int(files)}, "events": int(events),
                 "size_bytes": self.size_bytes()}  # fmt: skip
 
