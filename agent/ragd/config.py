@@ -223,6 +223,17 @@ def expand_paths(v: Any) -> Any:
 MIN_WORKER_MEMORY = 256  # MiB: a worker with the parsers loaded needs about 200
 
 
+class HistoryConfig(_Section):
+    """Each document's versions and events, kept by the agent (resident/history.py, docs/history.md)."""
+
+    max_versions: int = Field(default=50, ge=1, le=100_000)  # versions kept per document (the oldest go)
+    max_events: int = Field(default=200, ge=1, le=100_000)  # events kept per document (the oldest go)
+    max_size_mb: int = Field(default=256, ge=1, le=1_000_000)  # the whole history file; past it the oldest go
+    move_window: float = Field(
+        default=600.0, ge=0, le=86_400 * 30
+    )  # seconds: a file deleted and one with its content created within this are one document moved
+
+
 class RunConfig(_Section):
     jobs: int = Field(default=2, ge=1, le=64)
     workers: int | None = Field(default=None, ge=0, le=64)  # parse worker processes; None: one per core
@@ -310,6 +321,7 @@ class Config(_Section):
     limits: LimitsConfig = LimitsConfig()
     parse: ParseConfig = ParseConfig()
     run: RunConfig = RunConfig()
+    history: HistoryConfig = HistoryConfig()
     watch: WatchConfig = WatchConfig()
     mcp: McpConfig = McpConfig()
     source: str = Field(default="defaults", exclude=True)

@@ -62,6 +62,12 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     # no folder named: the whole knowledge base, every root with its subfolders
     "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive or not ns.path},
     "orphans": lambda ns: {"path": _opt_abs(ns.path), "clean": ns.clean},
+    "changes": lambda ns: {
+        "path": _opt_abs(ns.path),
+        "since": ns.since,
+        "limit": ns.limit,
+        **({"kinds": list(ns.kind)} if ns.kind else {}),
+    },
     "index": lambda ns: {"rebuild": ns.rebuild},
     "roots": lambda ns: {
         "action": ns.action or "list",
@@ -235,6 +241,7 @@ def _export(ctx: Ctx, ns: argparse.Namespace) -> int:
 RENDER: dict[str, Callable[[Obj, argparse.Namespace], str]] = {
     "search": lambda r, ns: render.search(r),
     "orphans": lambda r, ns: render.orphans(r, ns.clean),
+    "changes": lambda r, ns: render.changes(r),
     "roots": lambda r, ns: render.roots(r),
     "index": lambda r, ns: render.index_stats(r),
     "reload": lambda r, ns: render.reloaded(r),

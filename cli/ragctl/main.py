@@ -100,6 +100,19 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     ex.add_argument("archive", help="the tar.gz to write")
     ex.add_argument("path", nargs="?", help="folder to export (default: every root)")
     ex.add_argument("-r", "--recursive", action="store_true", help="with its subfolders")
+    ch = sub.add_parser(
+        "changes", parents=[common], help="what happened to the documents: events, or one's history"
+    )
+    ch.add_argument(
+        "path", nargs="?", help="a document (its whole history) or a folder (default: every root)"
+    )
+    ch.add_argument(
+        "--since", default="7d", help='how far back: "2d", "3h", "30m", "1w" or a UTC date (default 7d)'
+    )
+    ch.add_argument("--limit", type=int, default=100, help="at most this many events (default 100)")
+    ch.add_argument("--kind", action="append", default=[], metavar="KIND",
+                    help="only these kinds (created, changed, moved, deleted, restored, failed, recovered, "
+                    "skipped); repeatable")  # fmt: skip
     orph = sub.add_parser("orphans", parents=[common], help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", help="only under this folder")
     orph.add_argument("--clean", action="store_true", help="remove them from the index")

@@ -100,6 +100,7 @@ def status(result: Obj, bar_width: int | None = None) -> str:
         lines.append("roots: none (add one with `ragctl roots add PATH`)")
     lines += _embedder_lines(result.get("embedder") or {})
     lines += _ocr_lines(result.get("parse") or {})
+    lines += _history_lines(result.get("history") or {})
     lines += _index_lines(result.get("index") or {})
     lines += _mcp_lines(result.get("mcp") or {})
     return "\n".join(lines) + "\n"
@@ -164,6 +165,23 @@ def _embedder_lines(emb: Obj) -> list[str]:
     if emb.get("last_error"):
         lines.append(f"  last error: {one_line(emb['last_error'])}")
     return lines
+
+
+def _history_lines(history: Obj) -> list[str]:
+    if not history:
+        return []
+    if history.get("error") and "documents" not in history:
+        return [f"history: unavailable ({one_line(history['error'])})"]
+    docs: Obj = history.get("documents") or {}
+    live = sum(int(v) for k, v in docs.items() if k != "deleted")
+    dup: Obj = history.get("duplicates") or {}
+    size = _int(history.get("size_bytes")) / 1024 / 1024
+    line = f"documents: {live} known, {_int(docs.get('deleted'))} deleted; {_int(history.get('events'))} events ({size:.1f} MB)"
+    if _int(dup.get("files")):
+        line += f"; {dup['files']} files are copies in {dup.get('groups', '?')} groups of the same content"
+    if history.get("error"):
+        line += f"; NOT SAVED (in memory only): {one_line(history['error'])}"
+    return [line]
 
 
 def _ocr_lines(parse: Obj) -> list[str]:
@@ -353,6 +371,43 @@ def waited(result: Obj) -> str:
 def synced(result: Obj, waited_for_idle: bool) -> str:
     text = f"scheduled {_count(result.get('scheduled'), 'directory job')}"
     return text + ("; the agent is idle\n" if waited_for_idle else "\n")
+
+
+def changes(result: Obj) -> str:
+    """`ragctl changes`: one document's history, or the events under a folder, newest first."""
+    lines: list[str] = []
+    doc = result.get("document")
+    if doc:
+        lines.append(
+            f"document {doc.get('document_id', '?')}: {show_path(doc.get('path', '?'))}  ({doc.get('state', '?')})"
+        )
+        lines.append(f"  first seen {_t(doc.get('first_seen'))}; content changed {_t(doc.get('changed_at'))}; "
+                     f"indexed {_t(doc.get('indexed_at'))}; file modified {_t(doc.get('modified_at'))}")  # fmt: skip
+        if doc.get("state") == "deleted":
+            lines.append(f"  deleted {_t(doc.get('deleted_at'))}")
+        versions: Sequence[Obj] = doc.get("versions") or []
+        if versions:
+            lines.append("versions (newest first):")
+        for v in versions:
+            lines.append(f"  {_t(v.get('at'))}  md5 {str(v.get('md5', ''))[:12]}  {_int(v.get('size'))} bytes  "
+                         f"{_int(v.get('chunks'))} chunks  {v.get('parser') or '?'}  {v.get('embedding') or '?'}")  # fmt: skip
+        lines.append("events (newest first):")
+    events: Sequence[Obj] = result.get("changes") or []
+    for ev in events:
+        old = f"  (from {show_path(ev['old_path'])})" if ev.get("old_path") else ""
+        why = f": {one_line(ev['detail'])}" if ev.get("detail") else ""
+        lines.append(f"{'  ' if doc else ''}{_t(ev.get('at'))}  {ev.get('change', '?')!s:<9}  "
+                     f"{show_path(ev.get('path', '?'))}{old}{why}")  # fmt: skip
+    if not events:
+        since = result.get("since")
+        lines.append("no changes" + (f" since {since}" if since else ""))
+    elif result.get("truncated"):
+        lines.append("… more: raise --limit or narrow --since")
+    return "\n".join(lines) + "\n"
+
+
+def _t(stamp: object) -> str:
+    return str(stamp).replace("T", " ") if stamp else "-"
 
 
 def orphans(result: Obj, clean: bool) -> str:

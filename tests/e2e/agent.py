@@ -38,9 +38,10 @@ def files_in(root: Path) -> list[str]:
 
 
 def keyword_hits(token: str, k: int = 20) -> list[str]:
-    """The paths `ragctl search TOKEN --mode keyword` finds, sorted."""
+    """The paths `ragctl search TOKEN --mode keyword` finds, sorted (with the copies of the same content that a hit
+    folds in: its `duplicates`)."""
     res = ragctl_json("search", token, "--mode", "keyword", "-k", str(k))
-    return sorted({r["path"] for r in res["results"]})
+    return sorted({p for r in res["results"] for p in (r["path"], *r.get("duplicates", ()))})
 
 
 def ragctl(*args: str, check: int | None = 0, timeout: float = 60) -> subprocess.CompletedProcess[str]:

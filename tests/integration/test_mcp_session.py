@@ -145,6 +145,7 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
         "roots",
         "embedder",
         "parse",
+        "history",
         "index",
         "mcp",
     }
@@ -300,12 +301,13 @@ def test_recent_changes_and_the_prompts(agent: Agent, transport: str, era: str) 
     changes, prompts, search, summary = agent.run(transport, era, session)
     assert changes.structured_content is not None
     got = {(c["rel_path"], c["change"]) for c in changes.structured_content["changes"]}
-    assert got == {("a.md", "indexed"), ("notes/电池.md", "removed")}
+    assert got == {("a.md", "created"), ("notes/电池.md", "deleted")}
+    assert all(c["document_id"] for c in changes.structured_content["changes"])
     assert {p.name for p in prompts.prompts} == {"search_documents", "summarise_changes"}
     assert "电池容量" in search.messages[0].content.text
     text = summary.messages[0].content.text
     assert (
-        f"removed: {agent.root / 'notes' / '电池.md'}" in text and f"indexed: {agent.root / 'a.md'}" in text
+        f"deleted: {agent.root / 'notes' / '电池.md'}" in text and f"created: {agent.root / 'a.md'}" in text
     )
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from ragctl import protocol as p
 
+from ..verbs import changes, export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
 from ..verbs import config as config_verb
-from ..verbs import export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
 from ..verbs import mcp_client as mcp_client_verb
 from ..verbs.arguments import Args, parse
 from ..verbs.runtime import Resident
@@ -29,6 +29,7 @@ TABLE: dict[str, Verb] = {
     "wait": (wait.WaitArgs, wait.wait, True),
     "export": (export.ExportArgs, export.export, False),
     "orphans": (orphans.OrphansArgs, orphans.orphans, False),
+    "changes": (changes.ChangesArgs, changes.changes, False),
     "index": (index.IndexArgs, index.index, True),
     "roots": (roots.RootsArgs, roots.roots, False),
     "verify": (verify.VerifyArgs, verify.verify, True),

@@ -283,6 +283,7 @@ class Lifecycle:
         agent.state = "stopped"
         if self.server is not None:
             self.server.close()
+        agent.history.close()
         try:
             if self.socket_path.is_socket():
                 self.socket_path.unlink()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..index import IndexBackend
     from ..index.search import SearchService
     from ..index.sync import IndexSync
+    from ..resident.history import History
 
 T = TypeVar("T")
 
@@ -34,6 +35,20 @@ class Offline:
         self.ignore = Ignore(config.ignore)
         self._index = index
         self._searcher: SearchService | None = None
+        self._history: History | None = None
+
+    @property
+    def history(self) -> History | None:
+        """The data directory's document history, if there is one (search results then carry document ids)."""
+        from ..resident.history import FILE_NAME, open_history
+
+        if self._history is None and (data_dir(self.config) / FILE_NAME).is_file():
+            self._history = open_history(self.config, data_dir(self.config))
+        return self._history
+
+    def close(self) -> None:
+        if self._history is not None:
+            self._history.close()
 
     def ready(self) -> None:
         pass
@@ -73,7 +88,9 @@ def offline(config: Config, *, writes: bool = False) -> Iterator[Offline]:
                         "index a folder first: `ragd run --once DIR`", code="usage")  # fmt: skip
     idx = open_index(data_dir(config), config.identity, config.index, read_only=not writes)
     lexicon.use_cache(data_dir(config))
+    rt = Offline(config, idx)
     try:
-        yield Offline(config, idx)
+        yield rt
     finally:
+        rt.close()
         idx.close()

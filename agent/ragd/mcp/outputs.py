@@ -24,6 +24,26 @@ class SearchHit(BaseModel):
         exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
         description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
     )
+    document_id: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the document's identity, kept across renames and moves (absent when not yet known)",
+    )
+    modified_at: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="when the file's indexed version was last modified (UTC, ISO 8601)",
+    )
+    indexed_at: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="when that version was indexed (UTC, ISO 8601)",
+    )
+    duplicates: list[str] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="other files with the same content, folded into this hit",
+    )
 
 
 class FileHit(BaseModel):
@@ -37,6 +57,21 @@ class FileHit(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
         description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
+    )
+    document_id: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the document's identity, kept across renames and moves (absent when not yet known)",
+    )
+    modified_at: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="when the file's indexed version was last modified (UTC, ISO 8601)",
+    )
+    indexed_at: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="when that version was indexed (UTC, ISO 8601)",
     )
 
 
@@ -100,27 +135,35 @@ class StatusOutput(BaseModel):
     parse: dict[str, Any] = Field(
         description="whether OCR reads images and scanned PDF pages (ocr, ocr_off: why not) and its limits"
     )
+    history: dict[str, Any] = Field(
+        description="the documents' history: documents by state, duplicates (groups, files), events, size"
+    )
     index: dict[str, Any] = Field(description="the vector index: chunks, sources, health")
     mcp: dict[str, Any] = Field(description="the MCP endpoint: url, error, requests, calls_running")
 
 
-ChangeKind = Literal["indexed", "failed", "skipped", "removed"]
+ChangeKind = Literal["created", "changed", "moved", "deleted", "restored", "failed", "recovered", "skipped"]
 
 
 class Change(BaseModel):
     path: str
     rel_path: str = Field(description="path relative to its root")
     root: str | None
-    change: ChangeKind = Field(description="indexed: new or changed content, now searchable")
-    directory: bool = Field(description="a directory removed with everything in it")
-    at: str = Field(description="when the agent recorded it (UTC, ISO 8601)")
+    change: ChangeKind = Field(
+        description="created (new document), changed (new content, now searchable), moved (renamed or moved: "
+        "old_path), deleted, restored, failed, recovered (indexed again after failing), skipped (not indexable)"
+    )
+    directory: bool = Field(description="always false (a folder removed is a deleted event per document)")
+    at: str = Field(description="when it happened (UTC, ISO 8601)")
     reason: str = Field(description="why it failed or was skipped")
-    uri: str = Field(description="its ragd://file/ (or ragd://dir/) resource")
+    uri: str = Field(description="its ragd://file/ resource")
+    document_id: str = Field(description="the document's identity, kept across renames and moves")
+    old_path: str | None = Field(description="for moved: where the document was before")
 
 
 class ChangesOutput(BaseModel):
     since: str = Field(description="the start of the period (UTC, ISO 8601)")
-    agent_started: str = Field(description="changes before this are not known")
+    agent_started: str = Field(description="when the agent started (its history goes back further)")
     changes: list[Change]
     truncated: bool = Field(description="more changes than `limit` in the period")
 

@@ -54,9 +54,10 @@ def changes_prompt(found: dict[str, Any], hours: int) -> str:
     listed = [c for c in found["changes"] if c["change"] != "skipped"]
     skipped = len(found["changes"]) - len(listed)
     if not found["changes"]:
-        return (f"ragd recorded no change to my documents in the last {period} (it has been running since "
-                f"{found['agent_started']}). Tell me so in one sentence.")  # fmt: skip
-    lines = [f"- {c['change']}: {c['path']}" + (f" ({c['reason']})" if c["reason"] else "") for c in listed]
+        return (f"ragd recorded no change to my documents in the last {period}. Tell me so in one "
+                f"sentence.")  # fmt: skip
+    lines = [f"- {c['change']}: {c['path']}" + (f" (was {c['old_path']})" if c.get("old_path") else "")
+             + (f" ({c['reason']})" if c["reason"] else "") for c in listed]  # fmt: skip
     if skipped:
         lines.append(
             f"- and {skipped} file{'' if skipped == 1 else 's'} skipped (not indexable: see `recent_changes`)"

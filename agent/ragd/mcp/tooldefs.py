@@ -146,9 +146,9 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
         path_prefix: Annotated[str | None, Field(description="only under this directory (absolute, or relative to a root)")] = None,
         limit: Annotated[int, Field(ge=1, le=1000, description="at most this many documents")] = 100,
     ) -> ChangesOutput:  # fmt: skip
-        """The documents indexed anew, failed, skipped or removed in the last `since_hours`, newest first (each
-        once, with its latest change). The agent keeps this journal while it runs: changes from before
-        `agent_started` are not known."""
+        """The documents created, changed, moved or renamed, deleted, restored, failed, recovered or skipped in
+        the last `since_hours`, newest first (each once, with its latest change), from the agent's history of
+        every document (kept across restarts)."""
         return ChangesOutput.model_validate(
             _tool(tools.recent_changes, get_rt(), since_hours, path_prefix, limit)
         )

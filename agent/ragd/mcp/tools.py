@@ -18,14 +18,13 @@ from ragctl import protocol as p
 
 from ..errors import RagdError
 from ..paths import root_of
-from ..resident.changes import KINDS
+from ..resident.history import KINDS
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines
 from .paths import check_path, check_tracked
 
 if TYPE_CHECKING:
-    from ..resident.changes import Change
     from ..verbs.runtime import Resident
 
 MAX_NEIGHBORS = 20
@@ -105,24 +104,36 @@ def status(rt: Resident) -> dict[str, Any]:
 
 def recent_changes(rt: Resident, since_hours: float = 24.0, path_prefix: str | None = None,
                    limit: int = 100, kinds: Sequence[str] = KINDS) -> dict[str, Any]:  # fmt: skip
-    """The documents that changed in the last `since_hours` (each once, its latest change), newest first."""
+    """The documents that changed in the last `since_hours` (each once, its latest change), newest first, from
+    the agent's history (resident/history.py: kept across restarts)."""
     start = time.time() - since_hours * 3600
-    under = [check_path(path_prefix, rt.roots).path] if path_prefix else []
-    found, more = rt.changes.since(start, under, limit, kinds)
+    under = [str(check_path(path_prefix, rt.roots).path)] if path_prefix else [str(r) for r in rt.roots]
+    latest: dict[str, Any] = {}
+    more, fetch = False, limit * 4
+    while True:  # each document once: ask for more events until `limit` documents are found (or all are)
+        events, truncated = rt.history.changes(since=start, under=under, kinds=kinds, limit=fetch)
+        latest = {}
+        for ev in events:
+            latest.setdefault(ev.document_id, ev)
+        if len(latest) > limit or not truncated or fetch >= 100_000:
+            more = len(latest) > limit or truncated
+            break
+        fetch *= 4
     return {
         "since": _iso(start),
         "agent_started": _iso(rt.started),
-        "changes": [_change(rt, ch) for ch in found],
+        "changes": [_change(rt, ev) for ev in list(latest.values())[:limit]],
         "truncated": more,
     }
 
 
-def _change(rt: Resident, ch: Change) -> dict[str, Any]:
-    root = root_of(ch.path, rt.roots)
-    return {"path": str(ch.path), "rel_path": str(ch.path.relative_to(root)) if root else str(ch.path),
-            "root": str(root) if root else None, "change": ch.kind, "directory": ch.is_dir,
-            "at": _iso(ch.at), "reason": ch.reason,
-            "uri": resource_uri("dir" if ch.is_dir else "file", ch.path)}  # fmt: skip
+def _change(rt: Resident, ev: Any) -> dict[str, Any]:
+    path = Path(ev.path)
+    root = root_of(path, rt.roots)
+    return {"path": ev.path, "rel_path": str(path.relative_to(root)) if root else ev.path,
+            "root": str(root) if root else None, "change": ev.kind, "directory": False,
+            "at": _iso(ev.at), "reason": ev.detail, "uri": resource_uri("file", path),
+            "document_id": ev.document_id, "old_path": ev.old_path}  # fmt: skip
 
 
 def _iso(t: float) -> str:

@@ -29,28 +29,29 @@ class Digest:
     parser: str | None = None
     split_revision: int | None = None
     error: Mapping[str, Any] | None = None
+    document_id: str | None = None
 
     @classmethod
     def of(cls, entry: FileEntry, name: str) -> Digest:
         """The digest of the entry of the file `name`."""
         return cls(entry.status, entry.modify_dt, entry.source, entry.model_name, entry.dimension,
                    len(entry.chunks), entry.all_vectors, outdated(entry, name), entry.splitter, entry.parser,
-                   entry.split_revision, entry.error)  # fmt: skip
+                   entry.split_revision, entry.error, entry.document_id)  # fmt: skip
 
     def to_json(self) -> list[Any]:
         s = self.source
         source = [s.file_name, s.md5_hash, s.size_bytes, s.mtime, s.inode, s.mtime_ns, s.ctime_ns]
         return [self.status, self.modify_dt, source, self.model_name, self.dimension, self.chunk_count,
                 self.all_vectors, self.outdated, self.splitter, self.parser, self.split_revision,
-                None if self.error is None else dict(self.error)]  # fmt: skip
+                None if self.error is None else dict(self.error), self.document_id]  # fmt: skip
 
     @classmethod
     def from_json(cls, raw: Any) -> Digest:
         """The digest `to_json` made (the stat cache checks its file whole: see statcache.py). Raises TypeError or
         ValueError on a record of another shape."""
-        status, modify_dt, src, model, dim, count, vectors, old, splitter, parser, revision, error = raw
+        status, modify_dt, src, model, dim, count, vectors, old, splitter, parser, revision, error, doc = raw
         return cls(status, modify_dt, SourceInfo(*src), model, dim, count, vectors, old, splitter, parser,
-                   revision, error)  # fmt: skip
+                   revision, error, doc)  # fmt: skip
 
 
 def outdated(entry: FileEntry | Digest, name: str) -> bool:

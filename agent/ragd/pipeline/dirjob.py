@@ -141,7 +141,7 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         )
         note = mushroom.write(directory, plan.events) if plan.events else None
         _apply_structure(directory, plan)
-        outcomes = [_unchanged(directory, n, plan) for n in plan.unchanged]
+        outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
         outcomes += _not_tracked(directory, plan.listing)
         outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
@@ -169,14 +169,20 @@ def _expected(
     return out
 
 
-def _unchanged(directory: Path, name: str, plan: _Plan) -> FileOutcome:
+def _unchanged(directory: Path, name: str, plan: _Plan, ctx: JobContext) -> FileOutcome:
     entry = plan.entries.get(name)
     _keep_private(directory, name, plan.listing.files[name], plan.found.stats.get(name))
-    if entry is None or entry.status == EMBEDDED:
-        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED, chunks=entry.chunk_count if entry else 0)
+    if entry is None:
+        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED)
+    src = entry.source
+    known = ctx.identify(str(directory / name), src.md5_hash, entry.document_id, True)
     error = entry.error or {}
-    return FileOutcome(name, "UNCHANGED", recorded=entry.status, reason=str(error.get("message", "")),
-                       retry_at=error.get("retry_at"))  # fmt: skip
+    embedded = entry.status == EMBEDDED
+    return FileOutcome(name, "UNCHANGED", recorded=entry.status, chunks=entry.chunk_count if embedded else 0,
+                       reason="" if embedded else str(error.get("message", "")),
+                       retry_at=None if embedded else error.get("retry_at"), md5=src.md5_hash,
+                       document_id=known, size=src.size_bytes, parser=entry.parser,
+                       recorded_at=entry.modify_dt)  # fmt: skip
 
 
 def _keep_private(directory: Path, name: str, st: os.stat_result, now: os.stat_result | None) -> None:

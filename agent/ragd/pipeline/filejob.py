@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, StorageError
 from ..model import Chunk, EmbeddingIdentity
 from . import sidecar
+from .identity import Identify, fallback
 from .parse import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, refuse_image
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
@@ -66,6 +67,7 @@ class JobContext:
     stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
     express: bool = False  # a change was seen in this directory: its files go to the parse workers first
+    identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
 
     @cached_property
     def identity(self) -> EmbeddingIdentity:
@@ -85,6 +87,10 @@ class FileOutcome:
     retry_at: str | None = (
         None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
     )
+    document_id: str = ""  # of the file's entry ("" when none was written: vanished, abandoned)
+    size: int = -1  # of the source, as recorded
+    parser: str | None = None
+    recorded_at: str = ""  # for UNCHANGED: when its entry was written (modify_dt)
 
     @property
     def final_state(self) -> str:
@@ -123,10 +129,22 @@ class FileTask:
     ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
     parsing: Pending | None = None
     future: Future[np.ndarray] | None = None
+    _document_id: str | None = None
 
     @property
     def path(self) -> Path:
         return self.directory / self.name
+
+    def document_id(self) -> str:
+        """The file's document id, decided once (identity.py): its entry's, or the history's, or a new one."""
+        if self._document_id is None:
+            md5 = self.source.md5_hash if self.source else ""
+            known = self.old.document_id if self.old else None
+            self._document_id = self.ctx.identify(str(self.path), md5, known, self.old is not None)
+        return self._document_id
+
+    def _size(self) -> int:
+        return self.source.size_bytes if self.source else (self.st.st_size if self.st else -1)
 
     def guard(self, step: Callable[[], FileOutcome | None]) -> FileOutcome | None:
         """The per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
@@ -212,13 +230,16 @@ class FileTask:
     def _touch(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
         """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
         refreshed = source_info(self.name, st, old.source.md5_hash)
+        self.source = refreshed
+        touched = old.with_status(old.status, source=refreshed, document_id=self.document_id())
         try:
-            sidecar.write_entry(self.directory, old.with_status(old.status, source=refreshed), like=st)
+            sidecar.write_entry(self.directory, touched, like=st)
         except StorageError as err:  # the entry is still right about the content; the next job tries again
             log.error("%s", err)
             with contextlib.suppress(OSError):  # but a narrower mode needs no space: never leave it wider
                 modes.restrict(sidecar.entry_path(self.directory, self.name), st)
-        return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash)
+        return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash,
+                           document_id=self.document_id(), size=refreshed.size_bytes, parser=old.parser)  # fmt: skip
 
     def finish(self) -> FileOutcome:
         if self.future is not None:
@@ -235,9 +256,8 @@ class FileTask:
         self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
         n = len(self.stored)
         md5 = self.source.md5_hash if self.source else ""
-        return FileOutcome(
-            self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo), md5=md5
-        )
+        return FileOutcome(self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo),
+                           md5=md5, document_id=self.document_id(), size=self._size(), parser=self.parser)  # fmt: skip
 
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""
@@ -267,14 +287,16 @@ class FileTask:
         revision = SPLIT_REVISION if kw.get("chunks") else None
         entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
                           model_name=ident.model_name, dimension=ident.dimension,
-                          splitter=ident.splitter.fingerprint, split_revision=revision, **kw)  # fmt: skip
+                          splitter=ident.splitter.fingerprint, split_revision=revision,
+                          document_id=self.document_id(), **kw)  # fmt: skip
         sidecar.write_entry(self.directory, entry, like=self.st)
 
     def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
         assert self.st is not None
         error = {**err.to_dict(), "policy": self.ctx.policy}
         self._write(SKIPPED, source=source_info(self.name, self.st, md5), error=error)
-        return FileOutcome(self.name, SKIPPED, reason=err.message)
+        return FileOutcome(self.name, SKIPPED, reason=err.message, md5=md5, document_id=self.document_id(),
+                           size=self.st.st_size, parser=self.parser)  # fmt: skip
 
     def failed(self, err: RagdError) -> FileOutcome:
         """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change)."""
@@ -294,7 +316,8 @@ class FileTask:
                 log.error("%s", unwritten)
             reason = err.message if err.code == StorageError.code else f"{err.message}; {unwritten.message}"
             return FileOutcome(self.name, FAILED, reason=reason, retry_at=backoff)
-        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at)
+        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at, md5=src.md5_hash,
+                           document_id=self.document_id(), size=src.size_bytes, parser=self.parser)  # fmt: skip
 
 
 def permission_denied(path: Path) -> RagdError:

@@ -139,6 +139,9 @@ class FileEntry:
     )
     error: Mapping[str, Any] | None = None
     ocr: Mapping[str, Any] | None = None  # what OCR did for the text (model.OcrReport.to_json)
+    document_id: str | None = (
+        None  # the document's identity, kept across renames and moves (pipeline/identity.py)
+    )
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -148,7 +151,7 @@ class FileEntry:
             "embedding": {"model_name": self.model_name, "dimension": self.dimension},
             "chunks": [c.to_json() for c in self.chunks],
         }
-        for key in ("parser", "splitter", "split_revision", "error", "ocr"):
+        for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -200,7 +203,12 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         split_revision=_revision(data.get("split_revision")),
         error=data.get("error"),
         ocr=data["ocr"] if isinstance(data.get("ocr"), dict) else None,
+        document_id=_document_id(data.get("document_id")),
     )
+
+
+def _document_id(value: object) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 200 else None
 
 
 def _revision(value: object) -> int | None:

@@ -40,6 +40,7 @@ from ..pipeline.workers import Parsers
 from . import rootstate
 from .changes import ChangeLog
 from .debounce import Debouncer
+from .history import open_history
 from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
 from .scheduler import Scheduler
@@ -64,7 +65,8 @@ class Agent:
         self.roots: list[Path] = []
         self.missing_roots: dict[Path, str] = {}
         self.tracker = Tracker()
-        self.changes = ChangeLog()
+        self.history = open_history(config, self.data_dir)
+        self.changes = ChangeLog(history=self.history)
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
         self.embed = LazyEmbedQueue(config.embedding, run=config.run)
@@ -82,7 +84,7 @@ class Agent:
             config.run, config.limits, config.parse
         )  # worker processes, started with the first file
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
-                                parsers=self.parsers)  # fmt: skip
+                                parsers=self.parsers, identify=self.history.identify)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             offer_note=lambda note: self.indexer.offer(note),

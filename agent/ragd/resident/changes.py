@@ -20,6 +20,7 @@ from ..paths import is_under
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from .history import History
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,16 @@ Listener = Callable[[list[Change]], None]
 
 
 class ChangeLog:
-    def __init__(self, size: int = MAX_CHANGES) -> None:
+    def __init__(self, size: int = MAX_CHANGES, history: History | None = None) -> None:
+        self.history = history  # the persistent history (history.py) each batch is recorded in too
         self._lock = threading.Lock()
         self._changes: deque[Change] = deque(maxlen=size)
         self._listeners: list[Listener] = []
 
     def record(self, result: DirResult) -> None:
         """A directory job's changes: each file it (re)indexed, failed or skipped, and each entry it removed."""
+        if self.history is not None:
+            self.history.record(result)
         now = time.time()
         found = [Change(now, result.directory / f.name, _BY_STATE[f.state], reason=f.reason)
                  for f in result.files if f.state in _BY_STATE]  # fmt: skip
@@ -61,6 +65,8 @@ class ChangeLog:
 
     def removed(self, directory: Path) -> None:
         """A directory (or a root) is gone from the knowledge base with everything under it."""
+        if self.history is not None:
+            self.history.removed(directory)
         self._add([Change(time.time(), directory, REMOVED, is_dir=True)])
 
     def _add(self, changes: list[Change]) -> None:

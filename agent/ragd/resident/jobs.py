@@ -30,6 +30,7 @@ from ..paths import root_of
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
+from ..pipeline.identity import Identify, fallback
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
@@ -67,9 +68,10 @@ def job_context(
     force: bool = False,
     stat_cache: StatCache | None = None,
     parsers: Parsers | None = None,
+    identify: Identify = fallback,
 ) -> JobContext:
     return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots),
-                      stat_cache=stat_cache, parsers=parsers)  # fmt: skip
+                      stat_cache=stat_cache, parsers=parsers, identify=identify)  # fmt: skip
 
 
 @dataclass(frozen=True)

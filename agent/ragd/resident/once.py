@@ -24,6 +24,7 @@ from ..pipeline.scan import Expected, Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
 from . import checked
+from .history import History, open_history
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler
 from .tracker import PhaseTally, Tracker
@@ -126,13 +127,16 @@ def run_once(
     queue = LazyEmbedQueue(config.embedding, run=config.run)
     parsers = Parsers(config.run, config.limits, config.parse)
     cache = StatCache.load(data_dir(config))
+    history = open_history(config, data_dir(config))
     try:
-        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers)
+        ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers,
+                          identify=history.identify)  # fmt: skip
         report = _reporter(progress, tracker, roots)
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report, history)
     finally:
         parsers.close()
         queue.close()
+        history.close()
     cache.save()
     phase = tracker.phase_tally()
     synced: dict[str, object] = {}
@@ -147,13 +151,16 @@ def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) ->
     return lambda result: progress(RunSummary.of(tracker.phase_tally(), roots), result)
 
 
-def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, report: Report) -> None:
+def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, report: Report,
+             history: History) -> None:  # fmt: skip
     """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done."""
     lock = threading.Lock()
 
     def done(directory: Path, result: DirResult | None, err: BaseException | None) -> None:
         with lock:  # the console hears of one outcome at a time, each with the tally up to it
             outcomes.done(directory, result, err)
+            if result is not None:
+                history.record(result)
             report(result)
 
     scheduler = Scheduler(lambda d: run_directory(ctx, d), done, jobs)

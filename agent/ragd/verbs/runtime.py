@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..pipeline.scan import Ignore
     from ..resident.changes import ChangeLog
     from ..resident.debounce import Debouncer
+    from ..resident.history import History
     from ..resident.host import Host
     from ..resident.scheduler import Scheduler
     from ..resident.tracker import Tracker
@@ -60,6 +61,7 @@ class Resident(Runtime, Protocol):
     host: Host
     tracker: Tracker
     changes: ChangeLog
+    history: History
     scheduler: Scheduler
     debouncer: Debouncer
     embed: LazyEmbedQueue

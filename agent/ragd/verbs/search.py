@@ -11,6 +11,7 @@ from pydantic import AliasChoices, Field, field_validator
 
 from ..index import MAX_K
 from ..paths import root_of
+from ..resident.history import History, iso
 from .arguments import Args, bad
 from .runtime import Runtime
 
@@ -43,15 +44,48 @@ class SearchResult(TypedDict):
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
+    history: History | None = getattr(rt, "history", None)
     if args.files:
         files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
                                            extensions=args.ext, scope=args.scope)  # fmt: skip
-        return {"query": args.query, "mode": args.mode, "results": [f.chunks[0].to_dict() for f in files],
-                "files": [f.to_dict() for f in files]}  # fmt: skip
-    results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+        found = [f.to_dict() for f in files]
+        if history is not None:
+            _documents(history, found)
+            for f in found:
+                _documents(history, f["chunks"])
+        return {"query": args.query, "mode": args.mode, "results": [f["chunks"][0] for f in found],
+                "files": found}  # fmt: skip
+    dups = history is not None and history.has_duplicates()
+    k = min(args.top_k * 2, MAX_K) if dups else args.top_k  # room for the copies folded into one hit
+    results = rt.searcher().search(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file,
                                    scope=args.scope)  # fmt: skip
-    return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}
+    hits = [r.to_dict() for r in results]
+    if history is not None:
+        hits = _documents(history, hits, fold=dups)
+    return {"query": args.query, "mode": args.mode, "results": hits[: args.top_k]}
+
+
+def _documents(history: History, hits: list[dict[str, Any]], *, fold: bool = False) -> list[dict[str, Any]]:
+    """Each hit with its document's identity and times (resident/history.py); with `fold`, the hits of files of
+    the same content folded into the first, which lists every path of that content in `duplicates`."""
+    known = history.live(h["path"] for h in hits)
+    same = history.same_content(d.md5 for d in known.values()) if fold else {}
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for hit in hits:
+        doc = known.get(hit["path"])
+        if doc is not None:
+            hit.update(document_id=doc.id, modified_at=iso(doc.mtime), indexed_at=iso(doc.indexed_at))
+            copies = same.get(doc.md5)
+            if copies:
+                key = (doc.md5, int(hit.get("chunk_index", -1)))
+                if key in seen:
+                    continue
+                seen.add(key)
+                hit["duplicates"] = [p for p in copies if p != hit["path"]]
+        out.append(hit)
+    return out
 
 
 def _prefix(raw: str, roots: Sequence[Path], scope: str = "agent") -> str:

@@ -29,6 +29,7 @@ class Status(TypedDict):
     roots: list[dict[str, Any]]
     embedder: dict[str, Any]
     parse: dict[str, Any]
+    history: dict[str, Any]
     index: dict[str, Any]
     mcp: dict[str, Any]
 
@@ -57,6 +58,7 @@ def snapshot(rt: Resident) -> Status:
         "roots": [_root(rt, r) for r in list(rt.roots)] + _missing(rt),
         "embedder": _embedder(rt),
         "parse": _parse(rt),
+        "history": _history(rt),
         "index": _index(rt),
         "mcp": rt.host.mcp_status(),
     }
@@ -127,6 +129,13 @@ def _parse(rt: Resident) -> dict[str, Any]:
         "ocr_max_pages": options.ocr_max_pages,
         "ocr_min_confidence": options.ocr_min_confidence,
     }
+
+
+def _history(rt: Resident) -> dict[str, Any]:
+    try:
+        return rt.history.summary()
+    except Exception as err:  # sqlite3.Error, or closed while stopping: the rest of the status still answers
+        return {"error": str(err)}
 
 
 def _index(rt: Resident) -> dict[str, Any]:

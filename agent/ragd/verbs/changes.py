@@ -1,0 +1,85 @@
+"""`changes`: what happened to the documents (resident/history.py): events newest first, or one document's story.
+
+With a `path` that names a document (one there now, or the last one deleted there) the answer is that document:
+its identity, state, versions and events (all of them, at every path it had). With a folder (or no path: every
+root) it is the events under it since `since`: a duration ("2d", "3h", "30m", "1w", "90s") or a UTC time
+("2026-12-01", "2026-12-01T08:00:00Z"). One implementation for `ragctl changes` and MCP `recent_changes`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+from pydantic import Field
+
+from ragctl import protocol as p
+
+from ..errors import RagdError
+from ..paths import root_of
+from ..resident.history import KINDS, iso
+from .arguments import Args, under_a_root
+from .runtime import Resident
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+class ChangesArgs(Args):
+    path: str | None = None  # a document, or a folder under a root (default: everything)
+    since: str = "7d"  # a duration back from now, or a UTC date/time
+    limit: int = Field(default=100, ge=1, le=10_000)
+    kinds: list[str] = Field(default_factory=lambda: list(KINDS))
+
+
+class ChangesResult(TypedDict, total=False):
+    path: str | None
+    since: str | None
+    changes: list[dict[str, Any]]
+    truncated: bool
+    document: dict[str, Any]  # with a path naming a document: it, its versions
+
+
+def since_seconds(raw: str, now: float | None = None) -> float:
+    """The start of a period as epoch seconds, from "2d"-style durations or a UTC date/time."""
+    now = time.time() if now is None else now
+    match = _DURATION.match(raw)
+    if match:
+        return now - float(match.group(1)) * _UNITS[match.group(2)]
+    text = raw.strip().rstrip("Zz")
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"):
+        try:
+            return float(calendar.timegm(time.strptime(text, fmt)))
+        except ValueError:
+            continue
+    raise RagdError(f"since: {raw!r} is neither a duration nor a date",
+                    'use e.g. "2d", "3h", "30m", "1w" or "2026-12-01" (UTC)', code=p.BAD_REQUEST)  # fmt: skip
+
+
+def changes(rt: Resident, args: ChangesArgs | None = None) -> ChangesResult:
+    args = args or ChangesArgs()
+    unknown = sorted(set(args.kinds) - set(KINDS))
+    if unknown:
+        raise RagdError(f"unknown kinds of change: {', '.join(unknown)}", f"known: {', '.join(KINDS)}",
+                        code=p.BAD_REQUEST)  # fmt: skip
+    start = since_seconds(args.since)
+    path = under_a_root(args.path, rt.roots)
+    history = rt.history
+    doc = history.document(path=str(path)) if path is not None else None
+    if doc is not None:
+        events, more = history.changes(document_id=doc.id, kinds=args.kinds, limit=args.limit)
+        return {"path": str(path), "since": None, "changes": [event_json(rt, e) for e in events],
+                "truncated": more, "document": {**doc.to_json(), "versions": history.versions(doc.id)}}  # fmt: skip
+    under = [str(path)] if path is not None else [str(r) for r in rt.roots]
+    events, more = history.changes(since=start, under=under, kinds=args.kinds, limit=args.limit)
+    return {"path": str(path) if path is not None else None, "since": iso(start),
+            "changes": [event_json(rt, e) for e in events], "truncated": more}  # fmt: skip
+
+
+def event_json(rt: Resident, event: Any) -> dict[str, Any]:
+    root = root_of(Path(event.path), rt.roots)
+    rel = str(Path(event.path).relative_to(root)) if root is not None else event.path
+    return {**event.to_json(), "rel_path": rel, "root": str(root) if root is not None else None}

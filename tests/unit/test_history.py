@@ -1,0 +1,135 @@
+"""The history store (resident/history.py) on a real SQLite file, fed the directory jobs' own result types: moves
+linked in either order, copies, bounds, a damaged file, folder prefixes, and the `since` syntax of `changes`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ragd.config import HistoryConfig
+from ragd.errors import RagdError
+from ragd.pipeline import mushroom
+from ragd.pipeline.dirjob import DirResult
+from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.identity import derived_id
+from ragd.pipeline.mushroom import Event
+from ragd.resident.history import FILE_NAME, History
+from ragd.verbs.changes import since_seconds
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    return History(tmp_path / "data", HistoryConfig(), embedding="fake:8", splitter="recursive:1000:200")
+
+
+def indexed(directory: Path, name: str, doc: str, md5: str, **kw: object) -> DirResult:
+    return DirResult(directory, (FileOutcome(name, "EMBEDDED", chunks=2, md5=md5, document_id=doc, size=10,
+                                             parser="text", **kw),))  # type: ignore[arg-type]  # fmt: skip
+
+
+def deleted(directory: Path, name: str, *, whole_dir: bool = False) -> DirResult:
+    return DirResult(directory, events=(Event(name, mushroom.DIR_DELETE if whole_dir else mushroom.DELETE),))
+
+
+def kinds(history: History, **kw: object) -> list[tuple[str, str]]:
+    events, _ = history.changes(limit=100, **kw)  # type: ignore[arg-type]
+    return [(e.kind, e.path) for e in events]
+
+
+def test_a_move_is_linked_whichever_directory_job_runs_first(history: History, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    history.record(indexed(a, "x.md", "doc-1", "m1"))
+    # the new folder's job first: the old path is gone from the disk, its document not yet marked deleted
+    assert history.identify(str(b / "x.md"), "m1", None, False) == "doc-1"
+    history.record(indexed(b, "x.md", "doc-1", "m1"))
+    history.record(deleted(a, "x.md"))  # then the old folder's job: nothing more to say
+    assert kinds(history) == [("moved", str(b / "x.md")), ("created", str(a / "x.md"))]
+    # the old folder's job first: deleted, then linked within the move window, and the "deleted" event goes
+    history.record(deleted(b, "x.md"))
+    assert history.identify(str(a / "y.md"), "m1", None, False) == "doc-1"
+    history.record(indexed(a, "y.md", "doc-1", "m1"))
+    assert kinds(history)[:2] == [("moved", str(a / "y.md")), ("moved", str(b / "x.md"))]
+    doc = history.document(document_id="doc-1")
+    assert doc is not None and doc.path == str(a / "y.md") and doc.state == "EMBEDDED"
+
+
+def test_outside_the_move_window_or_with_the_old_file_still_there_it_is_a_new_document(
+    tmp_path: Path,
+) -> None:
+    history = History(tmp_path / "data", HistoryConfig(move_window=0), embedding="fake:8")
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "kept.md").write_text("same")
+    history.record(indexed(a, "kept.md", "doc-1", "m1"))
+    copy = history.identify(str(a / "copy.md"), "m1", None, False)  # kept.md is still there: a copy
+    assert copy != "doc-1"
+    (a / "copy.md").write_text("same")
+    history.record(indexed(a, "copy.md", copy, "m1"))
+    assert history.same_content(["m1"]) == {"m1": [str(a / "copy.md"), str(a / "kept.md")]}
+    history.record(deleted(a, "kept.md"))
+    time.sleep(0.01)
+    assert history.identify(str(a / "later.md"), "m1", None, False) not in ("doc-1", copy)
+    # an entry from before ids existed keeps the id derived from its path
+    assert history.identify(str(a / "old.md"), "m9", None, True) == derived_id(str(a / "old.md"))
+
+
+def test_state_changes_become_events_and_versions_are_kept_per_content(
+    history: History, tmp_path: Path
+) -> None:
+    d = tmp_path / "d"
+    history.record(indexed(d, "f.md", "doc", "m1"))
+    history.record(indexed(d, "f.md", "doc", "m1"))  # the same content again: nothing
+    history.record(
+        DirResult(d, (FileOutcome("f.md", "FAILED", reason="bad xref", document_id="doc", md5="m2"),))
+    )
+    history.record(indexed(d, "f.md", "doc", "m3"))
+    history.record(deleted(d, "f.md"))
+    history.record(indexed(d, "f.md", "doc", "m3"))
+    assert [k for k, _ in kinds(history)] == ["restored", "deleted", "recovered", "changed", "failed", "changed",
+                                              "created"]  # fmt: skip
+    events, _ = history.changes(kinds=["failed"])
+    assert events[0].detail == "bad xref"
+    assert [v["md5"] for v in history.versions("doc")] == ["m3", "m1"]
+
+
+def test_history_is_bounded_per_document_and_in_all(tmp_path: Path) -> None:
+    history = History(tmp_path / "data", HistoryConfig(max_versions=2, max_events=3), embedding="fake:8")
+    d = tmp_path / "d"
+    for i in range(6):
+        history.record(indexed(d, "f.md", "doc", f"m{i}"))
+    assert [v["md5"] for v in history.versions("doc")] == ["m5", "m4"]
+    assert len(kinds(history)) == 3
+
+
+def test_folder_prefixes_are_exact(history: History, tmp_path: Path) -> None:
+    for folder in ("a", "ab", "a_b", "a%"):
+        history.record(indexed(tmp_path / folder, "f.md", f"doc-{folder}", f"m-{folder}"))
+    for folder in ("a", "ab", "a_b", "a%"):
+        assert kinds(history, under=[str(tmp_path / folder)]) == [
+            ("created", str(tmp_path / folder / "f.md"))
+        ]
+    history.record(deleted(tmp_path, "a", whole_dir=True))
+    assert [k for k, _ in kinds(history, kinds=["deleted"])] == ["deleted"]
+    assert history.document(path=str(tmp_path / "ab" / "f.md")).state == "EMBEDDED"  # type: ignore[union-attr]
+
+
+def test_a_damaged_history_is_set_aside_and_started_again(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / FILE_NAME).write_bytes(b"this is not a database" * 100)
+    history = History(data, HistoryConfig())
+    history.record(indexed(tmp_path, "f.md", "doc", "m1"))
+    assert kinds(history) == [("created", str(tmp_path / "f.md"))]
+    assert len(list(data.glob(f"{FILE_NAME}.damaged-*"))) == 1
+    assert (data / FILE_NAME).stat().st_mode & 0o777 == 0o600
+
+
+def test_since_takes_durations_and_utc_dates() -> None:
+    now = 1_000_000.0
+    assert since_seconds("2d", now) == now - 2 * 86400 and since_seconds("90s", now) == now - 90
+    assert since_seconds("1.5h", now) == now - 5400 and since_seconds(" 1w ", now) == now - 7 * 86400
+    assert since_seconds("1970-01-02", now) == 86400 and since_seconds("1970-01-01T01:00:00Z", now) == 3600
+    with pytest.raises(RagdError, match="neither a duration nor a date"):
+        since_seconds("yesterday", now)
