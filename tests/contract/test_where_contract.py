@@ -54,7 +54,9 @@ def fill(index: IndexBackend) -> None:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def labelled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexBackend]:
+def labelled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IndexBackend]:
     yield from shared_index(request, tmp_path_factory, fill)
 
 
@@ -115,8 +117,12 @@ def test_hits_carry_their_documents_metadata(labelled: IndexBackend) -> None:
 
 def test_rewriting_a_source_replaces_its_metadata(ix: IndexBackend) -> None:
     path = "/w/a.md"
-    ix.write_sources([SourceWrite(path, "m1", "/w", [chunk(path, 0, "marker alpha")], metadata={"tags": ("old",)})])
-    ix.write_sources([SourceWrite(path, "m1", "/w", [chunk(path, 0, "marker alpha")], metadata={"tags": ("new",)})])
+    ix.write_sources(
+        [SourceWrite(path, "m1", "/w", [chunk(path, 0, "marker alpha")], metadata={"tags": ("old",)})]
+    )
+    ix.write_sources(
+        [SourceWrite(path, "m1", "/w", [chunk(path, 0, "marker alpha")], metadata={"tags": ("new",)})]
+    )
     assert found(ix, [Where("tags", "old")]) == (set(), set())
     assert found(ix, [Where("tags", "new")]) == ({path}, {path})
     ix.write_sources([SourceWrite(path, "m1", "/w", [chunk(path, 0, "marker alpha")])])

@@ -214,9 +214,9 @@ class ZvecIndex(ZvecReads):
         for i, chunk in enumerate(w.chunks):
             if chunk.chunk_index != i or chunk.source_path != w.source_path:
                 raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+            size = len(w.chunks)
             docs.append(
-                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, len(w.chunks),
-                       metadata)  # fmt: skip
+                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size, metadata)
             )
         return docs
 

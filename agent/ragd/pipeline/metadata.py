@@ -30,9 +30,13 @@ KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 MAX_KEYS = 64  # of a document's own, or of one folder defaults file
 MAX_VALUES = 64  # values of one key (tags)
 MAX_VALUE_CHARS = 500  # a longer value is left out (never cut: a cut value would match what it does not say)
-MAX_TERMS_BYTES = 16_000  # the index's filter terms of one document (UTF-8 bytes; index/where.py encodes them)
+MAX_TERMS_BYTES = (
+    16_000  # the index's filter terms of one document (UTF-8 bytes; index/where.py encodes them)
+)
 MAX_NOTES = 20
-_PLAIN = re.compile(r"[A-Za-z0-9 .,:;!?@#$&()*+/<>\[\]^{}-]")  # index/where.py: what a filter term keeps as is
+_PLAIN = re.compile(
+    r"[A-Za-z0-9 .,:;!?@#$&()*+/<>\[\]^{}-]"
+)  # index/where.py: what a filter term keeps as is
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(Z|[+-]\d{2}'?\d{2}'?)?")
 
@@ -282,13 +286,15 @@ def label(document: Extracted | None, defaults: Defaults, keys: Sequence[str]) -
 
 def _within_budget(fields: Fields, notes: list[str]) -> Fields:
     """The fields whose filter terms fit in MAX_TERMS_BYTES (later keys' values left out, with a note)."""
-    used, out = 0, {}
+    used, out = 0, Fields()
     for key, values in fields.items():
-        kept = []
+        kept: list[str] = []
         for v in values:
             used += len(term(key, v).encode("utf-8")) + 1
             if used > MAX_TERMS_BYTES:
-                notes.append(f"metadata over {MAX_TERMS_BYTES} bytes: {key!r} = {v[:40]!r} and later values left out")
+                notes.append(
+                    f"metadata over {MAX_TERMS_BYTES} bytes: {key!r} = {v[:40]!r} and later values left out"
+                )
                 return out | ({key: tuple(kept)} if kept else {})
             kept.append(v)
         out[key] = tuple(kept)
@@ -307,3 +313,23 @@ def _own_notes(old: EntryMetadata | None) -> tuple[str, ...]:
     if old is None:
         return ()
     return tuple(n for n in old.notes if not n.startswith(("/", "metadata over ")))
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What labels the entries of one directory: the folder defaults in force there and the configured keys."""
+
+    defaults: Defaults = field(default_factory=Defaults)
+    keys: tuple[str, ...] = ()
+
+    @property
+    def basis(self) -> str | None:
+        return basis(self.defaults, self.keys)
+
+    def entry(self, document: Extracted | None) -> EntryMetadata | None:
+        """The metadata of an entry whose document was just parsed."""
+        return label(document, self.defaults, self.keys)
+
+    def again(self, old: EntryMetadata | None) -> EntryMetadata | None:
+        """The metadata of an unchanged entry, with the defaults and keys in force now."""
+        return relabel(old, self.defaults, self.keys)

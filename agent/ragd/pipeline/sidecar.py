@@ -34,6 +34,7 @@ from .. import modes
 from ..errors import StorageError
 from ..model import vector_problem
 from ..modes import display_name, private_mode, valid_name
+from .metadata import EntryMetadata
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class FileEntry:
     )
     error: Mapping[str, Any] | None = None
     ocr: Mapping[str, Any] | None = None  # what OCR did for the text (model.OcrReport.to_json)
+    metadata: EntryMetadata | None = None  # the document's metadata fields (metadata.py, docs/metadata.md)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -151,6 +153,8 @@ class FileEntry:
         for key in ("parser", "splitter", "split_revision", "error", "ocr"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.metadata is not None:
+            data["metadata"] = self.metadata.to_json()
         return data
 
     @property
@@ -200,6 +204,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         split_revision=_revision(data.get("split_revision")),
         error=data.get("error"),
         ocr=data["ocr"] if isinstance(data.get("ocr"), dict) else None,
+        metadata=EntryMetadata.from_json(data.get("metadata")),
     )
 
 
