@@ -24,6 +24,11 @@ class SearchHit(BaseModel):
         exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
         description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
     )
+    metadata: dict[str, str | list[str]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent when the document has no metadata
+        description="its document's metadata fields (tags a list; docs/metadata.md)",
+    )
 
 
 class FileHit(BaseModel):
@@ -37,6 +42,11 @@ class FileHit(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
         description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
+    )
+    metadata: dict[str, str | list[str]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent when the document has no metadata
+        description="its document's metadata fields (tags a list; docs/metadata.md)",
     )
 
 

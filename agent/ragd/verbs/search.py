@@ -24,8 +24,11 @@ class SearchArgs(Args):
     one_per_file: bool = False
     files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
     scope: Literal["agent", "all"] = "agent"  # "all": every agent's files on a shared index (Milvus)
+    where: list[str] = Field(
+        default_factory=list
+    )  # metadata filters, all must match: "tag=invoice", "version^=2."
 
-    @field_validator("path_prefix", mode="before")
+    @field_validator("path_prefix", "where", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else [] if value is None else value
@@ -45,12 +48,12 @@ def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
     if args.files:
         files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
-                                           extensions=args.ext, scope=args.scope)  # fmt: skip
+                                           extensions=args.ext, scope=args.scope, where=args.where)  # fmt: skip
         return {"query": args.query, "mode": args.mode, "results": [f.chunks[0].to_dict() for f in files],
                 "files": [f.to_dict() for f in files]}  # fmt: skip
     results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file,
-                                   scope=args.scope)  # fmt: skip
+                                   scope=args.scope, where=args.where)  # fmt: skip
     return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}
 
 
