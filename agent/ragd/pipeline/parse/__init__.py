@@ -123,7 +123,9 @@ def _parse_text(path: Path, ext: str) -> Document:
     if MARKUP_EXTENSIONS.get(ext) == "rst":
         titles = scan_rst(text)
         title = clean_title(titles[0].path[-1]) if titles else None
-    if title is None and (ext in MARKDOWN_EXTENSIONS or ext in PROSE_EXTENSIONS):
+    if title is None and ext in MARKDOWN_EXTENSIONS:
+        title = heading_title(frontmatter.body(text)) or man_title(text)  # past the front matter
+    elif title is None and ext in PROSE_EXTENSIONS:
         title = heading_title(text) or man_title(text)
     return Document(
         path=path,

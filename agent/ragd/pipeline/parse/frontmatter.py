@@ -32,6 +32,15 @@ def block(text: str) -> tuple[str, str] | None:
     return None
 
 
+def body(text: str) -> str:
+    """`text` after its front matter (all of it when it has none)."""
+    found = block(text)
+    if found is None:
+        return text
+    skip = found[1].count("\n") + (3 if found[1] else 2)  # the opening line, the block, the closing line
+    return text.split("\n", skip)[-1] if text.count("\n") >= skip else ""
+
+
 def read(text: str) -> Extracted | None:
     """The metadata of the front matter of `text`, with notes for what was left out; None without one."""
     found = block(text)
