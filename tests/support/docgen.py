@@ -6,12 +6,11 @@ bytes come from a seeded generator.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import csv
 import json
 import random
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 CFB_MAGIC = bytes.fromhex(

@@ -11,6 +11,7 @@ import pytest
 
 from ragd.config import LimitsConfig, load_config
 from ragd.errors import ConfigError
+from ragd.model import SplitterSettings
 from ragd.pipeline import folder_meta, sidecar
 from ragd.pipeline.metadata import (
     MAX_TERMS_BYTES,
@@ -27,7 +28,6 @@ from ragd.pipeline.metadata import (
 )
 from ragd.pipeline.parse import frontmatter, parse
 from ragd.pipeline.split import split
-from ragd.model import SplitterSettings
 from tests.support import docgen
 
 LIMITS = LimitsConfig()
