@@ -48,9 +48,8 @@ log = logging.getLogger(__name__)
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
 ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
-RELABELED = (
-    "RELABELED"  # unchanged, but its metadata fields were made again (folder defaults or keys changed)
-)
+# unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
+RELABELED = "RELABELED"
 VANISHED = "vanished during the job"
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
@@ -233,9 +232,15 @@ class FileTask:
         return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash)
 
     def _relabel(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
-        """Same file, new folder defaults or keys: its metadata made again from its document's (nothing parsed)."""
-        sidecar.write_entry(self.directory, old.with_status(old.status, metadata=self.labels.again(old.metadata)),
-                            like=st)  # fmt: skip
+        """Same file, new folder defaults or keys: its metadata made again from its document's (nothing parsed).
+        An entry that cannot be written keeps its old fields, which are still its document's: the next job tries
+        again."""
+        labelled = old.with_status(old.status, metadata=self.labels.again(old.metadata))
+        try:
+            sidecar.write_entry(self.directory, labelled, like=st)
+        except StorageError as err:
+            log.error("%s", err)
+            return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
         return FileOutcome(self.name, RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash)
 
     def finish(self) -> FileOutcome:
