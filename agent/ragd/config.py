@@ -213,6 +213,32 @@ class ParseConfig(_Section):
     ocr_min_confidence: float = Field(default=0.8, ge=0, le=1)  # a page whose mean confidence is below: "low"
 
 
+class MetadataConfig(_Section):
+    """Document metadata (docs/metadata.md): the keys, beyond the built-in ones, that become search fields."""
+
+    keys: tuple[
+        str, ...
+    ] = ()  # e.g. ["customer", "status"]: front matter and folder default keys to filter on
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _keys(cls, value: Any) -> Any:
+        from .pipeline.metadata import STANDARD, canonical_key
+
+        if not isinstance(value, list | tuple):
+            return value
+        out = []
+        for raw in value:
+            key = canonical_key(raw) if isinstance(raw, str) else None
+            if key is None:
+                raise ValueError(
+                    f"{raw!r} is not a metadata key (lower-case letters, digits, _ . -; at most 64)"
+                )
+            if key not in STANDARD and key not in out:
+                out.append(key)
+        return tuple(out)
+
+
 def expand_paths(v: Any) -> Any:
     """A list of paths from the config or the command line: `~` expanded, made absolute and resolved."""
     if isinstance(v, list | tuple):
@@ -320,6 +346,7 @@ class Config(_Section):
     ignore: IgnoreConfig = IgnoreConfig()
     limits: LimitsConfig = LimitsConfig()
     parse: ParseConfig = ParseConfig()
+    metadata: MetadataConfig = MetadataConfig()
     run: RunConfig = RunConfig()
     history: HistoryConfig = HistoryConfig()
     watch: WatchConfig = WatchConfig()

@@ -8,9 +8,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .pipeline.metadata import Extracted
 
 ZERO = "zero"
 NOT_FINITE = "not finite"
@@ -72,6 +75,7 @@ class Document:
     pages: tuple[PageSpan, ...] = ()  # empty when the format has no pages
     encoding: str | None = None  # detected encoding of a text source, when it was not UTF-8
     ocr: OcrReport | None = None  # set when some of the text came from OCR (or OCR left pages unread)
+    metadata: Extracted | None = None  # the document's own metadata (front matter, document properties)
 
     def page_at(self, offset: int) -> int | None:
         for span in self.pages:

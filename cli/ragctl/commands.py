@@ -51,6 +51,7 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "one_per_file": ns.one_per_file,
         **({"files": True} if ns.files else {}),  # sent only when asked: an older agent knows no `files`
         **({"scope": ns.scope} if ns.scope != "agent" else {}),  # nor `scope`
+        **({"where": list(ns.where)} if ns.where else {}),  # nor `where`
     },
     "sync": lambda ns: {
         "path": _opt_abs(ns.path),

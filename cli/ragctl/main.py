@@ -77,6 +77,9 @@ def _add_status_search(sub: argparse._SubParsersAction, common: argparse.Argumen
     se.add_argument("--path", action="append", default=[], help="only under this folder (repeatable)")
     se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
     se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
+    se.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                    help="only documents whose metadata matches: tag=invoice, version^=2. (prefix); repeatable, "
+                    "all must match (docs/metadata.md)")  # fmt: skip
     se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
     se.add_argument("--files", action="store_true",
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip

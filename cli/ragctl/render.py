@@ -300,7 +300,7 @@ def search(result: Obj) -> str:
         return "no results\n"
     out = []
     for n, hit in enumerate(hits, 1):
-        out.append(f"{n}. {citation(hit)}  score {_score(hit)}{_on(hit)}\n")
+        out.append(f"{n}. {citation(hit)}  score {_score(hit)}{_on(hit)}\n{labels(hit)}")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
     return "".join(out)
@@ -315,13 +315,25 @@ def search_files(result: Obj) -> str:
     for n, doc in enumerate(files, 1):
         matched = _int(doc.get("matches"))
         out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {_score(doc)}, "
-                   f"{plural(matched, 'passage')} matched{_on(doc)}\n")  # fmt: skip
+                   f"{plural(matched, 'passage')} matched{_on(doc)}\n{labels(doc)}")  # fmt: skip
         for hit in doc.get("chunks") or []:
             out.append(
                 f"   - {citation(hit)}: {one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n"
             )
         out.append("\n")
     return "".join(out)
+
+
+def labels(found: Obj) -> str:
+    """'   tags: invoice, q3 · product: X200' (its document's metadata, docs/metadata.md), or '' without any."""
+    metadata = found.get("metadata")
+    if not isinstance(metadata, dict) or not metadata:
+        return ""
+    parts = []
+    for key, value in metadata.items():
+        shown = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        parts.append(f"{key}: {shown}")
+    return f"   {one_line(' · '.join(parts), 300)}\n"
 
 
 def _on(found: Obj) -> str:

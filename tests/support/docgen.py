@@ -10,6 +10,7 @@ import csv
 import json
 import random
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 CFB_MAGIC = bytes.fromhex(
@@ -119,7 +120,13 @@ def make_xls(path: Path, rows: Sequence[Sequence[object]], *, sheet: str = "Data
 
 
 def make_pdf(
-    path: Path, pages: Sequence[str], *, title: str | None = None, user_password: str | None = None
+    path: Path,
+    pages: Sequence[str],
+    *,
+    title: str | None = None,
+    user_password: str | None = None,
+    author: str | None = None,
+    created: datetime | None = None,
 ) -> Path:
     """A PDF with one page per text (core Helvetica font: latin-1 text only). `user_password` encrypts it."""
     from fpdf import FPDF
@@ -127,6 +134,10 @@ def make_pdf(
     pdf = FPDF()
     if title:
         pdf.set_title(title)
+    if author:
+        pdf.set_author(author)
+    if created:
+        pdf.set_creation_date(created)
     pdf.set_font("Helvetica", size=12)
     for text in pages:
         pdf.add_page()

@@ -222,7 +222,30 @@ def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp
     )
     assert verdict("b.md", ["Install", "**Linux**"], parser="text") == Change.RETRY
     assert verdict("c.md", ["Install", "Linux"], parser="text") == Change.UNCHANGED
-    assert verdict("a.pdf", parser="pdfium") == Change.UNCHANGED
+    assert verdict("a.pdf", parser="pdfium+ocr") == Change.UNCHANGED
     assert verdict("b.rst", parser=None) == Change.UNCHANGED  # written by the ragjson tool: left alone
     assert verdict("c.rst", parser="text", split_revision=SPLIT_REVISION) == Change.UNCHANGED
     assert verdict("d.md", ["**x**"], parser="text", split_revision=SPLIT_REVISION) == Change.UNCHANGED
+
+
+def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp_path: Path) -> None:
+    """Revision 3 adds document metadata: Markdown files that open with front matter, and PDF and Office files
+    (not those OCR read), are parsed again; other entries of revision 2, and other tools' entries, stay."""
+    old = time.time() - 100
+
+    def verdict(name: str, first: str = "text", **kw: object) -> Change:
+        f = tmp_path / name
+        f.write_text(first)
+        os.utime(f, (old, old))
+        chunk = sidecar.StoredChunk(first, "h", 0, "AAAAAA==", {})
+        e = _entry(f, chunks=(chunk,), split_revision=2, **kw)
+        return classify(e, f, f.stat(), IDENT, "p", time.time())
+
+    assert verdict("a.md", "---\ntags: [x]\n---\n# A", parser="text") == Change.RETRY
+    assert verdict("b.md", "+++\ntitle = 'B'\n+++", parser="text") == Change.RETRY
+    assert verdict("c.md", "# C\n\ntext", parser="text") == Change.UNCHANGED
+    assert verdict("d.pdf", parser="pdfium") == Change.RETRY
+    assert verdict("e.docx", parser="markitdown") == Change.RETRY
+    assert verdict("f.pdf", parser="pdfium+ocr") == Change.UNCHANGED  # OCR again would cost minutes
+    assert verdict("g.rst", parser="text") == Change.UNCHANGED  # revision 2's own rules already applied
+    assert verdict("h.md", "---\na: b\n---", parser=None) == Change.UNCHANGED  # the ragjson tool's

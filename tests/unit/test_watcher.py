@@ -375,3 +375,24 @@ def test_a_directory_whose_name_is_not_utf8_tells_its_parent(tree: Tree, sink: S
     tree.barrier()
     (tree.docs / ".hidden").mkdir()
     assert tree.barrier() == []
+
+
+def test_folder_defaults_changes_are_reported_for_the_subtree(tree: Tree, sink: Sink) -> None:
+    """`.ragd-meta.toml` is a dot-file, ignored like the others, except that its changes label the folder's files
+    and those below: written, saved by an editor (a temp file renamed over it), and deleted."""
+    meta = tree.docs / ".ragd-meta.toml"
+    meta.write_text('product = "X"\n')
+    sink.wait("subtree", tree.docs)
+    assert {e.kind for e in tree.barrier()} == {"subtree"}
+    (tree.docs / ".ragd-meta.toml.swp").write_text('product = "Y"\n')
+    assert tree.barrier() == []
+    (tree.docs / ".ragd-meta.toml.swp").rename(meta)
+    sink.wait("subtree", tree.docs)
+    tree.barrier()
+    meta.unlink()
+    sink.wait("subtree", tree.docs)
+    tree.barrier()
+    hidden = tree.root / ".hidden"
+    hidden.mkdir()
+    (hidden / ".ragd-meta.toml").write_text("x = 1\n")  # in an ignored folder: nothing
+    assert all(e.kind != "subtree" for e in tree.barrier())

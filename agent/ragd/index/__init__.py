@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,12 +23,14 @@ import numpy as np
 from ..config import IndexConfig
 from ..errors import IndexBusy, IndexError_
 from ..model import EmbeddingIdentity
+from .where import Where
 
 log = logging.getLogger(__name__)
 
 # Bump when the collection's fields, or how its text is cut into words, change: a new version is a new collection,
-# filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py).
-SCHEMA_VERSION = 3
+# filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py). 4: document metadata
+# (`meta_terms` for filters, `metadata` for results: where.py).
+SCHEMA_VERSION = 4
 MAX_K = 100  # the largest number of hits one query returns
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"  # an index held elsewhere
 
@@ -62,6 +64,7 @@ class SourceWrite:
     root: str
     chunks: Sequence[IndexChunk]
     held: int | None = None
+    metadata: Mapping[str, Sequence[str]] = field(default_factory=dict)  # the document's fields (where.py)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class Hit:
     root: str = ""
     source_chunks: int = 1  # how many chunks its document has (hybrid ranking weighs a document's size)
     agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # its document's fields (metadata.fields_json)
 
 
 class IndexBackend(Protocol):
@@ -145,8 +149,10 @@ class IndexBackend(Protocol):
         path_prefixes: Sequence[str] = (),
         extensions: Sequence[str] = (),
         scope: str = "agent",
+        where: Sequence[Where] = (),
     ) -> list[Hit]:
-        """Top-k hits by vector, by keywords (`text` is raw user text) or both fused with RRF.
+        """Top-k hits by vector, by keywords (`text` is raw user text) or both fused with RRF, of the documents
+        whose metadata matches every `where` filter.
 
         `scope`: "agent" searches this agent's files, "all" every agent's on a shared index (Milvus; an index of
         one agent holds only its own)."""

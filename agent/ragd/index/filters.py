@@ -45,6 +45,14 @@ def equals(field: str, value: str) -> str:
     return f"{_field(field)} LIKE '{like_literal(value)}'"
 
 
+def like(field: str, pattern: str) -> str:
+    """`field LIKE 'pattern'` for a pattern that holds no quote nor backslash (where.py's, built from encoded
+    text): its `%` and `_` are wildcards. Refuses any other."""
+    if "'" in pattern or "\\" in pattern:
+        raise ValueError(f"not a safe LIKE pattern: {pattern!r}")
+    return f"{_field(field)} LIKE '{pattern}'"
+
+
 def any_of(field: str, values: Iterable[str]) -> str:
     """`field` equals one of `values` (at least one value is required)."""
     terms = [equals(field, v) for v in dict.fromkeys(values)]

@@ -40,6 +40,7 @@ from .milvus_schema import (
     FTS_TEXT,
     HIT_FIELDS,
     MAX_AGENT,
+    META_TERMS,
     PK,
     SOURCE_CHUNKS,
     SOURCE_MD5,
@@ -57,6 +58,7 @@ from .milvus_schema import (
     to_rows,
 )
 from .records import check_vector
+from .where import Where
 
 log = logging.getLogger(__name__)
 for _noisy in ("faiss", "milvus_lite"):  # each logs its every step at INFO
@@ -283,6 +285,7 @@ class MilvusIndex:
         path_prefixes: Sequence[str] = (),
         extensions: Sequence[str] = (),
         scope: str = "agent",
+        where: Sequence[Where] = (),
     ) -> list[Hit]:
         if scope not in ("agent", "all"):
             raise ValueError(f"scope must be 'agent' or 'all', not {scope!r}")
@@ -291,6 +294,7 @@ class MilvusIndex:
             M.equals(AGENT, self.agent_id) if scope == "agent" else None,
             M.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
             M.any_of(EXT, exts) if exts else None,
+            *(M.like(META_TERMS, w.pattern()) for w in where),
         )
         dense: hybrid.Dense | None = None
         if vector is not None:

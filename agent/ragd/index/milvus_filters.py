@@ -35,6 +35,15 @@ def equals(field: str, value: str) -> str:
     return f"{_field(field)} == {literal(value)}"
 
 
+def like(field: str, pattern: str) -> str:
+    """`field like "pattern"` for a pattern built from where.py's encoded text only (its `%` are wildcards; it holds
+    no quote, backslash, `_` or line break, so it reads back unchanged). Refuses any other: `like` is never given
+    a user's value as it is."""
+    if _SPECIAL.search(pattern) or "_" in pattern:
+        raise ValueError(f"not a safe like pattern: {pattern!r}")
+    return f"{_field(field)} like {literal(pattern)}"
+
+
 def any_of(field: str, values: Iterable[str]) -> str:
     unique = list(dict.fromkeys(values))
     if not unique:

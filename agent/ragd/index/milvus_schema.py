@@ -3,7 +3,8 @@
 Fields: `pk` (primary key: the agent's key, "-", the ragjson document id), `doc_id`, `agent`, `source_path`,
 `source_dir`, `root`, `ext`, `source_md5`, `content_hash`, `content`, `fts_text` (header + content, `fts.normalize`d,
 analysed by jieba for BM25), `sparse` (its BM25 vector, made by Milvus), `heading_path`, `chunk_index`,
-`source_chunks`, `start_line`, `end_line`, `page` (nullable) and `embedding` (COSINE; FLAT or HNSW per IndexConfig).
+`source_chunks`, `start_line`, `end_line`, `page` (nullable), `meta_terms` (the document's metadata as filter terms,
+where.py), `metadata` (the same fields as JSON, for results) and `embedding` (COSINE; FLAT or HNSW per IndexConfig).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import Hit, SourceWrite, collection_name
 from .fts import normalize
-from .records import HEADING_SEP, check_vector, doc_id, extension
+from .records import HEADING_SEP, check_vector, doc_id, extension, metadata_columns, read_metadata
 
 PK, DOC_ID, AGENT = "pk", "doc_id", "agent"
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
@@ -32,15 +33,18 @@ SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX, SOURCE_CHUNKS = (
 )
 CONTENT, FTS_TEXT, SPARSE, HEADING_PATH = "content", "fts_text", "sparse", "heading_path"
 PAGE, START_LINE, END_LINE, EMBEDDING = "page", "start_line", "end_line", "embedding"
+META_TERMS, METADATA = "meta_terms", "metadata"
 HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE,
-              SOURCE_CHUNKS]  # fmt: skip
+              SOURCE_CHUNKS, METADATA]  # fmt: skip
 REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
-            SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING}  # fmt: skip
+            SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING,
+            META_TERMS, METADATA}  # fmt: skip
 # English words stemmed on a Milvus server (run finds running); Milvus Lite 3.2 accepts the filter, applies none
 ANALYZER = {"tokenizer": "jieba", "filter": ["lowercase", {"type": "stemmer", "language": "english"}]}
 MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
 MAX_AGENT = 1_024  # bytes of an agent's name
 MAX_PATH = 4_096
+MAX_TERMS = 32_768  # bytes of a document's filter terms (pipeline.metadata.MAX_TERMS_BYTES keeps them below)
 
 
 def default_agent_id(data_dir: Path) -> str:
@@ -90,6 +94,8 @@ def build_schema(dimension: int) -> Any:
     for name in (CHUNK_INDEX, SOURCE_CHUNKS, START_LINE, END_LINE):
         s.add_field(name, DataType.INT32)
     s.add_field(PAGE, DataType.INT32, nullable=True)
+    s.add_field(META_TERMS, DataType.VARCHAR, max_length=MAX_TERMS)
+    s.add_field(METADATA, DataType.VARCHAR, max_length=MAX_TEXT)
     s.add_field(EMBEDDING, DataType.FLOAT_VECTOR, dim=dimension)
     s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=[FTS_TEXT],
                             output_field_names=[SPARSE]))  # fmt: skip
@@ -129,6 +135,9 @@ def primary_key(key: str, source_path: str, chunk_index: int) -> str:
 def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[str, Any]]:
     """A source's chunks as rows of `agent` (whose key starts every primary key); checked, nothing written."""
     checked_text(w.source_path, MAX_PATH, "the path")
+    meta_terms, meta_json = metadata_columns(w.metadata)
+    checked_text(meta_terms, MAX_TERMS, f"the metadata of {w.source_path}")
+    checked_text(meta_json, MAX_TEXT, f"the metadata of {w.source_path}")
     out = []
     for i, chunk in enumerate(w.chunks):
         if chunk.chunk_index != i or chunk.source_path != w.source_path:
@@ -153,6 +162,8 @@ def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[s
             START_LINE: chunk.start_line,
             END_LINE: chunk.end_line,
             PAGE: chunk.page,
+            META_TERMS: meta_terms,
+            METADATA: meta_json,
             EMBEDDING: check_vector(chunk.vector, dimension, where).tolist(),
         })  # fmt: skip
     return out
@@ -173,4 +184,5 @@ def to_hit(row: dict[str, Any], score: float) -> Hit:
         root=row.get(ROOT, ""),
         source_chunks=int(row.get(SOURCE_CHUNKS) or 1),
         agent=row.get(AGENT, ""),
+        metadata=read_metadata(row.get(METADATA)),
     )

@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import orjson
 
 from ..errors import IndexError_
+from ..pipeline.metadata import fields_json
 from . import SourceSummary
+from .where import terms
 
 HEADING_SEP = " > "
 
@@ -56,3 +60,20 @@ def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:
     if not math.isfinite(norm) or norm == 0.0:
         raise IndexError_(f"vector of {where} is zero or not finite", "re-embed the file")
     return arr
+
+
+def metadata_columns(fields: Mapping[str, Sequence[str]]) -> tuple[str, str]:
+    """A document's fields as the index holds them: (filter terms, JSON for results)."""
+    if not fields:
+        return "", ""
+    return terms(fields), orjson.dumps(fields_json(fields)).decode("utf-8")
+
+
+def read_metadata(raw: object) -> dict[str, Any]:
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        found = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -9,7 +9,7 @@ import functools
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..errors import RagdError
 from . import MAX_K, Hit, IndexBackend
 from .filters import is_under
 from .fts import fold_char, terms
+from .where import parse_all
 
 MODES = ("hybrid", "vector", "keyword")
 SCOPES = ("agent", "all")  # this agent's files, or every agent's on a shared index (Milvus)
@@ -44,12 +45,16 @@ class SearchResult:
     end_line: int
     snippet: str
     agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
+    metadata: dict[str, Any] = field(
+        default_factory=dict
+    )  # its document's metadata fields (docs/metadata.md)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["heading_path"] = list(self.heading_path)
-        if not self.agent:
-            del data["agent"]
+        for key in ("agent", "metadata"):
+            if not data[key]:
+                del data[key]
         return data
 
 
@@ -66,8 +71,10 @@ class FileResult:
 
     def to_dict(self) -> dict[str, Any]:
         agent = {"agent": self.chunks[0].agent} if self.chunks and self.chunks[0].agent else {}
+        metadata = {"metadata": self.chunks[0].metadata} if self.chunks and self.chunks[0].metadata else {}
         return {"path": self.path, "rel_path": self.rel_path, "root": self.root, "score": self.score,
-                "matches": self.matches, "chunks": [c.to_dict() for c in self.chunks], **agent}  # fmt: skip
+                "matches": self.matches, "chunks": [c.to_dict() for c in self.chunks], **agent,
+                **metadata}  # fmt: skip
 
 
 def _usage(message: str, hint: str) -> RagdError:
@@ -109,11 +116,13 @@ class SearchService:
         extensions: Sequence[str] = (),
         one_per_file: bool = False,
         scope: str = "agent",
+        where: Sequence[str] = (),
     ) -> list[SearchResult]:
-        """The best `k` chunks for `query`. Raises RagdError(code="usage") on invalid input."""
+        """The best `k` chunks for `query` (of the documents whose metadata matches every `where` filter, e.g.
+        `tag=invoice`: index/where.py). Raises RagdError(code="usage") on invalid input."""
         text = self._check(query, k, mode, scope)
         fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
-        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions, scope)
+        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions, scope, where)
         if one_per_file:
             hits = _best_per_file(hits)
         return [self._result(h, text) for h in hits[:k]]
@@ -128,11 +137,12 @@ class SearchService:
         roots: Sequence[str] = (),
         extensions: Sequence[str] = (),
         scope: str = "agent",
+        where: Sequence[str] = (),
     ) -> list[FileResult]:
         """The best `k` documents for `query` (for "which files are about ..."), each with its best chunks."""
         text = self._check(query, k, mode, scope)
         hits = self._hits(
-            text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions, scope
+            text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions, scope, where
         )
         by_file: dict[tuple[str, str], list[Hit]] = {}
         for (
@@ -147,15 +157,16 @@ class SearchService:
         return found
 
     def _hits(self, text: str, fetch: int, mode: str, path_prefixes: Sequence[str], roots: Sequence[str],
-              extensions: Sequence[str], scope: str) -> list[Hit]:  # fmt: skip
+              extensions: Sequence[str], scope: str, where: Sequence[str] = ()) -> list[Hit]:  # fmt: skip
         exts = self._extensions(extensions)
+        filters = parse_all([where] if isinstance(where, str) else where)
         # every agent's files: under the prefixes asked for, not under this agent's roots
         within = self._scope(path_prefixes, roots, every_root=scope != "all" or bool(roots))
         if within is None:
             return []
         vector = self._embed(text) if mode != "keyword" else None
         return self._index.query(vector=vector, text=text if mode != "vector" else None, k=fetch,
-                                 path_prefixes=within, extensions=exts, scope=scope)  # fmt: skip
+                                 path_prefixes=within, extensions=exts, scope=scope, where=filters)  # fmt: skip
 
     @staticmethod
     def _check(query: str, k: int, mode: str, scope: str = "agent") -> str:
@@ -236,6 +247,7 @@ class SearchService:
             end_line=hit.end_line,
             snippet=snippet(hit.content, query),
             agent=hit.agent,
+            metadata=dict(hit.metadata),
         )
 
 

@@ -117,7 +117,8 @@ class IndexSync:
             why = bad_vector(entry)
             if why is None:
                 chunks = to_index_chunks(path, entry)
-                write = SourceWrite(str(path), entry.source.md5_hash, str(root), chunks, held)
+                fields = entry.metadata.fields if entry.metadata else {}
+                write = SourceWrite(str(path), entry.source.md5_hash, str(root), chunks, held, fields)
             else:
                 log.error("not serving %s: its sidecar holds invalid vectors (%s); re-embed it with "
                           "`ragctl sync %s --force`", path, why, path)  # fmt: skip

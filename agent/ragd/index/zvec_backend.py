@@ -36,6 +36,7 @@ from . import (
     zvec_open,
 )
 from . import filters as F
+from .records import metadata_columns
 from .rwlock import ReadWriteLock
 from .zvec_open import Resting, check_statuses, open_collection, zvec_errors
 from .zvec_reads import ZvecReads
@@ -208,12 +209,14 @@ class ZvecIndex(ZvecReads):
 
     def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
         check_text(w.source_path, "the path")
+        metadata = metadata_columns(w.metadata)
         docs = []
         for i, chunk in enumerate(w.chunks):
             if chunk.chunk_index != i or chunk.source_path != w.source_path:
                 raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+            size = len(w.chunks)
             docs.append(
-                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, len(w.chunks))
+                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size, metadata)
             )
         return docs
 

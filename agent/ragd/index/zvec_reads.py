@@ -18,6 +18,7 @@ from . import Hit, SourceSummary, fts, hybrid, keyword, records, scan, termstats
 from . import filters as F
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
+from .where import Where
 from .zvec_open import zvec_errors
 from .zvec_schema import (
     CHUNK_INDEX,
@@ -26,6 +27,7 @@ from .zvec_schema import (
     EXT,
     FTS_TEXT,
     HIT_FIELDS,
+    META_TERMS,
     SOURCE_MD5,
     SOURCE_PATH,
     check_vector,
@@ -98,11 +100,13 @@ class ZvecReads:
         path_prefixes: Sequence[str] = (),
         extensions: Sequence[str] = (),
         scope: str = "agent",  # one agent's index: every scope is this agent's files
+        where: Sequence[Where] = (),
     ) -> list[Hit]:
         exts = records.extensions(extensions)
         flt = F.all_of(
             F.under_any(SOURCE_PATH, path_prefixes) if path_prefixes else None,
             F.any_of(EXT, exts) if exts else None,
+            *(F.like(META_TERMS, w.pattern()) for w in where),
         )
         dense: hybrid.Dense | None = None
         if vector is not None:

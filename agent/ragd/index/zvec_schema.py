@@ -2,7 +2,8 @@
 
 Fields: `source_path`, `source_dir`, `root`, `ext` (inverted indexes, for filters), `source_md5`, `content_hash`,
 `chunk_index`, `content` (the exact chunk text), `fts_text` (header + content, `fts.normalize`d, full-text index with the jieba
-tokenizer), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, and the dense vector
+tokenizer), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, `meta_terms` (the document's
+metadata as filter terms, where.py), `metadata` (the same fields as JSON, for results), and the dense vector
 `embedding` (cosine; flat or HNSW per IndexConfig). Document id: uuid5(NAMESPACE_DNS, f"{source_path}#{chunk_index}"),
 the scheme of the ragjson tool.
 """
@@ -19,14 +20,16 @@ from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import Hit, IndexChunk
 from .fts import normalize
-from .records import HEADING_SEP, check_vector, doc_id, extension
+from .records import HEADING_SEP, check_vector, doc_id, extension, read_metadata
 
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
 SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"
 CONTENT, FTS_TEXT, HEADING_PATH = "content", "fts_text", "heading_path"
 PAGE, START_LINE, END_LINE, SOURCE_CHUNKS = "page", "start_line", "end_line", "source_chunks"
+META_TERMS, METADATA = "meta_terms", "metadata"
 EMBEDDING = "embedding"
 HIT_FIELDS = [
+    METADATA,
     SOURCE_PATH,
     ROOT,
     CHUNK_INDEX,
@@ -54,7 +57,10 @@ def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collecti
     fields = [
         zvec.FieldSchema(name, string, index_param=inverted) for name in (SOURCE_PATH, SOURCE_DIR, ROOT, EXT)
     ]
-    fields += [zvec.FieldSchema(name, string) for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, HEADING_PATH)]
+    fields += [
+        zvec.FieldSchema(name, string)
+        for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, HEADING_PATH, META_TERMS, METADATA)
+    ]
     fields += [
         zvec.FieldSchema(
             FTS_TEXT,
@@ -88,6 +94,8 @@ def schema_problem(schema: zvec.CollectionSchema, identity: EmbeddingIdentity) -
         END_LINE,
         PAGE,
         SOURCE_CHUNKS,
+        META_TERMS,
+        METADATA,
     } - names
     if missing:
         return f"it lacks the fields {sorted(missing)}"
@@ -111,7 +119,13 @@ def check_text(value: str, what: str) -> str:
 
 
 def to_doc(
-    source_path: str, source_md5: str, root: str, chunk: IndexChunk, dimension: int, source_chunks: int
+    source_path: str,
+    source_md5: str,
+    root: str,
+    chunk: IndexChunk,
+    dimension: int,
+    source_chunks: int,
+    metadata: tuple[str, str] = ("", ""),
 ) -> zvec.Doc:
     where = f"{source_path}#{chunk.chunk_index}"
     fields: dict[str, Any] = {
@@ -129,6 +143,8 @@ def to_doc(
         START_LINE: chunk.start_line,
         END_LINE: chunk.end_line,
         SOURCE_CHUNKS: source_chunks,
+        META_TERMS: metadata[0],
+        METADATA: metadata[1],
     }
     if chunk.page is None:
         del fields[PAGE]
@@ -150,4 +166,5 @@ def to_hit(doc: zvec.Doc, score: float) -> Hit:
         end_line=int(f.get(END_LINE, 0)),
         root=f.get(ROOT, ""),
         source_chunks=int(f.get(SOURCE_CHUNKS) or 1),
+        metadata=read_metadata(f.get(METADATA)),
     )

@@ -44,6 +44,11 @@ class SearchHit(BaseModel):
         exclude_if=lambda v: v is None,
         description="other files with the same content, folded into this hit",
     )
+    metadata: dict[str, str | list[str]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent when the document has no metadata
+        description="its document's metadata fields (tags a list; docs/metadata.md)",
+    )
 
 
 class FileHit(BaseModel):
@@ -72,6 +77,11 @@ class FileHit(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,
         description="when that version was indexed (UTC, ISO 8601)",
+    )
+    metadata: dict[str, str | list[str]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,  # absent when the document has no metadata
+        description="its document's metadata fields (tags a list; docs/metadata.md)",
     )
 
 

@@ -108,6 +108,7 @@ def file_info(rt: Resident, raw: str) -> dict[str, Any]:
         "create_dt": entry.create_dt, "modify_dt": entry.modify_dt,
         "retry_at": tracked.retry_at if tracked else None, "indexed": indexed,
         "chunks_uri": uri("chunks", safe.path),
+        "metadata": entry.metadata.to_json() if entry.metadata else None,
     }  # fmt: skip
 
 

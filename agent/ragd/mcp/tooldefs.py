@@ -84,6 +84,13 @@ def _links(hits: list[Mapping[str, Any]]) -> list[ContentBlock]:
     return links
 
 
+WHERE_HELP = (
+    'only documents whose metadata matches every filter: "KEY=VALUE" exact, "KEY^=PREFIX" starts with (case '
+    'does not matter), e.g. ["tag=invoice", "product=X200", "version^=2."]; keys: title, tags (or tag), product, '
+    "version, type, author, created (ISO 8601) and those the user configured"
+)
+
+
 def add_tools(server: MCPServer, get_rt: Callable[[], Resident], long_calls: LongCalls) -> None:
     _add_reading(server, get_rt)
     _add_agent(server, get_rt, long_calls)
@@ -99,11 +106,13 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning + keywords")] = "hybrid",
         files: Annotated[bool, Field(description="documents rather than passages (for \"which files are about ...\"): top_k documents, each with its best passages and how many matched")] = False,
         scope: Annotated[Literal["agent", "all"], Field(description="on an index shared by several machines (Milvus): this agent's files, or every agent's (each result names its agent)")] = "agent",
+        where: Annotated[list[str] | None, Field(description=WHERE_HELP)] = None,
     ) -> Annotated[CallToolResult, SearchOutput]:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range,
-        and links to the document's chunks and metadata resources."""
+        carries its document's metadata (tags, product, version, ...), and links to the document's chunks and
+        metadata resources."""
         found = SearchOutput.model_validate(
-            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope)
+            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope, where or [])
         )
         return _result(found, _links([hit.model_dump() for hit in found.results]))
 
@@ -111,9 +120,10 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
     def query(
         q: Annotated[str, Field(description="the query")],
         topn: Annotated[int, Field(ge=1, le=100, description="how many results")] = 5,
+        where: Annotated[list[str] | None, Field(description=WHERE_HELP)] = None,
     ) -> Annotated[CallToolResult, QueryOutput]:
         """Hybrid search answering a JSON list of {content, source, score}, as the ragjson tool's `query` does."""
-        hits = _tool(tools.query, get_rt(), q, topn)
+        hits = _tool(tools.query, get_rt(), q, topn, where or [])
         text = json.dumps(hits, ensure_ascii=False, indent=1)
         return CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content={"result": hits}

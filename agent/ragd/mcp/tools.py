@@ -36,17 +36,17 @@ def resource_uri(kind: str, path: Path | str) -> str:
 
 
 def search(rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid",
-           files: bool = False, scope: str = "agent") -> dict[str, Any]:  # fmt: skip
+           files: bool = False, scope: str = "agent", where: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
     """The control verb `search` (and `ragctl search --json`): {"results": [...]} (and "files" with `files`)."""
     args = search_verb.SearchArgs(query=query, top_k=top_k, path_prefix=[path_prefix] if path_prefix else [],
-                                  mode=mode, files=files, scope=scope)  # type: ignore[arg-type]  # fmt: skip
+                                  mode=mode, files=files, scope=scope, where=list(where))  # type: ignore[arg-type]  # fmt: skip
     found = search_verb.search(rt, args)
     return {"results": found["results"], **({"files": found["files"]} if "files" in found else {})}
 
 
-def query(rt: Resident, q: str, topn: int = 5) -> list[dict[str, Any]]:
+def query(rt: Resident, q: str, topn: int = 5, where: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The ragjson tool's `query`: a hybrid search shaped as [{content, source, score}]."""
-    hits = search_verb.search(rt, search_verb.SearchArgs(query=q, top_k=topn))["results"]
+    hits = search_verb.search(rt, search_verb.SearchArgs(query=q, top_k=topn, where=list(where)))["results"]
     return [{"content": r["content"], "source": r["path"], "score": r["score"]} for r in hits]
 
 

@@ -30,28 +30,45 @@ class Digest:
     split_revision: int | None = None
     error: Mapping[str, Any] | None = None
     document_id: str | None = None
+    meta_basis: str | None = None  # the folder defaults and keys its metadata was made with (metadata.basis)
 
     @classmethod
     def of(cls, entry: FileEntry, name: str) -> Digest:
         """The digest of the entry of the file `name`."""
         return cls(entry.status, entry.modify_dt, entry.source, entry.model_name, entry.dimension,
                    len(entry.chunks), entry.all_vectors, outdated(entry, name), entry.splitter, entry.parser,
-                   entry.split_revision, entry.error, entry.document_id)  # fmt: skip
+                   entry.split_revision, entry.error, entry.document_id,
+                   entry.metadata.basis if entry.metadata else None)  # fmt: skip
 
     def to_json(self) -> list[Any]:
         s = self.source
         source = [s.file_name, s.md5_hash, s.size_bytes, s.mtime, s.inode, s.mtime_ns, s.ctime_ns]
         return [self.status, self.modify_dt, source, self.model_name, self.dimension, self.chunk_count,
                 self.all_vectors, self.outdated, self.splitter, self.parser, self.split_revision,
-                None if self.error is None else dict(self.error), self.document_id]  # fmt: skip
+                None if self.error is None else dict(self.error), self.document_id, self.meta_basis]  # fmt: skip
 
     @classmethod
     def from_json(cls, raw: Any) -> Digest:
         """The digest `to_json` made (the stat cache checks its file whole: see statcache.py). Raises TypeError or
         ValueError on a record of another shape."""
-        status, modify_dt, src, model, dim, count, vectors, old, splitter, parser, revision, error, doc = raw
+        (
+            status,
+            modify_dt,
+            src,
+            model,
+            dim,
+            count,
+            vectors,
+            old,
+            splitter,
+            parser,
+            revision,
+            error,
+            doc,
+            basis,
+        ) = raw
         return cls(status, modify_dt, SourceInfo(*src), model, dim, count, vectors, old, splitter, parser,
-                   revision, error, doc)  # fmt: skip
+                   revision, error, doc, basis)  # fmt: skip
 
 
 def outdated(entry: FileEntry | Digest, name: str) -> bool:
@@ -59,4 +76,7 @@ def outdated(entry: FileEntry | Digest, name: str) -> bool:
     if isinstance(entry, Digest):
         return entry.outdated
     paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
-    return needs_resplit(name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths])
+    first = entry.chunks[0].content if entry.chunks else ""
+    return needs_resplit(
+        name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths], first
+    )

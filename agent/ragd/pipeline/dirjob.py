@@ -26,11 +26,12 @@ from pathlib import Path
 
 from .. import modes
 from ..modes import valid_name
-from . import mushroom, sidecar, statcache
+from . import folder_meta, mushroom, sidecar, statcache
 from .digest import Digest
-from .filejob import FileOutcome, FileTask, JobContext
+from .filejob import RELABELED, FileOutcome, FileTask, JobContext
+from .metadata import Labels
 from .mushroom import Event
-from .scan import Change, Expected, Listing, classify, indexable, list_dir
+from .scan import Change, Expected, Listing, classify, entry_basis, indexable, list_dir
 from .sidecar import EMBEDDED, SKIPPED, FileEntry
 from .statcache import DirEntries
 
@@ -59,6 +60,7 @@ class _Plan:
     entries: dict[str, Digest | None]  # live entries by name (None: directory entry), as digests
     deleted: set[str]
     found: DirEntries  # the full entries read so far (more are read when needed: `entry`)
+    labels: Labels  # the folder defaults and metadata keys in force here
     work: list[tuple[str, Change]] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -77,11 +79,12 @@ class _Plan:
 
 def _plan(ctx: JobContext, directory: Path) -> _Plan:
     listing = list_dir(directory, ctx.ignore)
+    labels = Labels(folder_meta.defaults_for(directory, ctx.roots), ctx.config.metadata.keys)
     found = statcache.load_dir(directory, ctx.stat_cache)
     for name, why in found.unreadable.items():
         log.warning("%s; treating %s as new", why, name)
     entries = {n: e for n, e in found.live.items() if valid_name(n)}
-    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)}, found)
+    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)}, found, labels)
     plan.stray = [n for n in found.live if n not in entries]
     deleted = plan.deleted
     for name, entry in entries.items():
@@ -93,19 +96,22 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
             continue
         if name not in entries and (name in deleted or _moved_in(directory / name)):
             plan.events.append(Event(name, mushroom.DIR_RECOVER))
-    now, where, identity = time.time(), _prefix(directory), ctx.identity
+    now, where, identity, basis = time.time(), _prefix(directory), ctx.identity, labels.basis
     for name, st in listing.files.items():
         entry = entries.get(name)
         recovered = entry is None and name in deleted
         if recovered:
             full = _read_deleted(directory, name)
             entry = None if full is None else Digest.of(full, name)
-        change = Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now)
-        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED):
+        change = (
+            Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
+        )
+        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL):
             plan.work.append((name, change))
         else:
             plan.unchanged.append(name)
-        if recovered or change in (Change.NEW, Change.CHANGED, Change.RETRY):
+        relabel = change == Change.TOUCHED and entry is not None and entry_basis(entry) != basis
+        if recovered or relabel or change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.RELABEL):
             plan.events.append(Event(name, mushroom.UPSERT))
     return plan
 
@@ -160,7 +166,7 @@ def _expected(
     where, identity = _prefix(directory), ctx.identity
     for f in outcomes:
         path = where + f.name
-        if f.state in (EMBEDDED, "TOUCHED") and f.md5:
+        if f.state in (EMBEDDED, "TOUCHED", RELABELED) and f.md5:
             out[path] = Expected(f.md5, f.chunks)
         elif f.state == "UNCHANGED":
             entry = plan.entries.get(f.name)
@@ -271,7 +277,8 @@ def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcom
         waiting = []
         while True:
             while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
-                task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]))
+                task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]),
+                                labels=plan.labels)  # fmt: skip
                 out = task.guard(task.begin)
                 if out is None:
                     parsing.append(task)

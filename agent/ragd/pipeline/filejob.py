@@ -34,6 +34,7 @@ from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, S
 from ..model import Chunk, EmbeddingIdentity
 from . import sidecar
 from .identity import Identify, fallback
+from .metadata import Extracted, Labels
 from .parse import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, refuse_image
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
 ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
+# unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
+RELABELED = "RELABELED"
 VANISHED = "vanished during the job"
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
@@ -77,7 +80,7 @@ class JobContext:
 @dataclass(frozen=True)
 class FileOutcome:
     name: str
-    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED
+    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED, RELABELED
     chunks: int = 0
     embedded: int = 0  # texts sent to the embedder
     reused: int = 0  # chunk vectors taken from stored entries
@@ -99,7 +102,7 @@ class FileOutcome:
             return self.recorded or EMBEDDED
         if self.state == ABANDONED:
             return "PENDING"
-        return EMBEDDED if self.state == "TOUCHED" else self.state
+        return EMBEDDED if self.state in ("TOUCHED", RELABELED) else self.state
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -127,6 +130,8 @@ class FileTask:
     todo: list[int] = field(default_factory=list)
     parser: str | None = None
     ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
+    labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
+    document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
     future: Future[np.ndarray] | None = None
     _document_id: str | None = None
@@ -171,6 +176,8 @@ class FileTask:
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         if self.change == Change.TOUCHED and self.old is not None:
             return self._touch(self.old, self.st)
+        if self.change == Change.RELABEL and self.old is not None:
+            return self._relabel(self.old, self.st)
         return self._parsed(self._start)
 
     def _start(self) -> None:
@@ -188,6 +195,7 @@ class FileTask:
         parsed = self.parsing.result()
         self.parser, self.chunks = parsed.parser, list(parsed.chunks)
         self.ocr = parsed.ocr.to_json() if parsed.ocr is not None else None
+        self.document = parsed.metadata
         if not self.chunks:
             raise FileSkipped("no text to index after splitting")
 
@@ -231,7 +239,10 @@ class FileTask:
         """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
         refreshed = source_info(self.name, st, old.source.md5_hash)
         self.source = refreshed
-        touched = old.with_status(old.status, source=refreshed, document_id=self.document_id())
+        labelled = self.labels.again(old.metadata) if old.status == EMBEDDED else old.metadata
+        touched = old.with_status(
+            old.status, source=refreshed, metadata=labelled, document_id=self.document_id()
+        )
         try:
             sidecar.write_entry(self.directory, touched, like=st)
         except StorageError as err:  # the entry is still right about the content; the next job tries again
@@ -240,6 +251,18 @@ class FileTask:
                 modes.restrict(sidecar.entry_path(self.directory, self.name), st)
         return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash,
                            document_id=self.document_id(), size=refreshed.size_bytes, parser=old.parser)  # fmt: skip
+
+    def _relabel(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
+        """Same file, new folder defaults or keys: its metadata made again from its document's (nothing parsed).
+        An entry that cannot be written keeps its old fields, which are still its document's: the next job tries
+        again."""
+        labelled = old.with_status(old.status, metadata=self.labels.again(old.metadata))
+        try:
+            sidecar.write_entry(self.directory, labelled, like=st)
+        except StorageError as err:
+            log.error("%s", err)
+            return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
+        return FileOutcome(self.name, RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash)
 
     def finish(self) -> FileOutcome:
         if self.future is not None:
@@ -285,9 +308,10 @@ class FileTask:
         assert src is not None
         created = self.old.create_dt if self.old and self.old.create_dt else stamp
         revision = SPLIT_REVISION if kw.get("chunks") else None
+        metadata = self.labels.entry(self.document) if kw.get("chunks") else None
         entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
                           model_name=ident.model_name, dimension=ident.dimension,
-                          splitter=ident.splitter.fingerprint, split_revision=revision,
+                          splitter=ident.splitter.fingerprint, split_revision=revision, metadata=metadata,
                           document_id=self.document_id(), **kw)  # fmt: skip
         sidecar.write_entry(self.directory, entry, like=self.st)
 

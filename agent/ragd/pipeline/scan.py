@@ -161,6 +161,9 @@ class Change(Enum):
     TOUCHED = "touched"  # stat differs but the content (md5) is the same: refresh the recorded stat only
     CHANGED = "changed"
     RETRY = "retry"  # a failed file whose retry time has come, or a skipped one whose policy changed
+    RELABEL = (
+        "relabel"  # unchanged, but the folder defaults or metadata keys in force changed (metadata.basis)
+    )
 
 
 def stat_matches(entry: Entry, st: os.stat_result) -> bool:
@@ -209,8 +212,10 @@ def classify(
     identity: EmbeddingIdentity,
     policy: str,
     now: float,
+    basis: str | None = None,
 ) -> Change:
-    """Decide what a file needs. Hashes the file only when the stat fast path cannot decide."""
+    """Decide what a file needs. Hashes the file only when the stat fast path cannot decide. `basis`: what the
+    metadata of the directory's entries is made with now (metadata.Labels.basis)."""
     if entry is None:
         return Change.NEW
     if entry.status == SKIPPED:
@@ -232,4 +237,13 @@ def classify(
         or outdated(entry, os.path.basename(path))
     ):
         return Change.RETRY
-    return Change.UNCHANGED if settled else Change.TOUCHED
+    if not settled:
+        return Change.TOUCHED
+    return Change.RELABEL if entry_basis(entry) != basis else Change.UNCHANGED
+
+
+def entry_basis(entry: Entry) -> str | None:
+    """What the entry's metadata was made with (metadata.basis; None: no folder defaults nor keys)."""
+    if isinstance(entry, Digest):
+        return entry.meta_basis
+    return entry.metadata.basis if entry.metadata else None

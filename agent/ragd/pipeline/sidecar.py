@@ -34,6 +34,7 @@ from .. import modes
 from ..errors import StorageError
 from ..model import vector_problem
 from ..modes import display_name, private_mode, valid_name
+from .metadata import EntryMetadata
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class FileEntry:
     document_id: str | None = (
         None  # the document's identity, kept across renames and moves (pipeline/identity.py)
     )
+    metadata: EntryMetadata | None = None  # the document's metadata fields (metadata.py, docs/metadata.md)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -154,6 +156,8 @@ class FileEntry:
         for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.metadata is not None:
+            data["metadata"] = self.metadata.to_json()
         return data
 
     @property
@@ -204,6 +208,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         error=data.get("error"),
         ocr=data["ocr"] if isinstance(data.get("ocr"), dict) else None,
         document_id=_document_id(data.get("document_id")),
+        metadata=EntryMetadata.from_json(data.get("metadata")),
     )
 
 

@@ -29,8 +29,11 @@ MARKUPS = ("markdown", "rst", "org")
 
 # The revision of these rules, recorded in each entry ragd writes (`split_revision`; none recorded = 1).
 # 2: clean heading paths; RST and Org section titles; no permalink anchors in HTML text.
-SPLIT_REVISION = 2
+# 3: document metadata (front matter, PDF and Office properties) in the entry, its title in the context header.
+SPLIT_REVISION = 3
 _CHANGED_IN_2 = frozenset({".rst", ".rest", ".org", ".html", ".htm"})  # their chunks or heading paths differ
+_MARKDOWN = frozenset({".md", ".markdown"})
+_PROPERTIES_IN_3 = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".doc", ".ppt"})  # document properties
 
 # Lines that open/close a fence or are an ATX heading.
 _MARK = re.compile(r"^([ \t]*)(`{3,}|~{3,}|#{1,6}(?=[ \t]|$))(.*)$", re.MULTILINE)
@@ -106,17 +109,31 @@ def drop_permalinks(markdown: str) -> str:
 
 
 def needs_resplit(
-    file_name: str, parser: str | None, revision: int | None, heading_paths: Iterable[Sequence[str]]
+    file_name: str,
+    parser: str | None,
+    revision: int | None,
+    heading_paths: Iterable[Sequence[str]],
+    first: str = "",
 ) -> bool:
-    """Whether an entry ragd wrote under older rules holds chunks these rules would make differently.
+    """Whether an entry ragd wrote under older rules holds chunks (or metadata) these rules would make differently.
 
-    Only those are split again (their vectors are reused wherever a chunk's text is unchanged): RST, Org and HTML
-    files, and any other file with a heading these rules clean. An entry another tool wrote (no `parser`) is
-    left as it is.
+    Only those are split again (their vectors are reused wherever a chunk's text is unchanged): from revision 2,
+    RST, Org and HTML files, and any other file with a heading these rules clean; from revision 3, Markdown files
+    whose text (`first`: their first chunk) opens with front matter, and PDF and Office files, whose properties
+    are metadata, except those OCR read (reading them again costs minutes; they get theirs when they change or
+    with `ragctl sync --force`). An entry another tool wrote (no `parser`) is left as it is.
     """
-    if parser is None or (revision or 1) >= SPLIT_REVISION:
+    revision = revision or 1
+    if parser is None or revision >= SPLIT_REVISION:
         return False
-    if PurePath(file_name).suffix.lower() in _CHANGED_IN_2:
+    ext = PurePath(file_name).suffix.lower()
+    if ext in _MARKDOWN and first.startswith(("---", "+++")):
+        return True
+    if ext in _PROPERTIES_IN_3 and "ocr" not in parser:
+        return True
+    if revision >= 2:
+        return False
+    if ext in _CHANGED_IN_2:
         return True
     return any(clean_heading(h) != h for path in heading_paths for h in path)
 

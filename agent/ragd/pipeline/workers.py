@@ -30,6 +30,7 @@ from pathlib import Path
 from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, OcrReport, SplitterSettings
+from .metadata import Extracted
 from .pool import WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,13 @@ PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitte
 
 @dataclass(frozen=True)
 class Parsed:
-    """What a worker sends back: the parser's name, the file's chunks and what OCR did (if it ran)."""
+    """What a worker sends back: the parser's name, the file's chunks, what OCR did (if it ran) and the document's
+    own metadata (if it has any)."""
 
     parser: str
     chunks: tuple[Chunk, ...]
     ocr: OcrReport | None = None
+    metadata: Extracted | None = None
 
 
 def parse_and_split(
@@ -58,7 +61,7 @@ def parse_and_split(
     from .split import split
 
     doc = parse(path, limits, options)
-    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr)
+    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr, doc.metadata)
 
 
 class Pending:

@@ -214,6 +214,10 @@ class Agent:
             self.debouncer.discard_under(ev.directory)
             if ev.directory.parent.is_dir() and root_of(ev.directory.parent, self.roots):
                 self.debouncer.touch(ev.directory.parent)
+        elif ev.kind == "subtree":  # folder defaults changed: the files they label, here and below
+            if root_of(ev.directory, self.roots):
+                for d in walk_dirs(ev.directory, self.ignore):
+                    self.debouncer.touch(d)
         elif root_of(ev.directory, self.roots):
             self.debouncer.touch(ev.directory)
             self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index

@@ -2,7 +2,8 @@
 
 watchdog's events become `WatchEvent`s for the agent: "dirty" for a directory whose listing or files changed, "gone"
 for a directory that left the tree, "mushroom" for a change note another producer dropped into a `.rag/` folder,
-and "rescan" for a root whose events were lost. What watchdog does not report by itself is detected here:
+"subtree" for a directory whose folder defaults (`.ragd-meta.toml`, a dot-file otherwise ignored) changed, so that
+it and every directory below it is looked at again, and "rescan" for a root whose events were lost. What watchdog does not report by itself is detected here:
 
 - a queue overflow is only logged by watchdog: a handler on its logger turns the record into a rescan;
 - the per-user watch limit fails silently for subdirectories: `check_coverage()` probes the limit with a separate
@@ -31,6 +32,7 @@ from watchdog.observers.polling import PollingObserver
 from watchdog.utils import UnsupportedLibcError
 
 from ..paths import is_under
+from ..pipeline.folder_meta import FOLDER_FILE
 from ..pipeline.mushroom import SUFFIX as MUSHROOM_SUFFIX
 from ..pipeline.mushroom import pending as pending_notes
 from ..pipeline.scan import Ignore, walk_dirs
@@ -38,7 +40,7 @@ from ..pipeline.sidecar import RAG_DIR
 
 log = logging.getLogger(__name__)
 
-DIRTY, RESCAN, MUSHROOM, GONE = "dirty", "rescan", "mushroom", "gone"
+DIRTY, RESCAN, MUSHROOM, GONE, SUBTREE = "dirty", "rescan", "mushroom", "gone", "subtree"
 INOTIFY, POLLING = "inotify", "polling"
 WATCHDOG_INOTIFY_LOGGER = "watchdog.observers.inotify_c"
 # watchdog 7.x logs "Inotify queue overflowed; filesystem events were lost" (a warning) on this logger, once
@@ -58,7 +60,7 @@ class WatchEvent:
     """What the agent learns from the file system."""
 
     directory: Path  # needs a job (dirty), left the tree (gone), holds the .rag (mushroom), the root (rescan)
-    kind: str  # "dirty" | "rescan" | "mushroom" | "gone"
+    kind: str  # "dirty" | "rescan" | "mushroom" | "gone" | "subtree"
     path: Path | None = None  # the mushroom file, for kind="mushroom"
 
 
@@ -163,6 +165,8 @@ class _Translator:
         return not any(self.ignore.dir(part) for part in rel.parts)
 
     def _file_changed(self, p: Path | None) -> list[WatchEvent]:
+        if p is not None and p.name == FOLDER_FILE and self._tracked_dir(p.parent):
+            return [WatchEvent(p.parent, SUBTREE)]  # its defaults label the files of the folder and below
         if p is None or self.ignore.file(p.name) or not self._tracked_dir(p.parent):
             return []
         return [WatchEvent(p.parent, DIRTY)]

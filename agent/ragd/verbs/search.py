@@ -25,8 +25,11 @@ class SearchArgs(Args):
     one_per_file: bool = False
     files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
     scope: Literal["agent", "all"] = "agent"  # "all": every agent's files on a shared index (Milvus)
+    where: list[str] = Field(
+        default_factory=list
+    )  # metadata filters, all must match: "tag=invoice", "version^=2."
 
-    @field_validator("path_prefix", mode="before")
+    @field_validator("path_prefix", "where", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else [] if value is None else value
@@ -47,7 +50,7 @@ def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     history: History | None = getattr(rt, "history", None)
     if args.files:
         files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
-                                           extensions=args.ext, scope=args.scope)  # fmt: skip
+                                           extensions=args.ext, scope=args.scope, where=args.where)  # fmt: skip
         found = [f.to_dict() for f in files]
         if history is not None:
             _documents(history, found)
@@ -59,7 +62,7 @@ def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     k = min(args.top_k * 2, MAX_K) if dups else args.top_k  # room for the copies folded into one hit
     results = rt.searcher().search(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file,
-                                   scope=args.scope)  # fmt: skip
+                                   scope=args.scope, where=args.where)  # fmt: skip
     hits = [r.to_dict() for r in results]
     if history is not None:
         hits = _documents(history, hits, fold=dups)

@@ -108,3 +108,25 @@ def test_file_mode_answers_documents_with_their_best_passages_everywhere(running
     assert not mcp.get("isError") and mcp["structuredContent"]["files"] == files
     plain = running.tool("search", {"query": "quokka", "top_k": 3})
     assert "files" not in plain["structuredContent"]
+
+
+def test_where_filters_on_metadata_and_files_carry_it(running: Running) -> None:
+    (running.root / "sub" / ".ragd-meta.toml").write_text('product = "Q-1"\n')
+    running.wait()
+    res = running.ctl("search", {"query": "token", "top_k": 10, "where": "product=q-1", "files": True})
+    assert {f["rel_path"] for f in res["files"]} == {"sub/gamma.md", "sub/deep/delta.md"}
+    assert all(f["metadata"] == {"product": "Q-1"} for f in res["files"])
+    assert all(r["metadata"] == {"product": "Q-1"} for r in res["results"])
+    plain = running.ctl("search", {"query": "zyxalpha", "top_k": 1, "mode": "keyword"})["results"][0]
+    assert "metadata" not in plain  # a document without metadata: no key
+    none = running.ctl("search", {"query": "token", "where": ["product^=q", "product=q-2"]})
+    assert none["results"] == []
+    for where, says in ((["product"], "not a metadata filter"), (["bad!key=1"], "is not a metadata key"),
+                        ([3], "'where.0' must be a valid string")):  # fmt: skip
+        err = running.refused("search", {"query": "x", "where": where})
+        assert err.code == p.BAD_REQUEST and says in err.message, err.message
+    mcp = running.tool("query", {"q": "token", "topn": 10, "where": ["product=Q-1"]})
+    assert {h["source"] for h in mcp["structuredContent"]["result"]} == {
+        str(running.root / "sub" / "gamma.md"),
+        str(running.root / "sub" / "deep" / "delta.md"),
+    }

@@ -15,9 +15,12 @@ Formats, by extension (case-insensitive):
 Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else charset-normalizer's
 detection (GBK/GB18030, Big5, Shift-JIS, cp125x, ...; `Document.encoding` records it). JSON is plain text too:
 markitdown would only decode it the same way. Newlines become `\\n`. Titles: HTML `<title>`, OOXML core
-properties, PDF metadata, YAML front matter / Org `#+TITLE:`; else the first markdown heading (HTML,
+properties, PDF metadata, Markdown front matter (YAML or TOML: frontmatter.py) / Org `#+TITLE:`; else the first markdown heading (HTML,
 .docx, .pptx, prose text types); else the line under a man-page `NAME` header; else None. Data formats
 (.json, .yaml, .toml, .log, .csv, spreadsheets) get no heading-derived title.
+
+Metadata (`Document.metadata`, docs/metadata.md): Markdown front matter, PDF document information (title, author,
+creation date), OOXML core properties (title, creator, created); what cannot be read is a note, never a failure.
 
 Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file, no text after extraction
 (a scanned PDF with OCR off, an image where OCR found nothing), images with OCR off or not installed, text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
@@ -37,6 +40,7 @@ from ...config import LimitsConfig, ParseConfig
 from ...errors import FileSkipped
 from ...model import Document
 from ..structure import scan_rst
+from . import frontmatter
 from .image import IMAGE_EXTENSIONS, parse_image, refuse_image
 from .legacy import LEGACY_EXTENSIONS, parse_legacy
 from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
@@ -113,11 +117,15 @@ def _dispatch(path: Path, ext: str, limits: LimitsConfig, options: ParseConfig) 
 def _parse_text(path: Path, ext: str) -> Document:
     text, encoding = decode(path.read_bytes())
     text = normalise_newlines(text)
-    title = None
+    title, metadata = None, frontmatter.read(text) if ext in MARKDOWN_EXTENSIONS else None
+    if metadata is not None and metadata.fields.get("title"):
+        title = clean_title(metadata.fields["title"][0])
     if MARKUP_EXTENSIONS.get(ext) == "rst":
         titles = scan_rst(text)
         title = clean_title(titles[0].path[-1]) if titles else None
-    if title is None and (ext in MARKDOWN_EXTENSIONS or ext in PROSE_EXTENSIONS):
+    if title is None and ext in MARKDOWN_EXTENSIONS:
+        title = heading_title(frontmatter.body(text)) or man_title(text)  # past the front matter
+    elif title is None and ext in PROSE_EXTENSIONS:
         title = heading_title(text) or man_title(text)
     return Document(
         path=path,
@@ -127,4 +135,5 @@ def _parse_text(path: Path, ext: str) -> Document:
         is_markdown=ext in MARKDOWN_EXTENSIONS,
         markup=MARKUP_EXTENSIONS.get(ext),
         encoding=encoding,
+        metadata=metadata,
     )

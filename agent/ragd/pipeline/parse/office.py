@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 
 from ...errors import ParseError
 from ...model import Document
+from ..metadata import Extracted, normalise
 from ..structure import drop_permalinks
 from .text import check_clean, clean_title, decode, heading_title, normalise_newlines
 
@@ -40,7 +41,12 @@ _HTML = frozenset({".html", ".htm"})
 _TEXTUAL = frozenset({".html", ".htm", ".csv"})  # decoded (and checked for junk) by us before conversion
 _HEADING_TITLE = frozenset({".html", ".htm", ".docx", ".pptx"})  # first heading is a sensible title
 _CORE_XML = "docProps/core.xml"
-_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+_DC = "{http://purl.org/dc/elements/1.1/}"
+_CORE = (
+    (f"{_DC}title", "title"),
+    (f"{_DC}creator", "author"),
+    ("{http://purl.org/dc/terms/}created", "created"),
+)
 _PASSWORD_HINT = "save a copy without the password to index it"
 _REPAIR_HINT = "open it in its application and save it again"
 
@@ -61,13 +67,13 @@ def parse_markitdown(
         text, title, encoding = _convert_binary(path, ext), None, None
     text = normalise_newlines(text).strip()
     check_clean(text)
-    if title is None and ext in OOXML_EXTENSIONS:
-        title = ooxml_title(path)
+    metadata = ooxml_properties(path) if ext in OOXML_EXTENSIONS else None
+    if title is None and metadata is not None and metadata.fields.get("title"):
+        title = clean_title(metadata.fields["title"][0])
     if title is None and ext in _HEADING_TITLE:
         title = heading_title(text)
-    return Document(
-        path=source or path, text=text, parser=parser, title=title, is_markdown=True, encoding=encoding
-    )
+    return Document(path=source or path, text=text, parser=parser, title=title, is_markdown=True,
+                    encoding=encoding, metadata=metadata)  # fmt: skip
 
 
 def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]:
@@ -132,15 +138,17 @@ def _conversion_error(ext: str, exc: Exception) -> ParseError:
     return ParseError(f"corrupt or unreadable {ext} file: {type(exc).__name__}: {detail}", _REPAIR_HINT)
 
 
-def ooxml_title(path: Path) -> str | None:
-    """The title in an OOXML package's core properties (docProps/core.xml), if set."""
+def ooxml_properties(path: Path) -> Extracted | None:
+    """An OOXML package's core properties (docProps/core.xml): title, creator (as author), created."""
     try:
         with zipfile.ZipFile(path) as zf:
             info = zf.getinfo(_CORE_XML)
             if info.file_size > 1024**2:
-                return None
+                return Extracted(notes=("document properties: docProps/core.xml over 1 MiB; not read",))
             root = ElementTree.fromstring(zf.read(info))
-    except (KeyError, OSError, zipfile.BadZipFile, ElementTree.ParseError):
-        return None
-    element = root.find(_DC_TITLE)
-    return clean_title(element.text) if element is not None and element.text else None
+    except KeyError:
+        return None  # no core properties
+    except (OSError, zipfile.BadZipFile, ElementTree.ParseError) as err:
+        return Extracted(notes=(f"document properties: unreadable ({type(err).__name__}); not read",))
+    picked = {key: el.text for tag, key in _CORE for el in [root.find(tag)] if el is not None and el.text}
+    return normalise(picked, "document properties") if picked else None

@@ -16,6 +16,7 @@ from typing import Any
 from ...config import ParseConfig
 from ...errors import FileSkipped, ParseError
 from ...model import Document, PageSpan
+from ..metadata import Extracted, normalise
 from .ocr import PageReader, unavailable
 from .text import clean_title, normalise_newlines
 
@@ -29,6 +30,7 @@ _PDF_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 _SCANNED_HINT = "turn [parse] ocr on (it needs rapidocr-onnxruntime), or give it a text layer (e.g. ocrmypdf)"
 OCR_DPI = 200  # what OCR reads best at; a page is rendered at most OCR_MAX_SIDE pixels on its longer side
 OCR_MAX_SIDE = 2000  # rapidocr shrinks larger pictures to this anyway (its max_side_len)
+_PROPERTIES = (("Title", "title"), ("Author", "author"), ("CreationDate", "created"))
 
 
 def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | None = None) -> Document:
@@ -37,7 +39,7 @@ def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | No
     options = options or ParseConfig()
     no_ocr = unavailable(options)
     reader = None if no_ocr else PageReader(options, budget)
-    pages, title = _extract(path, reader)
+    pages, title, metadata = _extract(path, reader)
     text, spans = join_pages(pages)
     if not text.strip():
         if no_ocr:
@@ -47,9 +49,8 @@ def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | No
         raise FileSkipped("no extractable text: no text layer, and OCR found no text on its pages")
     report = reader.report() if reader else None
     parser = "pdfium+ocr" if report and report.pages else "pdfium"
-    return Document(
-        path=path, text=text, parser=parser, title=title, is_markdown=False, pages=spans, ocr=report
-    )
+    return Document(path=path, text=text, parser=parser, title=title, is_markdown=False, pages=spans, ocr=report,
+                    metadata=metadata)  # fmt: skip
 
 
 def join_pages(pages: list[str]) -> tuple[str, tuple[PageSpan, ...]]:
@@ -66,7 +67,7 @@ def join_pages(pages: list[str]) -> tuple[str, tuple[PageSpan, ...]]:
     return "".join(parts), tuple(spans)
 
 
-def _extract(path: Path, reader: PageReader | None) -> tuple[list[str], str | None]:
+def _extract(path: Path, reader: PageReader | None) -> tuple[list[str], str | None, Extracted | None]:
     import pypdfium2 as pdfium
 
     with _PDFIUM_LOCK:
@@ -76,6 +77,7 @@ def _extract(path: Path, reader: PageReader | None) -> tuple[list[str], str | No
             raise _load_error(exc) from exc
         try:
             title = clean_title(pdf.get_metadata_value("Title"))
+            metadata = properties(pdf.get_metadata_dict(skip_empty=True))
             pages = [_page_text(pdf, i) for i in range(len(pdf))]
             if reader is not None:
                 pages = [text or _ocr_page(pdf, i, reader) for i, text in enumerate(pages)]
@@ -86,7 +88,13 @@ def _extract(path: Path, reader: PageReader | None) -> tuple[list[str], str | No
         finally:
             pdf.close()
     log.debug("pdfium: %d pages from %s", len(pages), path)
-    return pages, title
+    return pages, title, metadata
+
+
+def properties(info: dict[str, str]) -> Extracted | None:
+    """The document information dictionary's Title, Author and CreationDate as metadata (docs/metadata.md)."""
+    picked = {key: info[name] for name, key in _PROPERTIES if info.get(name)}
+    return normalise(picked, "PDF properties") if picked else None
 
 
 def _page_text(pdf: Any, index: int) -> str:
