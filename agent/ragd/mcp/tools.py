@@ -2,7 +2,8 @@
 
 `app.py` registers them with the MCP SDK (schemas, annotations, error translation); nothing here imports it, so
 the functions are testable and reusable without an MCP session. Every path a client names goes through
-`paths.check_path` (inside a root, also after symlinks) and `paths.check_tracked` (not ignored by ragd).
+`paths.check_path` (inside a root, also after symlinks) and `paths.check_tracked` (not ignored by ragd), and a
+scoped caller's through `access` (only files that caller can read: docs/access.md).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from urllib.parse import quote
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError
 from ..paths import root_of
-from ..resident.changes import KINDS
+from ..resident.changes import KINDS, MAX_CHANGES
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines
@@ -58,6 +60,7 @@ def read_document(
     rt.ready()
     safe = check_path(path, rt.roots)
     check_tracked(safe, rt.ignore)
+    access.scope().check_readable(safe.path)
     text, source = read_document_text(safe.path, rt.config.limits.max_file_size)
     return {"path": str(safe.path), "root": str(safe.root), "source": source,
             **select_lines(text, start_line, end_line)}  # fmt: skip
@@ -68,6 +71,7 @@ def read_chunk(rt: Resident, path: str, chunk_index: int, neighbors: int = 0) ->
     rt.ready()
     safe = check_path(path, rt.roots)
     check_tracked(safe, rt.ignore)
+    access.scope().check_readable(safe.path)
     if not 0 <= neighbors <= MAX_NEIGHBORS:
         raise RagdError(f"neighbors must be from 0 to {MAX_NEIGHBORS}, not {neighbors}", code=p.BAD_REQUEST)
     hits = rt.reader().chunks(str(safe.path))
@@ -108,7 +112,11 @@ def recent_changes(rt: Resident, since_hours: float = 24.0, path_prefix: str | N
     """The documents that changed in the last `since_hours` (each once, its latest change), newest first."""
     start = time.time() - since_hours * 3600
     under = [check_path(path_prefix, rt.roots).path] if path_prefix else []
-    found, more = rt.changes.since(start, under, limit, kinds)
+    scope = access.scope()  # a scoped caller: the changes of files it may see, out of all the journal holds
+    found, more = rt.changes.since(start, under, limit if scope.full else MAX_CHANGES, kinds)
+    if not scope.full:
+        found = scope.keep(found, lambda ch: ch.path, gone_ok=True)
+        found, more = found[:limit], len(found) > limit
     return {
         "since": _iso(start),
         "agent_started": _iso(rt.started),

@@ -9,6 +9,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import AliasChoices, Field, field_validator
 
+from .. import access
 from ..index import MAX_K
 from ..paths import root_of
 from .arguments import Args, bad
@@ -43,14 +44,21 @@ class SearchResult(TypedDict):
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
+    # access scope: a scoped caller gets only hits it can read, so the index is asked for all it gives
+    seen = access.scope()
+    if args.scope == "all":
+        access.require_full("searching every agent's files (scope all)")
+    k = args.top_k if seen.full else MAX_K
     if args.files:
-        files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+        files = rt.searcher().search_files(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                            extensions=args.ext, scope=args.scope)  # fmt: skip
+        files = seen.keep(files, lambda f: f.path)[: args.top_k]
         return {"query": args.query, "mode": args.mode, "results": [f.chunks[0].to_dict() for f in files],
                 "files": [f.to_dict() for f in files]}  # fmt: skip
-    results = rt.searcher().search(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+    results = rt.searcher().search(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file,
                                    scope=args.scope)  # fmt: skip
+    results = seen.keep(results, lambda r: r.path)[: args.top_k]
     return {"query": args.query, "mode": args.mode, "results": [r.to_dict() for r in results]}
 
 
