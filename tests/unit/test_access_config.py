@@ -18,7 +18,8 @@ from ragd import access
 from ragd.config import Config, _validate
 from ragd.errors import ConfigError
 from ragd.mcp.http import Tokens
-from ragd.resident.instance import Admission, bind_control_socket
+from ragd.resident.admission import Admission
+from ragd.resident.instance import bind_control_socket
 from tests.unit.test_instance import _as_nobody
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: gives the socket to another group")

@@ -32,9 +32,9 @@ from ..config import Config, load_config
 from ..errors import ConfigError
 from ..mcp.server import McpService
 from ..resident import memory
+from ..resident.admission import Admission
 from ..resident.agent import Agent
 from ..resident.instance import (
-    Admission,
     InstanceLock,
     bind_control_socket,
     remove_discovery_record,

@@ -11,15 +11,14 @@
 - `peer_credentials` / `peer_allowed`: SO_PEERCRED. Peers with the agent's own uid are allowed, and root: root can
   read the agent's memory and files and switch to its uid anyway, so refusing it protects nothing and only breaks
   administration (`sudo ragctl ...` against a system agent).
-- `Admission`: who else may connect (`[access] connect`: the members of a group, or any local user), the modes of
-  the socket and its directory that let them, and the caller each connection is answered as (docs/access.md).
+- `bind_control_socket(path, admission)`: the modes of the socket and its directory follow `admission.py` (who else
+  may connect: docs/access.md).
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import grp
 import logging
 import os
 import socket
@@ -28,13 +27,14 @@ import struct
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragctl import discovery
-from ragd import access
-from ragd.config import AccessConfig
-from ragd.errors import ConfigError, RagdError, StorageError
+from ragd.errors import RagdError, StorageError
+
+if TYPE_CHECKING:
+    from .admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -175,13 +175,13 @@ def bind_control_socket(path: Path, admission: Admission | None = None) -> socke
     Take the InstanceLock first: a socket that still answers then belongs to an agent of another data dir
     (SocketInUse). Sets the process umask for a moment: call it before starting threads that create files.
     """
-    admission = admission or Admission()
     path = Path(os.path.abspath(path))
     _check_length(path)
-    _prepare_dir(path.parent, path.name, admission.dir_mode)
+    _prepare_dir(path.parent, path.name, admission.dir_mode if admission is not None else 0o700)
     _remove_stale(path)
     sock = _bind(path)
-    admission.open_socket(path)
+    if admission is not None:
+        admission.open_socket(path)
     return sock
 
 
@@ -347,64 +347,3 @@ def peer_allowed(conn: socket.socket, own_uid: int | None = None) -> bool:
         return True
     log.warning("control socket: refused pid %d of uid %d", pid, uid)
     return False
-
-
-# -- who may connect ([access], docs/access.md) ----------------------------------------------------------------
-@dataclass(frozen=True)
-class Admission:
-    """Who may connect besides the agent's own uid and root: nobody ("owner"), the members of group `gid`
-    ("group"), or every local user ("anyone"). The socket's directory is then 0711 (others may pass, not list)
-    and the socket 0660 of that group (0666 when the agent cannot give it to the group: it is not a member), or
-    0666; the peer check decides in every case."""
-
-    connect: str = "owner"
-    gid: int | None = None
-    group: str = ""
-
-    @classmethod
-    def from_config(cls, cfg: AccessConfig) -> Admission:
-        if cfg.connect != "group" or cfg.group is None:
-            return cls(cfg.connect)
-        try:
-            return cls("group", grp.getgrnam(cfg.group).gr_gid, cfg.group)
-        except KeyError:
-            raise ConfigError(f"access.group: there is no group {cfg.group!r}",
-                              f"create it (groupadd {cfg.group}), or name another") from None  # fmt: skip
-
-    @property
-    def dir_mode(self) -> int:
-        return 0o700 if self.connect == "owner" else 0o711
-
-    def open_socket(self, path: Path) -> None:
-        """Let the users who may connect reach the socket file (it was bound 0600)."""
-        if self.connect == "anyone":
-            os.chmod(path, 0o666)
-        elif self.connect == "group" and self.gid is not None:
-            try:
-                os.chown(path, -1, self.gid)
-                os.chmod(path, 0o660)
-            except PermissionError:
-                os.chmod(path, 0o666)
-                log.info("control socket %s: mode 666, not 660 of group %s (the agent is not a member); "
-                         "the agent itself refuses users outside the group", path, self.group)  # fmt: skip
-
-    def caller(self, conn: socket.socket) -> access.Caller:
-        """The caller a connection is answered as; AccessDenied for a peer that may not connect."""
-        try:
-            pid, uid, gid = peer_credentials(conn)
-        except OSError as err:
-            log.warning("control socket: cannot read the peer's credentials (%s); refusing it", err)
-            raise self._refused() from None
-        caller = access.for_uid(uid, gid)
-        if caller.full or self.connect == "anyone":
-            return caller
-        if self.connect == "group" and (gid == self.gid or self.gid in caller.gids):
-            return caller
-        log.warning("control socket: refused pid %d of uid %d", pid, uid)
-        raise self._refused()
-
-    def _refused(self) -> access.AccessDenied:
-        if self.connect == "group":
-            return access.AccessDenied(f"this agent serves its own user, root and the group {self.group}",
-                                       f"ask an administrator to add you to {self.group}")  # fmt: skip
-        return access.AccessDenied("this agent belongs to another user", "run ragctl as the agent's user")
