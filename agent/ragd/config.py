@@ -39,6 +39,8 @@ KNOWN_DIMENSIONS = {
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")  # what useradd accepts (a trailing $: machines)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {
     "": 1,
@@ -308,6 +310,22 @@ class McpConfig(_Section):
     token: SecretStr | None = None  # optional bearer token clients must send (Authorization: Bearer ...)
     token_env: str | None = None  # or: the environment variable holding that token
     allowed_origins: tuple[str, ...] = ()  # extra browser Origins (http://127.0.0.1:PORT is always allowed)
+    # access scope (docs/access.md): a user name -> that user's token (or "$VAR": the variable holding it)
+    tokens: dict[str, SecretStr] = Field(default_factory=dict)
+    anonymous: Literal["auto", "public", "refuse"] = "auto"  # a request without a token (see `http.Tokens`)
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens(cls, v: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for user, token in v.items():
+            if not _USER_NAME.match(user):
+                raise ValueError(f"mcp.tokens: {user!r} is not a user name")
+            value = token.get_secret_value()
+            if not value.strip():
+                raise ValueError(f"mcp.tokens: the token of {user} is empty")
+            if value.startswith("$") and not _ENV_NAME.match(value[1:]):
+                raise ValueError(f"mcp.tokens: the token of {user} names no environment variable: {value!r}")
+        return v
 
     @field_validator("host")
     @classmethod
@@ -336,6 +354,45 @@ class McpConfig(_Section):
             )
         return value
 
+    def resolved_tokens(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Each user's token ("$VAR" read from the environment). ConfigError for an unset variable, or for a token
+        given twice (to two users, or also as the agent's own `token`)."""
+        env = os.environ if environ is None else environ
+        out: dict[str, str] = {}
+        for user, secret in self.tokens.items():
+            value = secret.get_secret_value()
+            if value.startswith("$"):
+                value = env.get(value[1:], "")
+                if not value:
+                    raise ConfigError(f"mcp.tokens.{user} names ${secret.get_secret_value()[1:]}, which is not set",
+                                      "set it in the agent's environment (e.g. a systemd drop-in), or drop the entry")  # fmt: skip
+            out[user] = value
+        if len(set(out.values())) < len(out) or self.resolved_token(env) in out.values():
+            raise ConfigError(
+                "mcp.tokens: the same token is given twice", "give every user a token of their own"
+            )
+        return out
+
+
+class AccessConfig(_Section):
+    """Who may use the control socket (docs/access.md); what each caller sees is limited by file permissions."""
+
+    connect: Literal["owner", "group", "anyone"] = "owner"  # besides the agent's own user and root
+    group: str | None = None  # with connect = "group": its members may connect
+
+    @model_validator(mode="after")
+    def _group(self) -> AccessConfig:
+        if self.connect == "group" and not self.group:
+            raise ValueError('access.connect = "group" needs access.group, the name of the group')
+        if self.connect != "group" and self.group:
+            raise ValueError('access.group is used only with access.connect = "group"')
+        return self
+
+    @property
+    def shared(self) -> bool:
+        """Other local users may connect: the agent serves several users."""
+        return self.connect != "owner"
+
 
 class Config(_Section):
     roots: tuple[Path, ...] = ()
@@ -350,6 +407,7 @@ class Config(_Section):
     run: RunConfig = RunConfig()
     history: HistoryConfig = HistoryConfig()
     watch: WatchConfig = WatchConfig()
+    access: AccessConfig = AccessConfig()
     mcp: McpConfig = McpConfig()
     source: str = Field(default="defaults", exclude=True)
 
@@ -369,6 +427,7 @@ class Config(_Section):
             data["embedding"]["api_key"] = "***"
         if self.mcp.token is not None:
             data["mcp"]["token"] = "***"
+        data["mcp"]["tokens"] = {user: "***" for user in self.mcp.tokens}
         data["embedding"]["model"] = self.embedding.model_name
         data["embedding"]["dimension"] = self.embedding.dim
         data["data_dir"] = str(data_dir(self))

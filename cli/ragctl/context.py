@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from .protocol import Client, Unreachable
+from .protocol import DENIED, DENIED_HINT, Client, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -44,6 +44,8 @@ class Ctx:
 
 
 def _not_running(err: Unreachable) -> CliError:
+    if err.reason == DENIED:  # the agent runs, and refuses us as it would with `forbidden`
+        return CliError(f"cannot use the ragd agent on {err.path}: {err.reason}", DENIED_HINT, EXIT_FAILED)
     if err.reason.startswith(("no socket", "connection refused")):
         message = f"the ragd agent is not running (no agent is listening on {err.path})"
     else:

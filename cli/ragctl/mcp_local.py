@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import __version__
-from .protocol import UNKNOWN_VERB, ProtocolError, RemoteError, Unreachable
+from .protocol import DENIED, DENIED_HINT, UNKNOWN_VERB, ProtocolError, RemoteError, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,8 @@ def explain(err: AgentError) -> str:
 
 
 def _unreachable(err: Unreachable) -> str:
+    if err.reason == DENIED:
+        return sentences(f"cannot use the ragd agent on {err.path}: {err.reason}", DENIED_HINT)
     if err.reason.startswith(("no socket", "connection refused")):
         return sentences(f"the ragd agent is not running (no agent is listening on {err.path})", START_HINT)
     if "in time" in err.reason:

@@ -49,6 +49,10 @@ class ProtocolError(Exception):
         self.code, self.message, self.hint = code, message, hint
 
 
+DENIED = "permission denied: this agent does not serve your user"  # the socket's own mode kept us out
+DENIED_HINT = "its [access] settings say who may use it; ask its administrator (docs/access.md)"
+
+
 class Unreachable(Exception):
     """No agent answers on the socket."""
 
@@ -215,6 +219,9 @@ class Client:
         except ConnectionRefusedError:
             self._sock.close()
             raise Unreachable(self.path, "connection refused: the agent is not running") from None
+        except PermissionError:
+            self._sock.close()
+            raise Unreachable(self.path, DENIED) from None
         except OSError as err:
             self._sock.close()
             raise Unreachable(self.path, err.strerror or str(err)) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragctl import protocol as p
+from ragd import access
 from ragd.edges.control import ControlServer, Stream
 from ragd.resident.instance import bind_control_socket
 
@@ -22,7 +23,7 @@ def _slow(args: dict[str, Any], stream: Stream) -> Any:
 def test_an_idle_connection_is_closed_and_a_streaming_one_is_not(tmp_path: Path) -> None:
     path = tmp_path / "run" / "ragd.sock"
     server = ControlServer(bind_control_socket(path), {"hello": lambda a, s: {"hi": 1}, "slow": _slow},
-                           lambda conn: True, idle_timeout=0.4)  # fmt: skip
+                           lambda conn: access.agent(), idle_timeout=0.4)  # fmt: skip
     server.start()
     try:
         idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -123,6 +123,8 @@ def test_system_install_unit_has_the_roots_and_touches_only_destdir(capsys, tmp_
     assert "User=ragd" in unit and "ProtectSystem=strict" in unit
     config = dest / "etc/ragd/config.toml"
     assert mode_of(config) == 0o640 and mode_of(dest / "etc/systemd/system/ragd.service") == 0o644
+    assert load_config(config).access.connect == "anyone"  # the system service serves every local user
+    assert "RuntimeDirectoryMode=0711" in unit
     assert "u ragd - " in (dest / "etc/sysusers.d/ragd.conf").read_text()
     for link in ("opt/ragd/bin/ragd", "usr/local/bin/ragctl"):
         assert os.readlink(dest / link).startswith("/opt/ragd/lib/ragd/current/bin/")

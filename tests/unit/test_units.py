@@ -32,7 +32,7 @@ SYSTEM_HARDENING = {
     "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes", "ProtectControlGroups": "yes",
     "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6", "RestrictNamespaces": "yes", "LockPersonality": "yes",
     "SystemCallFilter": "@system-service", "StateDirectory": "ragd", "RuntimeDirectory": "ragd",
-    "RuntimeDirectoryMode": "0700", "ConfigurationDirectory": "ragd", "User": "ragd",
+    "RuntimeDirectoryMode": "0711", "ConfigurationDirectory": "ragd", "User": "ragd",
 }  # fmt: skip
 SERVICE = {
     "Type": "notify",

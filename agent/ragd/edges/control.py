@@ -2,7 +2,8 @@
 
 One thread accepts; each connection gets a thread that reads requests and answers them in order. A handler
 returns a result value or raises; this module turns every exception into an error reply exactly once, so that no
-exception ever reaches the socket and no request can stop the server.
+exception ever reaches the socket and no request can stop the server. `identify` names the caller of a connection
+(or refuses it); the connection's thread acts as that caller (ragd.access) for all its requests.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError
 
 log = logging.getLogger(__name__)
@@ -73,13 +75,13 @@ class ControlServer:
         self,
         sock: socket.socket,
         handlers: Mapping[str, Handler],
-        peer_ok: Callable[[socket.socket], bool],
+        identify: Callable[[socket.socket], access.Caller],
         idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         self._sock = sock
         self.idle_timeout = idle_timeout
         self._handlers = dict(handlers)
-        self._peer_ok = peer_ok
+        self._identify = identify  # raises RagdError (forbidden) for a peer that may not connect
         self._closing = threading.Event()
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -104,11 +106,13 @@ class ControlServer:
             self._conns.add(conn)
         conn.settimeout(self.idle_timeout)
         try:
-            if not self._peer_ok(conn):
-                log.warning("refused a control connection from another user")
-                conn.sendall(p.encode(p.reply_error(None, p.FORBIDDEN, "this agent belongs to another user",
-                                                    "run ragctl as the agent's user")))  # fmt: skip
+            try:
+                caller = self._identify(conn)
+            except RagdError as err:
+                log.warning("refused a control connection: %s", err.message)
+                conn.sendall(p.encode(error_reply(None, err)))
                 return
+            access.bind(caller)  # this thread answers this connection only
             self._requests(conn)
         except TimeoutError:
             log.debug("closed a control connection idle for %.0f s", self.idle_timeout)

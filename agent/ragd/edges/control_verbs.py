@@ -3,6 +3,10 @@
 Each entry names the verb's argument model and function; a request's args are parsed into the model (a wrong or
 unknown argument is a bad_request naming it), the function runs with the stream's `send` as its progress, and the
 control server turns any RagdError into the error reply.
+
+A scoped caller (a local user other than the agent's own and root: docs/access.md) may use the verbs of
+SCOPED_VERBS, each of which limits its answer to what that user can read; every other verb, including any added
+later, answers it `forbidden`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from ragctl import protocol as p
 
+from .. import access
 from ..verbs import changes, export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
 from ..verbs import config as config_verb
 from ..verbs import mcp_client as mcp_client_verb
@@ -39,6 +44,8 @@ TABLE: dict[str, Verb] = {
     "config": (config_verb.ConfigArgs, config_verb.config, False),
     "mcp_client": (pause.NoArgs, mcp_client_verb.mcp_client, False),
 }
+SCOPED_VERBS = frozenset({"hello", "status", "search", "changes", "wait", "export", "orphans", "roots", "mcp_client",
+                          "mcp_session", "mcp_call", "mcp_read"})  # fmt: skip
 
 
 def control_handlers(rt: Resident, extra: Mapping[str, Handler] = {}) -> dict[str, Handler]:
@@ -54,4 +61,13 @@ def control_handlers(rt: Resident, extra: Mapping[str, Handler] = {}) -> dict[st
     def hello(raw: dict[str, Any], stream: Stream) -> Any:
         return {"agent": "ragd", "version": rt.version(), "protocol": p.VERSION, "pid": os.getpid()}
 
-    return {"hello": hello, **{name: bind(*verb) for name, verb in TABLE.items()}, **extra}
+    handlers = {"hello": hello, **{name: bind(*verb) for name, verb in TABLE.items()}, **extra}
+    return {name: h if name in SCOPED_VERBS else _for_administrators(name, h) for name, h in handlers.items()}
+
+
+def _for_administrators(name: str, handler: Handler) -> Handler:
+    def handle(raw: dict[str, Any], stream: Stream) -> Any:
+        access.require_full(f"`{name}`")
+        return handler(raw, stream)
+
+    return handle

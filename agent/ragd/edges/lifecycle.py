@@ -32,11 +32,11 @@ from ..config import Config, load_config
 from ..errors import ConfigError
 from ..mcp.server import McpService
 from ..resident import memory
+from ..resident.admission import Admission
 from ..resident.agent import Agent
 from ..resident.instance import (
     InstanceLock,
     bind_control_socket,
-    peer_allowed,
     remove_discovery_record,
     write_discovery_record,
 )
@@ -114,11 +114,15 @@ class Lifecycle:
 
     def startup(self) -> None:
         """Instance lock, control socket served, index open, threads and the initial reconcile running, READY=1."""
+        admission = Admission.from_config(
+            self.config.access
+        )  # ConfigError (an unknown group): nothing started
         lock = InstanceLock(self.agent.data_dir)
         lock.acquire()  # IndexBusy (another agent holds this data dir): nothing started, nothing to stop
         self._lock = lock
-        sock = bind_control_socket(self.socket_path)
-        self.server = ControlServer(sock, control_handlers(self.agent, mcp_verbs(self.mcp)), peer_allowed)
+        sock = bind_control_socket(self.socket_path, admission)
+        handlers = control_handlers(self.agent, mcp_verbs(self.mcp))
+        self.server = ControlServer(sock, handlers, admission.caller)
         self.server.start()
         self._record = write_discovery_record(self.socket_path)
         self.agent.start()
@@ -235,7 +239,17 @@ class Lifecycle:
             self.notifier.reloaded()
             raise
         self.reload_error = None
-        for section in ("embedding", "splitter", "index", "ignore", "limits", "run", "data_dir", "mcp"):
+        for section in (
+            "embedding",
+            "splitter",
+            "index",
+            "ignore",
+            "limits",
+            "run",
+            "data_dir",
+            "mcp",
+            "access",
+        ):
             if getattr(new, section) != getattr(self.config, section):
                 log.warning("the [%s] settings changed; they take effect when the agent restarts", section)
         self.config = self.config.model_copy(update={"roots": new.roots, "watch": new.watch})

@@ -5,6 +5,10 @@ One `MCPServer` per agent serves every transport: streamable HTTP (http.py, run 
 stdio bridge `ragctl mcp` (a session on the control socket: session.py) and the single calls `mcp_call` /
 `mcp_read` (calls.py). Domain errors become tool errors (`isError`) / resource errors that carry their message
 and hint.
+
+Every request is answered as its caller (docs/access.md): over HTTP the one its bearer token stands for (http.py
+puts it in the request's scope), over the control socket the connection's peer (bound by the control server).
+A scoped caller may call the tools of SCOPED_TOOLS, which limit their answers to what it can read.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from pydantic import ValidationError
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError
 from ..verbs.arguments import describe
 from . import resources
 from .events import Announcer
+from .http import CALLER_KEY
 from .long_calls import LongCalls
 from .prompts import add_prompts
 from .tooldefs import add_tools
@@ -58,6 +64,25 @@ CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
     "resources/read": CacheHint(ttl_ms=0, scope="private"),
 }
 PAGE_SIZE = 500  # documents per resources/list page
+SCOPED_TOOLS = frozenset({"search", "query", "read_document", "read_chunk", "recent_changes", "status",
+                          "wait_until_indexed"})  # fmt: skip
+
+
+def caller_of(request: Any) -> access.Caller:
+    """The caller of a request: an HTTP request's own (no caller there: nobody in particular, PUBLIC), else the
+    caller bound to this control connection or session."""
+    if request is None:
+        return access.current()
+    scope = getattr(request, "scope", None)
+    found = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, access.Caller) else access.PUBLIC
+
+
+def _request_of(context: Any) -> Any:
+    try:
+        return context.request_context.request if context is not None else None
+    except ValueError:  # a context made outside a request (calls.py)
+        return None
 
 
 def _resource(fn: Callable[..., dict[str, Any]], rt: Resident, path: str) -> str:
@@ -79,12 +104,27 @@ class RagdServer(MCPServer):
         self.long_calls = LongCalls()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as err:
-            if isinstance(err.__cause__, ValidationError):
-                raise ToolError(f"Error executing tool {name}: {describe(err.__cause__)}") from err.__cause__
-            raise
+        with access.acting_as(caller_of(_request_of(context))) as caller:
+            if not caller.full and name not in SCOPED_TOOLS and self._tool_manager.get_tool(name) is not None:
+                raise ToolError(str(access.denied(f"the tool {name}", caller)))
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as err:
+                if isinstance(err.__cause__, ValidationError):
+                    raise ToolError(
+                        f"Error executing tool {name}: {describe(err.__cause__)}"
+                    ) from err.__cause__
+                raise
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        with access.acting_as(caller_of(_request_of(context))):
+            return await super().read_resource(uri, context)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        with access.acting_as(caller_of(_request_of(context))):
+            return await super().get_prompt(name, arguments, context)
 
     async def _handle_list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -92,9 +132,10 @@ class RagdServer(MCPServer):
         """Every document the agent knows, PAGE_SIZE at a time (resources.documents)."""
         cursor = params.cursor if params is not None else None
         try:
-            page, after = await anyio.to_thread.run_sync(
-                resources.documents, self.get_rt(), cursor, PAGE_SIZE
-            )
+            with access.acting_as(caller_of(ctx.request)):
+                page, after = await anyio.to_thread.run_sync(
+                    resources.documents, self.get_rt(), cursor, PAGE_SIZE
+                )
         except RagdError as err:
             raise MCPError(INVALID_PARAMS if err.code == p.BAD_REQUEST else -32603, str(err)) from None
         found = [Resource(uri=d["uri"], name=d["name"], title=d["title"], mime_type="application/json",

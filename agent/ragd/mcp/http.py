@@ -1,14 +1,26 @@
-"""The agent's MCP server over streamable HTTP on loopback: DNS-rebinding checks and the optional bearer token."""
+"""The agent's MCP server over streamable HTTP on loopback: DNS-rebinding checks, and who each request is by its
+bearer token (docs/access.md)."""
 
 from __future__ import annotations
 
 import hmac
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import access
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+log = logging.getLogger(__name__)
+
 PATH = "/mcp"
+CALLER_KEY = "ragd.caller"  # the request's caller, in its ASGI scope (read by app.caller_of)
 
 
 def transport_security(host: str, port: int, extra_origins: tuple[str, ...]) -> TransportSecuritySettings:
@@ -21,34 +33,90 @@ def transport_security(host: str, port: int, extra_origins: tuple[str, ...]) -> 
     )
 
 
-class Guard:
-    """ASGI middleware in front of the MCP app: counts requests and, with a token configured, refuses (401) any
-    request that does not carry `Authorization: Bearer <token>`."""
+@dataclass(frozen=True)
+class Tokens:
+    """Who a request is, by its bearer token:
+    - the agent's own token (`[mcp] token` / `token_env`): the agent's own user, unrestricted;
+    - a token of `[mcp.tokens]`: that user, answered with what the user can read;
+    - no token: `without`: "full" (nothing configured on an agent of one user: as before access scope), "refuse"
+      (401), or "public" (what every local user may read);
+    - any other token, or the token of a user who no longer exists: 401.
+    """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    own: bytes | None = None
+    users: tuple[tuple[bytes, str], ...] = ()
+    without: Literal["full", "public", "refuse"] = "full"
+
+    @classmethod
+    def from_config(cls, config: Config) -> Tokens:
+        """The tokens of `config`; ConfigError when one names an unset variable or is given twice."""
+        mcp = config.mcp
+        own = mcp.resolved_token()
+        users = tuple((token.encode(), user) for user, token in mcp.resolved_tokens().items())
+        without: Literal["full", "public", "refuse"]
+        if mcp.anonymous != "auto":
+            without = mcp.anonymous
+        elif config.access.shared or users:
+            without = "public"
+        else:
+            without = "refuse" if own else "full"
+        return cls(own.encode() if own else None, users, without)
+
+    @property
+    def required(self) -> bool:
+        return self.without == "refuse"
+
+    def caller(self, given: bytes | None) -> access.Caller | None:
+        """The caller a request with bearer token `given` (None: no token) is answered as; None: refused."""
+        if given is None:
+            return {"full": access.agent(), "public": access.PUBLIC}.get(self.without)
+        if self.own is not None and hmac.compare_digest(given, self.own):
+            return access.agent()
+        name = None
+        for token, user in self.users:  # every one compared, in constant time
+            if hmac.compare_digest(given, token):
+                name = user
+        if name is None:
+            return None
+        caller = access.for_user(name)
+        if caller is None:
+            log.warning("MCP: refused the token of %s: there is no such user", name)
+        return caller
+
+
+class Guard:
+    """ASGI middleware in front of the MCP app: counts requests, refuses (401) those its `Tokens` refuse, and puts
+    each request's caller in its scope."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens) -> None:
         self.app = app
-        self.token = token.encode() if token else None
+        self.tokens = tokens
         self.requests = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             self.requests += 1
-            if self.token is not None and not self._authorized(scope):
+            caller = self.tokens.caller(_bearer(scope))
+            if caller is None:
                 await _unauthorized(send)
                 return
+            scope[CALLER_KEY] = caller
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        for key, value in scope.get("headers", ()):
-            if key == b"authorization":
-                scheme, _, given = bytes(value).partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token or b"")
-        return False
+
+def _bearer(scope: Scope) -> bytes | None:
+    """The bearer token of a request; b"" for an Authorization header that carries none (refused, as a wrong one)."""
+    for key, value in scope.get("headers", ()):
+        if key == b"authorization":
+            scheme, _, given = bytes(value).partition(b" ")
+            return given.strip() if scheme.lower() == b"bearer" else b""
+    return None
 
 
 async def _unauthorized(send: Send) -> None:
     body = (
-        b'{"error": "unauthorized: this MCP endpoint needs Authorization: Bearer <token> (see [mcp] token)"}'
+        b'{"error": "unauthorized: this MCP endpoint needs Authorization: Bearer <token> '
+        b'(see [mcp] token and [mcp.tokens])"}'
     )
     headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="ragd"'),
                (b"content-length", str(len(body)).encode())]  # fmt: skip
@@ -57,11 +125,11 @@ async def _unauthorized(send: Send) -> None:
 
 
 def http_app(
-    server: MCPServer, host: str, port: int, extra_origins: tuple[str, ...], token: str | None
+    server: MCPServer, host: str, port: int, extra_origins: tuple[str, ...], tokens: Tokens
 ) -> Guard:
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=transport_security(host, port, extra_origins),
         host=host,
     )
-    return Guard(app, token)
+    return Guard(app, tokens)

@@ -7,7 +7,8 @@
 
 `{+path}` is an absolute path without its leading slash (`ragd://file/home/me/kb/a.md`), percent-encoded where
 needed (space %20, `#` %23, `?` %3F, non-ASCII as UTF-8). Every path passes the same checks as the tools' paths.
-Results are plain data; `app.py` serves them as JSON.
+A scoped caller (docs/access.md) reads only files it can read and lists only directories it can list, and their
+entries it may see. Results are plain data; `app.py` serves them as JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError, StorageError
 from ..pipeline import sidecar
 from ..pipeline.scan import list_dir
@@ -43,10 +45,14 @@ def _checked(rt: Resident, raw: str) -> SafePath:
 
 
 def directory(rt: Resident, raw: str) -> dict[str, Any]:
+    scope = access.scope()
     if not raw.strip("/"):
         return {"roots": [{"path": str(r), "uri": uri("dir", r), "watcher": rt.watch_mode(r)}
-                          for r in list(rt.roots)]}  # fmt: skip
+                          for r in list(rt.roots) if scope.enterable(r)]}  # fmt: skip
     safe = _checked(rt, raw)
+    if not scope.listable(safe.path):
+        raise access.NotReadable(f"path refused: {safe.path} cannot be listed by {scope.caller.describe()}",
+                                 "ragd lists only the folders you can list yourself")  # fmt: skip
     if not safe.path.is_dir():
         raise RagdError(f"{safe.path} is not a directory", f"read ragd://file{safe.path} for a file",
                         code=p.NOT_FOUND)  # fmt: skip
@@ -54,12 +60,15 @@ def directory(rt: Resident, raw: str) -> dict[str, Any]:
         listing = list_dir(safe.path, rt.ignore)
     except OSError as err:
         raise RagdError(f"cannot list {safe.path}: {err.strerror or err}", code=p.FAILED) from None
-    dirs = [{"name": d, "type": "dir", "uri": uri("dir", safe.path / d)} for d in listing.dirs]
+    dirs = [{"name": d, "type": "dir", "uri": uri("dir", safe.path / d)} for d in listing.dirs
+            if scope.enterable(safe.path / d)]  # fmt: skip
     files = []
     for name in sorted(listing.files):
         path = safe.path / name
         if path.is_symlink() and not leads_inside(path, rt.roots):
             continue  # a link out of the roots: refused when read, so not offered either
+        if not scope.readable(path):
+            continue
         st = rt.tracker.file_state(path)
         files.append({"name": name, "type": "file", "size_bytes": listing.files[name].st_size,
                       "state": st.state if st else "PENDING", "reason": st.reason if st else "",
@@ -92,6 +101,7 @@ def _entry_or_fail(safe: SafePath) -> tuple[sidecar.FileEntry, bool]:
 
 def file_info(rt: Resident, raw: str) -> dict[str, Any]:
     safe = _checked(rt, raw)
+    access.scope().check_readable(safe.path)  # a deleted file, too: nobody can read it any more
     entry, deleted = _entry_or_fail(safe)
     tracked = rt.tracker.file_state(safe.path)
     indexed = None
@@ -114,6 +124,7 @@ def file_info(rt: Resident, raw: str) -> dict[str, Any]:
 
 def file_chunks(rt: Resident, raw: str) -> dict[str, Any]:
     safe = _checked(rt, raw)
+    access.scope().check_readable(safe.path)
     entry, deleted = _entry_or_fail(safe)
     chunks = []
     for i, c in enumerate(entry.chunks):
@@ -151,7 +162,7 @@ def documents(rt: Resident, cursor: str | None, limit: int) -> tuple[list[dict[s
             raise RagdError(
                 f"invalid cursor {cursor[:60]!r}", "start again without a cursor", code=p.BAD_REQUEST
             )
-    found, more = rt.tracker.files(after, limit)
+    found, more = _readable_files(rt, after, limit)
     page = []
     for path, st in found:
         root = next((r for r in rt.roots if path.is_relative_to(r)), None)
@@ -161,3 +172,17 @@ def documents(rt: Resident, cursor: str | None, limit: int) -> tuple[list[dict[s
     if more and found:
         next_cursor = base64.urlsafe_b64encode(str(found[-1][0]).encode("utf-8")).decode("ascii")
     return page, next_cursor
+
+
+def _readable_files(rt: Resident, after: Path | None, limit: int) -> tuple[list[tuple[Path, Any]], bool]:
+    """Up to `limit` documents after `after` that the caller can read (all of them for an unrestricted caller),
+    and whether more follow."""
+    scope = access.scope()
+    found, more = rt.tracker.files(after, limit)
+    if scope.full:
+        return found, more
+    kept = scope.keep(found, lambda item: item[0])
+    while more and found and len(kept) < limit:
+        found, more = rt.tracker.files(found[-1][0], limit)
+        kept += scope.keep(found, lambda item: item[0])
+    return kept[:limit], more or len(kept) > limit

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import ConfigError, RagdError
 
 if TYPE_CHECKING:
@@ -92,11 +93,11 @@ class McpService:
     def _start_http(self) -> None:
         import uvicorn
 
-        from .http import http_app
+        from .http import Tokens, http_app
 
         cfg = self.config
         try:
-            token = cfg.resolved_token()
+            tokens = Tokens.from_config(self._rt.config)
             sock = _bind(cfg.host, cfg.port)
         except ConfigError as err:
             return self._fail(str(err))
@@ -107,7 +108,7 @@ class McpService:
         quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
         port = sock.getsockname()[1]
         assert self._server is not None and self._loop is not None
-        self._guard = http_app(self._server, cfg.host, port, cfg.allowed_origins, token)
+        self._guard = http_app(self._server, cfg.host, port, cfg.allowed_origins, tokens)
         config = uvicorn.Config(self._guard, log_config=None, log_level="warning", access_log=False,
                                 lifespan="on", timeout_graceful_shutdown=2, ws="none")  # fmt: skip
         self._http = uvicorn.Server(config)
@@ -120,7 +121,9 @@ class McpService:
             return self._fail("the HTTP server did not start (see the log above)")
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         self.url = f"http://{host}:{port}/mcp"
-        log.info("MCP on %s%s", self.url, " (bearer token required)" if token else "")
+        without = {"full": "", "refuse": " (bearer token required)",
+                   "public": " (without a token: what every local user may read)"}[tokens.without]  # fmt: skip
+        log.info("MCP on %s%s", self.url, without)
 
     def stop(self) -> None:
         """Stop serving HTTP (open streams get STOP_TIMEOUT_S) and the stdio sessions, then stop the loop."""
@@ -150,22 +153,23 @@ class McpService:
         """tools/call on the agent's MCP server: the CallToolResult as it goes on the wire."""
         from .calls import call_tool
 
-        return self._run(call_tool(self._need_server(), name, arguments))
+        return self._run(_as(access.current(), call_tool(self._need_server(), name, arguments)))
 
     def read_resource(self, uri: str) -> dict[str, Any]:
         """resources/read on the agent's MCP server: the ReadResourceResult as it goes on the wire."""
         from .calls import read_resource
 
-        return self._run(read_resource(self._need_server(), uri))
+        return self._run(_as(access.current(), read_resource(self._need_server(), uri)))
 
     def serve_session(self, conn: socket.socket, leftover: bytes = b"") -> None:
         """Serve one MCP session (`ragctl mcp`) on a control connection until it ends; blocks the caller's
         thread (the connection's own), not the loop."""
         from .session import serve
 
-        fut = asyncio.run_coroutine_threadsafe(
-            serve(self._need_server(), conn, leftover), self._loop_or_fail()
-        )
+        session = serve(
+            self._need_server(), conn, leftover
+        )  # answered as the connection's caller, throughout
+        fut = asyncio.run_coroutine_threadsafe(_as(access.current(), session), self._loop_or_fail())
         self._sessions.add(fut)
         try:
             fut.result()
@@ -200,6 +204,12 @@ class McpService:
             fut.cancel()
             raise RagdError(f"the MCP call took more than {CALL_TIMEOUT_S:.0f} s", "see `ragctl status`",
                             code=p.TIMEOUT) from None  # fmt: skip
+
+
+async def _as(caller: access.Caller, coro: Coroutine[Any, Any, T]) -> T:
+    """`coro` run as `caller` (and the tasks and worker threads it starts)."""
+    with access.acting_as(caller):
+        return await coro
 
 
 async def _cancel(tasks: set[asyncio.Task[Any]]) -> None:

@@ -2,7 +2,8 @@
 
 `app.py` registers them with the MCP SDK (schemas, annotations, error translation); nothing here imports it, so
 the functions are testable and reusable without an MCP session. Every path a client names goes through
-`paths.check_path` (inside a root, also after symlinks) and `paths.check_tracked` (not ignored by ragd).
+`paths.check_path` (inside a root, also after symlinks) and `paths.check_tracked` (not ignored by ragd), and a
+scoped caller's through `access` (only files that caller can read: docs/access.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from urllib.parse import quote
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError
 from ..paths import root_of
 from ..resident.history import KINDS
@@ -57,6 +59,7 @@ def read_document(
     rt.ready()
     safe = check_path(path, rt.roots)
     check_tracked(safe, rt.ignore)
+    access.scope().check_readable(safe.path)
     text, source = read_document_text(safe.path, rt.config.limits.max_file_size)
     return {"path": str(safe.path), "root": str(safe.root), "source": source,
             **select_lines(text, start_line, end_line)}  # fmt: skip
@@ -67,6 +70,7 @@ def read_chunk(rt: Resident, path: str, chunk_index: int, neighbors: int = 0) ->
     rt.ready()
     safe = check_path(path, rt.roots)
     check_tracked(safe, rt.ignore)
+    access.scope().check_readable(safe.path)
     if not 0 <= neighbors <= MAX_NEIGHBORS:
         raise RagdError(f"neighbors must be from 0 to {MAX_NEIGHBORS}, not {neighbors}", code=p.BAD_REQUEST)
     hits = rt.reader().chunks(str(safe.path))
@@ -119,6 +123,11 @@ def recent_changes(rt: Resident, since_hours: float = 24.0, path_prefix: str | N
             more = len(latest) > limit or truncated
             break
         fetch *= 4
+    scope = access.scope()  # a scoped caller: the changes of files it may see
+    if not scope.full:
+        kept = scope.keep(latest.values(), lambda ev: ev.path, gone_ok=True)
+        more = more or len(latest) > len(kept)
+        latest = {ev.document_id: ev for ev in kept}
     return {
         "since": _iso(start),
         "agent_started": _iso(rt.started),

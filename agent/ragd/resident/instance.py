@@ -11,6 +11,8 @@
 - `peer_credentials` / `peer_allowed`: SO_PEERCRED. Peers with the agent's own uid are allowed, and root: root can
   read the agent's memory and files and switch to its uid anyway, so refusing it protects nothing and only breaks
   administration (`sudo ragctl ...` against a system agent).
+- `bind_control_socket(path, admission)`: the modes of the socket and its directory follow `admission.py` (who else
+  may connect: docs/access.md).
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragctl import discovery
 from ragd.errors import RagdError, StorageError
+
+if TYPE_CHECKING:
+    from .admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -162,17 +168,21 @@ def _who(pid: int | None) -> str:
 
 
 # -- the control socket -----------------------------------------------------------------------------------------
-def bind_control_socket(path: Path) -> socket.socket:
-    """A listening unix stream socket at `path`: mode 0600 in a 0700 directory; a stale socket file replaced.
+def bind_control_socket(path: Path, admission: Admission | None = None) -> socket.socket:
+    """A listening unix stream socket at `path`: mode 0600 in a 0700 directory (others: see `Admission`); a stale
+    socket file replaced.
 
     Take the InstanceLock first: a socket that still answers then belongs to an agent of another data dir
     (SocketInUse). Sets the process umask for a moment: call it before starting threads that create files.
     """
     path = Path(os.path.abspath(path))
     _check_length(path)
-    _prepare_dir(path.parent, path.name)
+    _prepare_dir(path.parent, path.name, admission.dir_mode if admission is not None else 0o700)
     _remove_stale(path)
-    return _bind(path)
+    sock = _bind(path)
+    if admission is not None:
+        admission.open_socket(path)
+    return sock
 
 
 def _check_length(path: Path) -> None:
@@ -184,11 +194,12 @@ def _check_length(path: Path) -> None:
         )
 
 
-def _prepare_dir(d: Path, sock_name: str) -> None:
-    """Create `d` 0700; accept an existing one only when it is ours (tightening it if it is ours alone)."""
+def _prepare_dir(d: Path, sock_name: str, want: int = 0o700) -> None:
+    """Create `d` with mode `want`; accept an existing one only when it is ours (setting its mode if it is there
+    for the socket alone)."""
     try:
-        d.mkdir(mode=0o700, parents=True)
-        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
+        d.mkdir(mode=want, parents=True)
+        os.chmod(d, want)  # mkdir's mode is filtered by the umask
         return
     except FileExistsError:
         pass
@@ -208,22 +219,23 @@ def _prepare_dir(d: Path, sock_name: str) -> None:
             )
     if st.st_uid != me and st.st_mode & 0o022:
         raise ControlSocketError(f"the socket directory {d} is writable by other users", _SOCKET_HINT)
-    if st.st_uid == me and st.st_mode & 0o077:
-        _tighten(d, stat.S_IMODE(st.st_mode), sock_name)
+    if st.st_uid == me and st.st_mode & 0o077 != want & 0o077:
+        _adjust(d, stat.S_IMODE(st.st_mode), want, sock_name)
 
 
-def _tighten(d: Path, mode: int, sock_name: str) -> None:
-    """Make our loose directory 0700 if it is there only for the socket; never chmod a directory with other files."""
+def _adjust(d: Path, mode: int, want: int, sock_name: str) -> None:
+    """Give our directory the mode `want` if it is there only for the socket; never chmod a directory with other
+    files."""
     if not set(os.listdir(d)) - {sock_name}:
-        os.chmod(d, 0o700)
-        log.info("socket directory %s: mode %o tightened to 700", d, mode)
+        os.chmod(d, want)
+        log.info("socket directory %s: mode %o set to %o", d, mode, want)
     elif mode & 0o022:
         raise ControlSocketError(
             f"the socket directory {d} is writable by others (mode {mode:o}) and holds other files",
-            f"make it private (chmod 700 {d}), or {_SOCKET_HINT}",
+            f"make it private (chmod {want:o} {d}), or {_SOCKET_HINT}",
         )
     else:
-        log.warning("socket directory %s has mode %o, not 700 (the socket itself is 0600)", d, mode)
+        log.warning("socket directory %s has mode %o, not %o", d, mode, want)
 
 
 def _remove_stale(path: Path) -> None:

@@ -18,6 +18,8 @@ from pydantic import Field
 
 from ragctl import protocol as p
 
+from .. import access
+from ..access.scope import Scope
 from ..errors import RagdError
 from ..paths import root_of
 from ..resident.history import KINDS, iso
@@ -68,18 +70,24 @@ def changes(rt: Resident, args: ChangesArgs | None = None) -> ChangesResult:
     start = since_seconds(args.since)
     path = under_a_root(args.path, rt.roots)
     history = rt.history
+    seen = access.scope()  # a scoped caller (docs/access.md): only the events of paths it may see
     doc = history.document(path=str(path)) if path is not None else None
-    if doc is not None:
+    if doc is not None and seen.visible(doc.path):
         events, more = history.changes(document_id=doc.id, kinds=args.kinds, limit=args.limit)
-        return {"path": str(path), "since": None, "changes": [event_json(rt, e) for e in events],
+        events = seen.keep(events, lambda e: e.path, gone_ok=True)
+        return {"path": str(path), "since": None, "changes": [event_json(rt, e, seen) for e in events],
                 "truncated": more, "document": {**doc.to_json(), "versions": history.versions(doc.id)}}  # fmt: skip
     under = [str(path)] if path is not None else [str(r) for r in rt.roots]
     events, more = history.changes(since=start, under=under, kinds=args.kinds, limit=args.limit)
+    events = seen.keep(events, lambda e: e.path, gone_ok=True)
     return {"path": str(path) if path is not None else None, "since": iso(start),
-            "changes": [event_json(rt, e) for e in events], "truncated": more}  # fmt: skip
+            "changes": [event_json(rt, e, seen) for e in events], "truncated": more}  # fmt: skip
 
 
-def event_json(rt: Resident, event: Any) -> dict[str, Any]:
+def event_json(rt: Resident, event: Any, seen: Scope) -> dict[str, Any]:
     root = root_of(Path(event.path), rt.roots)
     rel = str(Path(event.path).relative_to(root)) if root is not None else event.path
-    return {**event.to_json(), "rel_path": rel, "root": str(root) if root is not None else None}
+    data = {**event.to_json(), "rel_path": rel, "root": str(root) if root is not None else None}
+    if data["old_path"] and not seen.visible(data["old_path"]):
+        data["old_path"] = None  # where it came from is not the caller's to see
+    return data

@@ -1,13 +1,15 @@
 """`mcp_client`: what an MCP client needs to reach the agent's HTTP endpoint: its URL and its bearer token.
 
-Asked by `ragctl mcp-config --http` to print (or write) a client's configuration. The token goes only to whoever
-may use the control socket (the agent's own user, and root, who can read the config anyway); it is never logged.
+Asked by `ragctl mcp-config --http` to print (or write) a client's configuration. The agent's own token goes only
+to the agent's own user and root (who can read the config anyway); another user who may connect (docs/access.md)
+gets the token `[mcp.tokens]` gives that user, or none. A token is never logged.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+from .. import access
 from ..errors import ConfigError
 from .pause import NoArgs
 from .runtime import Resident
@@ -22,8 +24,10 @@ class McpClient(TypedDict):
 
 def mcp_client(rt: Resident, args: NoArgs | None = None) -> McpClient:
     served = rt.host.mcp_status()
+    caller = access.current()
     try:
-        token = rt.config.mcp.resolved_token()
+        own = rt.config.mcp.resolved_token() if caller.full else None
+        token = own or rt.config.mcp.resolved_tokens().get(caller.name)
     except ConfigError:
         token = None  # token_env names an unset variable: the endpoint did not start, `error` says why
     return {"enabled": bool(served.get("enabled")), "url": served.get("url"), "error": served.get("error"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypedDict
 
+from .. import access
 from ..index.sync import IndexSync
 from .arguments import Args, under_a_root
 from .runtime import Runtime
@@ -28,8 +29,13 @@ class OrphansResult(TypedDict):
 def orphans(rt: Runtime, args: OrphansArgs | None = None) -> OrphansResult:
     args = args or OrphansArgs()
     rt.ready()
+    if args.clean:
+        access.require_full("removing orphans from the index (clean)")
     path = under_a_root(args.path, rt.roots)
     found = rt.write(lambda s: _find(s, path, args.clean)).result()
+    found = access.scope().keep(
+        found, lambda source: source, gone_ok=True
+    )  # a gone file: its folder's listing
     return {"path": str(path) if path is not None else None, "orphans": found,
             "removed": len(found) if args.clean else 0}  # fmt: skip
 

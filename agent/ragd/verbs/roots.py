@@ -12,6 +12,7 @@ from typing import Any, Literal, TypedDict
 
 from ragctl import protocol as p
 
+from .. import access
 from ..errors import RagdError
 from ..paths import is_under, overlaps
 from ..resident import rootstate
@@ -35,6 +36,7 @@ def roots(rt: Resident, args: RootsArgs | None = None) -> RootsResult:
     args = args or RootsArgs()
     notes: list[str] = []
     if args.action != "list":
+        access.require_full(f"roots {args.action}")
         if args.path is None:
             raise bad(f"roots {args.action} needs an absolute path")
         notes = change(rt, args.action, absolute(args.path))
@@ -48,7 +50,7 @@ def listing(rt: Resident) -> list[dict[str, Any]]:
     out = [{"path": str(r), "watcher": rt.watch_mode(r), "source": source(r)} for r in rt.roots]
     out += [{"path": str(r), "watcher": "off", "source": source(r), "error": f"{r} {why}"}
             for r, why in rt.missing_roots.items()]  # fmt: skip
-    return out
+    return access.scope().keep(out, lambda r: r["path"], gone_ok=True)  # the roots a scoped caller can list
 
 
 def change(rt: Resident, action: str, root: Path) -> list[str]:

@@ -9,6 +9,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import AliasChoices, Field, field_validator
 
+from .. import access
+from ..access.scope import Scope
 from ..index import MAX_K
 from ..paths import root_of
 from ..resident.history import History, iso
@@ -48,33 +50,41 @@ def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
     history: History | None = getattr(rt, "history", None)
+    # access scope: a scoped caller gets only hits it can read, so the index is asked for all it gives
+    seen = access.scope()
+    if args.scope == "all":
+        access.require_full("searching every agent's files (scope all)")
     if args.files:
-        files = rt.searcher().search_files(args.query, k=args.top_k, mode=args.mode, path_prefixes=prefixes,
+        k = args.top_k if seen.full else MAX_K
+        files = rt.searcher().search_files(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                            extensions=args.ext, scope=args.scope, where=args.where)  # fmt: skip
-        found = [f.to_dict() for f in files]
+        found = [f.to_dict() for f in seen.keep(files, lambda f: f.path)[: args.top_k]]
         if history is not None:
-            _documents(history, found)
+            _documents(history, found, seen)
             for f in found:
-                _documents(history, f["chunks"])
+                _documents(history, f["chunks"], seen)
         return {"query": args.query, "mode": args.mode, "results": [f["chunks"][0] for f in found],
                 "files": found}  # fmt: skip
     dups = history is not None and history.has_duplicates()
-    k = min(args.top_k * 2, MAX_K) if dups else args.top_k  # room for the copies folded into one hit
+    # room for the copies folded into one hit, and for the hits a scoped caller may not see
+    k = MAX_K if not seen.full else min(args.top_k * 2, MAX_K) if dups else args.top_k
     results = rt.searcher().search(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
                                    extensions=args.ext, one_per_file=args.one_per_file,
                                    scope=args.scope, where=args.where)  # fmt: skip
-    hits = [r.to_dict() for r in results]
+    hits = [r.to_dict() for r in seen.keep(results, lambda r: r.path)]
     if history is not None:
-        hits = _documents(history, hits, fold=dups)
+        hits = _documents(history, hits, seen, fold=dups)
     return {"query": args.query, "mode": args.mode, "results": hits[: args.top_k]}
 
 
-def _documents(history: History, hits: list[dict[str, Any]], *, fold: bool = False) -> list[dict[str, Any]]:
+def _documents(history: History, hits: list[dict[str, Any]], seen: Scope, *,
+               fold: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """Each hit with its document's identity and times (resident/history.py); with `fold`, the hits of files of
-    the same content folded into the first, which lists every path of that content in `duplicates`."""
+    the same content folded into the first, which lists the other paths of that content (those the caller may
+    see) in `duplicates`."""
     known = history.live(h["path"] for h in hits)
     same = history.same_content(d.md5 for d in known.values()) if fold else {}
-    seen: set[tuple[str, int]] = set()
+    done: set[tuple[str, int]] = set()
     out = []
     for hit in hits:
         doc = known.get(hit["path"])
@@ -83,10 +93,10 @@ def _documents(history: History, hits: list[dict[str, Any]], *, fold: bool = Fal
             copies = same.get(doc.md5)
             if copies:
                 key = (doc.md5, int(hit.get("chunk_index", -1)))
-                if key in seen:
+                if key in done:
                     continue
-                seen.add(key)
-                hit["duplicates"] = [p for p in copies if p != hit["path"]]
+                done.add(key)
+                hit["duplicates"] = seen.keep((p for p in copies if p != hit["path"]), lambda p: p)
         out.append(hit)
     return out
 

@@ -12,6 +12,8 @@ from typing import Any, TypedDict
 
 from pydantic import Field
 
+from ..access import scope
+from ..access.status import limit_status
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.sidecar import utc_stamp
 from .arguments import Args
@@ -52,6 +54,11 @@ def _stopped_within(rt: Resident, seconds: float) -> bool:
 
 
 def snapshot(rt: Resident) -> Status:
+    """The status as the current caller may see it (access scope: docs/access.md)."""
+    return limit_status(_snapshot(rt), scope())  # type: ignore[return-value]
+
+
+def _snapshot(rt: Resident) -> Status:
     return {
         "agent": _agent(rt),
         "progress": rt.tracker.progress_json(),

@@ -90,6 +90,16 @@ def default_config(layout: Layout, roots: Sequence[Path], version: str) -> str:
         "# [mcp]",
         '# token = "…"',
     ]
+    if layout.mode == "system":
+        lines += [
+            "",
+            "# Every local user may use this agent (ragctl, ragctl mcp); each gets answers about the files they can",
+            '# read only. "owner": only root and ragd; "group" with group = "NAME": also that group (docs/access.md).',
+            "# Over HTTP, a request without a token gets what every user may read; a user's own token, set in",
+            '# [mcp.tokens] (e.g. alice = "…"), gets what that user may read.',
+            "[access]",
+            'connect = "anyone"',
+        ]
     return "\n".join(lines) + "\n"
 
 

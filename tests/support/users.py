@@ -1,0 +1,113 @@
+"""Real local users for access-scope tests: throwaway accounts (useradd/groupadd, removed afterwards), and
+`ragctl` run as one of them.
+
+The test process runs as root. `ragctl` as a user is started by root and drops to the user (setgroups, setgid,
+setuid) after importing itself, so it works even where the interpreter lives in a directory that user cannot
+read (a Python under /root); from then on it is that user's process, and the agent sees that user's uid as the
+control socket's peer (SO_PEERCRED), exactly as for a `ragctl` the user started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Imports every module of ragctl (it imports some lazily) and what they load on demand, then becomes the user.
+BOOTSTRAP = """
+import importlib, os, pkgutil, sys
+import ragctl
+for m in pkgutil.walk_packages(ragctl.__path__, "ragctl."):
+    importlib.import_module(m.name)
+import argparse, gettext, gzip, json, locale, logging, pwd, queue, selectors, tarfile, tempfile, threading, zlib  # noqa
+import ragctl.main
+ragctl.main.build_parser()  # argparse reads its translations on first use
+uid, gid, groups = int(sys.argv[1]), int(sys.argv[2]), [int(g) for g in sys.argv[3].split(",") if g]
+os.setgroups(groups)
+os.setgid(gid)
+os.setuid(uid)
+from ragctl.main import main
+sys.exit(main(sys.argv[4:]))
+"""
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+    def command(self, *args: str) -> list[str]:
+        """The command line of `ragctl ARGS` run as this user."""
+        groups = ",".join(str(g) for g in self.groups)
+        return [sys.executable, "-c", BOOTSTRAP, str(self.uid), str(self.gid), groups, *args]
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates throwaway users and runs ragctl as them")
+    for tool in ("useradd", "groupadd", "userdel", "groupdel"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} to create throwaway users")
+
+
+def _run(*cmd: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (cmd, proc.stdout, proc.stderr)
+
+
+@contextmanager
+def throwaway_users(
+    *names: str, group_members: tuple[str, ...] = ()
+) -> Iterator[tuple[dict[str, User], int]]:
+    """Users `names` (each with its own group) and one more group whose members are `group_members`; yields the
+    users by their short name and that group's gid. All are removed at the end."""
+    import grp
+    import pwd
+
+    tag = uuid.uuid4().hex[:6]
+    team = f"rgt{tag}"
+    made: list[str] = []
+    _run("groupadd", team)
+    try:
+        for short in names:
+            name = f"rg{short[:4]}{tag}"
+            extra = ["-G", team] if short in group_members else []
+            _run("useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", *extra, name)
+            made.append(name)
+        users = {}
+        for short, name in zip(names, made, strict=True):
+            pw = pwd.getpwnam(name)
+            users[short] = User(name, pw.pw_uid, pw.pw_gid, tuple(os.getgrouplist(name, pw.pw_gid)))
+        yield users, grp.getgrnam(team).gr_gid
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True, timeout=60)
+        subprocess.run(["groupdel", team], capture_output=True, timeout=60)
+
+
+def ragctl_as(
+    user: User, *args: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`ragctl ARGS` run as `user`, in the directory `env["HOME"]` (one the user may enter)."""
+    return subprocess.run(user.command(*args), capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=env["HOME"])  # fmt: skip
+
+
+def world_dir(prefix: str) -> Path:
+    """A fresh directory under the system's temp dir that every user can pass through and list (the caller
+    removes it)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
