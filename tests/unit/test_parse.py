@@ -338,10 +338,35 @@ def test_ole_container_without_encryption_marker(tmp_path: Path) -> None:
         parse(docgen.make_fake_encrypted_ooxml(tmp_path / "o.docx", marker=False), LIMITS)
 
 
-@pytest.mark.parametrize("name", ["movie.mp4", "archive.zip", "Makefile", "photo.GIF"])
+@pytest.mark.parametrize("name", ["movie.mp4", "archive.zip", "photo.GIF", "data.Debian"])
 def test_unsupported_extension(tmp_path: Path, name: str) -> None:
     with pytest.raises(FileSkipped, match="unsupported file type"):
         parse(docgen.write_bytes(tmp_path / name, b"data"), LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("README", b"Read me first.\n\nThe tool installs itself.\n"),
+        ("README.Debian", "Debian notes: 安装说明 for this package.\n".encode()),
+        ("NEWS", "Caf\xe9 au lait: version 2 is out.\n".encode("latin-1")),  # not UTF-8: charset-normalizer
+        ("notes", b"a plain note with no extension\n"),
+        ("changelog.Debian", b"pkg (1.0-1) unstable; urgency=low\n"),
+    ],
+)
+def test_text_named_like_documentation_or_without_extension_is_read(
+    tmp_path: Path, name: str, data: bytes
+) -> None:
+    doc = parse(docgen.write_bytes(tmp_path / name, data), LIMITS)
+    assert doc.parser == "text" and doc.text.strip() and doc.title is None
+
+
+@pytest.mark.parametrize("name", ["README", "blob", "INSTALL.bin"])
+def test_binary_without_a_known_extension_is_not_text(tmp_path: Path, name: str) -> None:
+    with pytest.raises(
+        FileSkipped, match=r"not text: .* has no known extension and does not start with text"
+    ):
+        parse(docgen.write_bytes(tmp_path / name, b"\x7fELF\x02\x01\x01\x00" + bytes(range(256))), LIMITS)
 
 
 # --- .doc / .ppt through LibreOffice ------------------------------------------------------------
@@ -403,3 +428,12 @@ def test_odd_file_name_office(tmp_path: Path) -> None:
     assert "| a | 1 |" in xlsx.text
     html = parse(docgen.make_html(tmp_path / f"{stem}.html", "T", "<p>x</p>"), LIMITS)
     assert html.title == "T"
+
+
+def test_a_compressed_file_says_so(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "README.Debian.gz"
+    path.write_bytes(gzip.compress(b"Debian notes\n"))
+    with pytest.raises(FileSkipped, match=r"compressed file '\.gz': not read"):
+        parse(path, LIMITS)

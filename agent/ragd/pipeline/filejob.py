@@ -35,7 +35,7 @@ from ..model import Chunk, EmbeddingIdentity
 from . import sidecar
 from .identity import Identify, fallback
 from .metadata import Extracted, Labels
-from .parse import IMAGE_EXTENSIONS, SUPPORTED_EXTENSIONS, refuse_image
+from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
 from .statcache import StatCache
@@ -292,8 +292,8 @@ class FileTask:
             if not any(target == r or r in target.parents for r in self.ctx.roots):
                 raise FileSkipped(f"symbolic link to {target}, outside the roots",
                                   "move the file into a root, or add its folder as a root")  # fmt: skip
-        if self.path.suffix.lower() not in SUPPORTED_EXTENSIONS:
-            raise FileSkipped(f"unsupported file type {self.path.suffix or '(no extension)'!r}")
+        if kind_of(self.path) is None:  # a README with no extension is read as text; a video is never hashed
+            raise unsupported(self.path)
         if self.path.suffix.lower() in IMAGE_EXTENSIONS:  # before the image is hashed
             refuse_image(self.ctx.config.parse)
         limit = self.ctx.config.limits.max_file_size

@@ -50,8 +50,9 @@ def skip_policy(config: Config) -> str:
     lim = config.limits
     return (
         f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
-        f"soffice={shutil.which('soffice') is not None}; ocr={ocr_unavailable(config.parse) is None}"
-    )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped
+        f"soffice={shutil.which('soffice') is not None}; ocr={ocr_unavailable(config.parse) is None}; "
+        "named-text=1"
+    )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped; named-text: README & co.
 
 
 def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:

@@ -33,6 +33,7 @@ the agent runs this stage in worker processes (pipeline/workers.py), which enfor
 
 from __future__ import annotations
 
+import codecs
 import logging
 from pathlib import Path
 
@@ -62,15 +63,67 @@ SUPPORTED_EXTENSIONS: frozenset[str] = (
 )  # images only with OCR: parse() and the file job's precheck say so when it is off (refuse_image)
 
 
+# Plain-text documents known by their name, not an extension (README, README.Debian, NEWS, …): read as text when
+# their first SNIFF_BYTES are text (`kind_of`), as is any file with no extension at all
+DOC_NAMES = frozenset({"README", "READ-ME", "CHANGES", "CHANGELOG", "NEWS", "INSTALL", "AUTHORS", "CONTRIBUTORS",
+                       "COPYING", "COPYRIGHT", "LICENSE", "LICENCE", "NOTICE", "TODO", "NOTES", "FAQ", "HACKING",
+                       "CONTRIBUTING", "THANKS", "BUGS", "HISTORY", "RELEASE-NOTES", "RELEASE_NOTES", "USAGE"})  # fmt: skip
+SNIFF_BYTES = 8192
+COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".lz", ".lzma", ".z"})
+
+
+def kind_of(path: Path) -> str | None:
+    """The extension `path` is parsed as: its own when supported; ".txt" for a file with no extension or a
+    documentation name (DOC_NAMES, with any suffix: README.Debian) whose start is text; None: not supported."""
+    ext = path.suffix.lower()
+    if ext in SUPPORTED_EXTENSIONS:
+        return ext
+    if ext and path.name.split(".", 1)[0].upper() not in DOC_NAMES:
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    return ".txt" if _looks_like_text(head) else None
+
+
+def _looks_like_text(head: bytes) -> bool:
+    if not head.strip() or b"\0" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        return True
+    except UnicodeDecodeError:
+        import charset_normalizer  # on first use only (as every heavy library here)
+
+        best = charset_normalizer.from_bytes(head).best()
+        return best is not None and best.percent_chaos < 10
+
+
+def unsupported(path: Path) -> FileSkipped:
+    """The verdict on a file `kind_of` does not read."""
+    ext = path.suffix.lower()
+    hint = (f"supported: {' '.join(sorted(SUPPORTED_EXTENSIONS))}; and text files with no extension or named like "
+            "README, NEWS, CHANGES (README.Debian too)")  # fmt: skip
+    if ext in COMPRESSED:
+        return FileSkipped(
+            f"compressed file {ext!r}: not read", "decompress it (e.g. gunzip -k) to index its text"
+        )
+    if not ext or path.name.split(".", 1)[0].upper() in DOC_NAMES:
+        return FileSkipped(
+            f"not text: {path.name!r} has no known extension and does not start with text", hint
+        )
+    return FileSkipped(f"unsupported file type {ext!r}", hint)
+
+
 def parse(path: Path, limits: LimitsConfig, options: ParseConfig | None = None) -> Document:
     """Turn the file at `path` into a Document; raise FileSkipped or ParseError (see the module docstring)."""
     options = options or ParseConfig()
-    ext = path.suffix.lower()
-    if ext not in SUPPORTED_EXTENSIONS:
-        raise FileSkipped(
-            f"unsupported file type {ext or '(no extension)'!r}",
-            f"supported: {' '.join(sorted(SUPPORTED_EXTENSIONS))}",
-        )
+    kind = kind_of(path)
+    if kind is None:
+        raise unsupported(path)
+    ext = kind
     if ext in IMAGE_EXTENSIONS:
         refuse_image(options)
     size = path.stat().st_size
