@@ -56,11 +56,19 @@ def require_root() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates throwaway users and runs ragctl as them")
     for tool in ("useradd", "groupadd", "userdel", "groupdel"):
-        if shutil.which(tool) is None:
+        if _tool(tool) is None:
             pytest.skip(f"needs {tool} to create throwaway users")
 
 
+SBIN = os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin"))  # a minimal PATH (CI's) may leave them out
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=SBIN)
+
+
 def _run(*cmd: str) -> None:
+    cmd = (_tool(cmd[0]) or cmd[0], *cmd[1:])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, (cmd, proc.stdout, proc.stderr)
 
@@ -91,8 +99,8 @@ def throwaway_users(
         yield users, grp.getgrnam(team).gr_gid
     finally:
         for name in made:
-            subprocess.run(["userdel", name], capture_output=True, timeout=60)
-        subprocess.run(["groupdel", team], capture_output=True, timeout=60)
+            subprocess.run([_tool("userdel") or "userdel", name], capture_output=True, timeout=60)
+        subprocess.run([_tool("groupdel") or "groupdel", team], capture_output=True, timeout=60)
 
 
 def ragctl_as(

@@ -489,7 +489,8 @@ def test_render_status_ocr_line() -> None:
 def test_socket_path_falls_back_to_the_system_service_only_for_clients(tmp_path: Path) -> None:
     from ragctl import protocol
 
-    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    # HOME here too: an agent of this machine's user, recorded in the real HOME, is none of this test's business
+    env = {"XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path / "home")}
     own = tmp_path / "ragd" / "control.sock"
     assert protocol.socket_path(env) == own
     expected = protocol.SYSTEM_SOCKET if protocol.SYSTEM_SOCKET.exists() else own

@@ -270,8 +270,10 @@ class Agent:
             if self.tracker.progress.phase is None or self._rescans or self.scheduler.busy():
                 return
             self.tracker.end_phase()
+            # requested before the phase's end can be seen: between the two, `wait` would find the agent idle
+            # and return before its first verification (the cache's save takes a while on a big tree)
+            self.verifier.request("rescan")
         self.stat_cache.save()
-        self.verifier.request("rescan")
 
     def dir_busy(self, directory: Path) -> bool:
         """Work on `directory` is under way or due: its index entries may lag its sidecars for now."""
