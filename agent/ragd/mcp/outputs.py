@@ -7,7 +7,30 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 
-class SearchHit(BaseModel):
+def _absent_when_none(description: str) -> Any:
+    """An optional field left out of the answer when it has no value."""
+    return Field(default=None, exclude_if=lambda v: v is None, description=description)
+
+
+class _Document(BaseModel):
+    """What a passage and a document hit both say of their document, each left out when unknown."""
+
+    agent: str | None = _absent_when_none(
+        "on an index shared by several machines (Milvus): the agent whose machine holds the file"
+    )  # absent on an index of one agent (zvec)
+    document_id: str | None = _absent_when_none(
+        "the document's identity, kept across renames and moves (absent when not yet known)"
+    )
+    modified_at: str | None = _absent_when_none(
+        "when the file's indexed version was last modified (UTC, ISO 8601)"
+    )
+    indexed_at: str | None = _absent_when_none("when that version was indexed (UTC, ISO 8601)")
+    metadata: dict[str, str | list[str]] | None = _absent_when_none(
+        "its document's metadata fields (tags a list; docs/metadata.md)"
+    )  # absent when the document has no metadata
+
+
+class SearchHit(_Document):
     path: str = Field(description="absolute path of the document")
     rel_path: str = Field(description="path relative to its root")
     root: str
@@ -19,70 +42,18 @@ class SearchHit(BaseModel):
     start_line: int = Field(description="first line of the passage in the document's text (1-based)")
     end_line: int
     snippet: str
-    agent: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
-        description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
-    )
-    document_id: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the document's identity, kept across renames and moves (absent when not yet known)",
-    )
-    modified_at: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="when the file's indexed version was last modified (UTC, ISO 8601)",
-    )
-    indexed_at: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="when that version was indexed (UTC, ISO 8601)",
-    )
-    duplicates: list[str] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="other files with the same content, folded into this hit",
-    )
-    metadata: dict[str, str | list[str]] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,  # absent when the document has no metadata
-        description="its document's metadata fields (tags a list; docs/metadata.md)",
+    duplicates: list[str] | None = _absent_when_none(
+        "other files with the same content, folded into this hit"
     )
 
 
-class FileHit(BaseModel):
+class FileHit(_Document):
     path: str = Field(description="absolute path of the document")
     rel_path: str
     root: str
     score: float = Field(description="its best passage's score")
     matches: int = Field(description="how many of its passages were among the query's candidates")
     chunks: list[SearchHit] = Field(description="its best passages, best first (up to 3)")
-    agent: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,  # absent on an index of one agent (zvec)
-        description="on an index shared by several machines (Milvus): the agent whose machine holds the file",
-    )
-    document_id: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="the document's identity, kept across renames and moves (absent when not yet known)",
-    )
-    modified_at: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="when the file's indexed version was last modified (UTC, ISO 8601)",
-    )
-    indexed_at: str | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,
-        description="when that version was indexed (UTC, ISO 8601)",
-    )
-    metadata: dict[str, str | list[str]] | None = Field(
-        default=None,
-        exclude_if=lambda v: v is None,  # absent when the document has no metadata
-        description="its document's metadata fields (tags a list; docs/metadata.md)",
-    )
 
 
 class SearchOutput(BaseModel):
