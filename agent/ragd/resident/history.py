@@ -54,7 +54,8 @@ FAILED_NOW, RECOVERED, SKIPPED_NOW = "failed", "recovered", "skipped"
 KINDS = (CREATED, CHANGED, MOVED, REMOVED, RESTORED, FAILED_NOW, RECOVERED, SKIPPED_NOW)
 FROM_SIDECAR = "from the sidecar"  # a document first known from its entry, not seen changing
 DUPLICATES_TTL = 5.0  # seconds a `has_duplicates` answer is kept (searches ask it every time)
-SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
+SIZE_CHECK_EVERY = 200
+_AT_PATH = "SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC LIMIT 1"  # record() calls between two checks of the file's size
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -221,6 +222,10 @@ class History:
         if known:
             return known
         try:
+            with self._lock:  # the common case, a path the history knows, without a write transaction
+                row = self._db.execute(_AT_PATH, (path,)).fetchone()
+            if row is not None:
+                return str(row[0])
             with self._tx() as db:
                 return self._identify(db, path, md5, had_entry)
         except sqlite3.Error as err:
@@ -228,8 +233,7 @@ class History:
             return derived_id(path) if had_entry else new_id()
 
     def _identify(self, db: sqlite3.Connection, path: str, md5: str, had_entry: bool) -> str:
-        row = db.execute("SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC "
-                         "LIMIT 1", (path,)).fetchone()  # fmt: skip
+        row = db.execute(_AT_PATH, (path,)).fetchone()
         if row is not None:
             return str(row[0])
         if md5:
@@ -306,6 +310,8 @@ class History:
                 self._event(db, f.document_id, at, FAILED_NOW if state == FAILED else SKIPPED_NOW, path, None,
                             f.reason)  # fmt: skip
             return
+        if seen_only and doc.path == path and doc.state == state and doc.md5 == (f.md5 or doc.md5):
+            return  # known as it is (every rescan reports every file): nothing to write
         # another document at this path (its file replaced by one with its own entry): that one is gone
         db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE path = ? AND id != ? "
                    "AND state != 'deleted'", (now, path, f.document_id))  # fmt: skip
