@@ -18,8 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import socket
 
 # Imports every module of ragctl (it imports some lazily) and what they load on demand, then becomes the user.
 BOOTSTRAP = """
@@ -119,3 +123,48 @@ def world_dir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     path.chmod(0o755)
     return path
+
+
+def as_nobody(connect_to: str | bytes) -> int:
+    """Fork a child that becomes `nobody` and connects to `connect_to`; return its pid.
+
+    Exit status: 0 connected (then it waits for the peer to close), 13 permission denied, 1 anything else.
+    """
+    import pwd
+    import socket
+
+    nobody = pwd.getpwnam("nobody")
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(connect_to)
+            code = 0
+            s.recv(1)
+    except PermissionError:
+        code = 13
+    finally:
+        os._exit(code)
+
+
+@contextmanager
+def nobody_peer() -> Iterator[tuple[socket.socket, int]]:
+    """(the server's end of a connection from a forked `nobody`, that child's pid), on an abstract socket, which
+    has no file permissions: only the accepting side's own checks stand. At the end the child has exited, connected."""
+    import socket
+
+    name = f"\0ragd-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
+        srv.bind(name)
+        srv.listen(1)
+        srv.settimeout(10)
+        child = as_nobody(name)
+        conn, _ = srv.accept()
+        with conn:
+            yield conn, child
+    assert os.waitpid(child, 0)[1] == 0, "the `nobody` child did not connect"

@@ -8,7 +8,6 @@ import os
 import pwd
 import socket
 import stat
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from ragd.errors import ConfigError
 from ragd.mcp.http import Tokens
 from ragd.resident.admission import Admission
 from ragd.resident.instance import bind_control_socket
-from tests.unit.test_instance import _as_nobody
+from tests.support.users import nobody_peer
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: gives the socket to another group")
 
@@ -164,18 +163,10 @@ def test_a_peer_outside_the_group_is_refused_by_the_agent_itself() -> None:
     nobody = pwd.getpwnam("nobody")
     for admission, admitted in ((Admission(), False), (Admission("group", 12345, "team"), False),
                                 (Admission("group", nobody.pw_gid, "nogroup"), True), (Admission("anyone"), True)):  # fmt: skip
-        name = f"\0ragd-test-{uuid.uuid4().hex}"
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
-            srv.bind(name)
-            srv.listen(1)
-            srv.settimeout(10)
-            child = _as_nobody(name)
-            conn, _ = srv.accept()
-            with conn:
-                if admitted:
-                    caller = admission.caller(conn)
-                    assert (caller.kind, caller.uid, caller.name) == ("user", nobody.pw_uid, "nobody")
-                else:
-                    with pytest.raises(access.AccessDenied):
-                        admission.caller(conn)
-            os.waitpid(child, 0)
+        with nobody_peer() as (conn, _child):
+            if admitted:
+                caller = admission.caller(conn)
+                assert (caller.kind, caller.uid, caller.name) == ("user", nobody.pw_uid, "nobody")
+            else:
+                with pytest.raises(access.AccessDenied):
+                    admission.caller(conn)

@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from ragd.resident.instance import (
     uid_allowed,
     write_discovery_record,
 )
+from tests.support.users import as_nobody, nobody_peer
 
 HOLDER = """
 import sys
@@ -250,46 +250,14 @@ def test_peer_allowed_is_false_when_credentials_cannot_be_read() -> None:
         assert not peer_allowed(tcp)
 
 
-def _as_nobody(connect_to: str | bytes) -> int:
-    """Fork a child that becomes `nobody` and connects to `connect_to`; return its pid.
-
-    Exit status: 0 connected (then it waits for the peer to close), 13 permission denied, 1 anything else.
-    """
-    nobody = pwd.getpwnam("nobody")
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        os.setgroups([])
-        os.setgid(nobody.pw_gid)
-        os.setuid(nobody.pw_uid)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(connect_to)
-            code = 0
-            s.recv(1)
-    except PermissionError:
-        code = 13
-    finally:
-        os._exit(code)
-
-
 @needs_root
 def test_a_peer_of_another_uid_is_refused() -> None:
     # An abstract socket has no file permissions, so `nobody` reaches accept() and only the peer check stands.
-    name = f"\0ragd-test-{uuid.uuid4().hex}"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
-        srv.bind(name)
-        srv.listen(1)
-        srv.settimeout(10)
-        child = _as_nobody(name)
-        conn, _ = srv.accept()
-        with conn:
-            pid, uid, _gid = peer_credentials(conn)
-            assert (pid, uid) == (child, pwd.getpwnam("nobody").pw_uid)
-            assert not peer_allowed(conn)
-            assert peer_allowed(conn, own_uid=uid)
-        assert os.waitpid(child, 0)[1] == 0
+    with nobody_peer() as (conn, child):
+        pid, uid, _gid = peer_credentials(conn)
+        assert (pid, uid) == (child, pwd.getpwnam("nobody").pw_uid)
+        assert not peer_allowed(conn)
+        assert peer_allowed(conn, own_uid=uid)
 
 
 @needs_root
@@ -297,7 +265,7 @@ def test_the_socket_file_itself_keeps_another_uid_out(tmp_path: Path) -> None:
     path = tmp_path / "ragd" / "control.sock"
     with bind_control_socket(path):
         tmp_path.chmod(0o755)  # let `nobody` reach the 0700 directory's door
-        child = _as_nobody(str(path))
+        child = as_nobody(str(path))
         assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 13
 
 
