@@ -313,6 +313,7 @@ class McpConfig(_Section):
     # access scope (docs/access.md): a user name -> that user's token (or "$VAR": the variable holding it)
     tokens: dict[str, SecretStr] = Field(default_factory=dict)
     anonymous: Literal["auto", "public", "refuse"] = "auto"  # a request without a token (see `http.Tokens`)
+    ui: bool = True  # the web page at /ui/ on this endpoint (docs/web.md)
 
     @field_validator("tokens")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -122,6 +123,29 @@ async def _unauthorized(send: Send) -> None:
                (b"content-length", str(len(body)).encode())]  # fmt: skip
     await send({"type": "http.response.start", "status": 401, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class Endpoint:
+    """The loopback endpoint: PATH to MCP (its `Guard`), every other path to the web page (web/app.py) when it is
+    on, built at its first request (its templates are not read, nor jinja2 imported, before anyone opens it)."""
+
+    def __init__(self, mcp: Guard, page: Callable[[], ASGIApp] | None) -> None:
+        self.mcp = mcp
+        self._make_page = page
+        self._page: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and self._make_page is not None
+            and path != PATH
+            and not path.startswith(PATH + "/")
+        ):
+            if self._page is None:
+                self._page = self._make_page()
+            return await self._page(scope, receive, send)
+        await self.mcp(scope, receive, send)
 
 
 def http_app(

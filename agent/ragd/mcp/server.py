@@ -26,11 +26,12 @@ from ..errors import ConfigError, RagdError
 
 if TYPE_CHECKING:
     import uvicorn
+    from starlette.types import ASGIApp
 
     from ..config import McpConfig
     from ..verbs.runtime import Resident
     from .app import RagdServer
-    from .http import Guard
+    from .http import Guard, Tokens
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class McpService:
     def __init__(self, rt: Resident) -> None:
         self._rt = rt
         self.url: str | None = None
+        self.ui_url: str | None = None  # the web page's address (docs/web.md), when it is served
         self.error: str | None = None
         self._server: RagdServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -93,7 +95,7 @@ class McpService:
     def _start_http(self) -> None:
         import uvicorn
 
-        from .http import Tokens, http_app
+        from .http import Endpoint, Tokens, http_app
 
         cfg = self.config
         try:
@@ -109,7 +111,8 @@ class McpService:
         port = sock.getsockname()[1]
         assert self._server is not None and self._loop is not None
         self._guard = http_app(self._server, cfg.host, port, cfg.allowed_origins, tokens)
-        config = uvicorn.Config(self._guard, log_config=None, log_level="warning", access_log=False,
+        endpoint = Endpoint(self._guard, self._web_page(tokens, port) if cfg.ui else None)
+        config = uvicorn.Config(endpoint, log_config=None, log_level="warning", access_log=False,
                                 lifespan="on", timeout_graceful_shutdown=2, ws="none")  # fmt: skip
         self._http = uvicorn.Server(config)
         self._serving = asyncio.run_coroutine_threadsafe(self._http.serve(sockets=[sock]), self._loop)
@@ -121,9 +124,29 @@ class McpService:
             return self._fail("the HTTP server did not start (see the log above)")
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         self.url = f"http://{host}:{port}/mcp"
+        self.ui_url = f"http://{host}:{port}/ui/" if cfg.ui else None
         without = {"full": "", "refuse": " (bearer token required)",
                    "public": " (without a token: what every local user may read)"}[tokens.without]  # fmt: skip
         log.info("MCP on %s%s", self.url, without)
+
+    def _web_page(self, tokens: Tokens, port: int) -> Callable[[], ASGIApp]:
+        """The web page's maker (web/app.py), and its throughput samples taken from now on."""
+        from ..web.throughput import Throughput
+        from .http import transport_security
+
+        assert self._loop is not None
+        throughput = Throughput(lambda: self._rt)
+        asyncio.run_coroutine_threadsafe(throughput.run(), self._loop)
+        checks = transport_security(self.config.host, port, self.config.allowed_origins)
+
+        def make() -> ASGIApp:
+            from ..web.app import WebPage
+            from ..web.guard import Gate
+
+            gate = Gate(tokens, checks.allowed_hosts or (), checks.allowed_origins or ())
+            return WebPage(lambda: self._rt, gate, throughput)
+
+        return make
 
     def stop(self) -> None:
         """Stop serving HTTP (open streams get STOP_TIMEOUT_S) and the stdio sessions, then stop the loop."""
@@ -140,10 +163,10 @@ class McpService:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(STOP_TIMEOUT_S)
         self._http = self._serving = None
-        self.url = None
+        self.url = self.ui_url = None
 
     def status(self) -> dict[str, Any]:
-        return {"enabled": self.config.enabled, "url": self.url, "error": self.error,
+        return {"enabled": self.config.enabled, "url": self.url, "ui_url": self.ui_url, "error": self.error,
                 "requests": self._guard.requests if self._guard is not None else 0,
                 "sessions": len(self._sessions),
                 "calls_running": self._server.long_calls.running if self._server is not None else 0}  # fmt: skip

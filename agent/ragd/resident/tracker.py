@@ -217,6 +217,13 @@ class Tracker:
         with self._lock:
             return self._dirs.get(path.parent, {}).get(path.name)
 
+    def problems(self, states: set[str]) -> list[tuple[Path, FileStatus]]:
+        """Every file known in one of `states`, in path order."""
+        with self._lock:
+            found = [(d / name, st) for d, files in self._dirs.items() for name, st in files.items()
+                     if st.state in states]  # fmt: skip
+        return sorted(found, key=lambda f: (f[0].parent, f[0].name))
+
     def files(
         self, after: Path | None = None, limit: int = 500
     ) -> tuple[list[tuple[Path, FileStatus]], bool]:

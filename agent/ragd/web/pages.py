@@ -1,0 +1,174 @@
+"""What each view of the web page shows, as plain data from the verbs: run in a worker thread as the visitor's
+caller, so every answer is limited by access scope exactly as the same answer over `ragctl` or MCP would be."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragctl import protocol as p
+
+from .. import access
+from ..errors import RagdError
+from ..mcp import resources
+from ..mcp import tools as mcp_tools
+from ..mcp.paths import check_path, check_tracked
+from ..pipeline.sidecar import FAILED, SKIPPED
+from ..verbs import search as search_verb
+from ..verbs import status as status_verb
+from ..verbs import sync as sync_verb
+from .throughput import Throughput, chart
+
+if TYPE_CHECKING:
+    from ..verbs.runtime import Resident
+
+MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
+SEARCH_MODES = ("hybrid", "vector", "keyword")
+
+
+def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
+    """The overview: the agent, the current phase with its time left, each root's files by state, the embedder,
+    the index and its last verification, and the throughput of the last minutes."""
+    st = status_verb.snapshot(rt)
+    prog = dict(st["progress"])
+    total, done = prog.get("dirs_total") or 0, prog.get("dirs_done") or 0
+    prog["percent"] = round(100 * done / total, 1) if prog.get("phase") and total else None
+    prog["eta_s"] = throughput.time_left(total, done) if prog.get("phase") else None
+    index = st["index"]
+    verify = index.get("verify") or {}
+    series = throughput.series()
+    return {
+        "agent": st["agent"],
+        "progress": prog,
+        "roots": [_root(r) for r in st["roots"]],
+        "embedder": st["embedder"],
+        "index": index,
+        "verify": verify.get("last"),
+        "verify_running": bool(verify.get("running")),
+        "parse": st["parse"],
+        "history": st["history"],
+        "mcp": st["mcp"],
+        "chart": {key: chart(series, key) for key in ("texts_per_s", "files_per_s")},
+        "at": time.time(),
+    }
+
+
+def _root(root: dict[str, Any]) -> dict[str, Any]:
+    files = root.get("files") or {}
+    return {"path": root["path"], "watcher": root.get("watcher"), "error": root.get("error"),
+            "embedded": files.get("EMBEDDED", 0), "skipped": files.get("SKIPPED", 0),
+            "failed": files.get("FAILED", 0), "total": sum(files.values()),
+            "pending_dirs": root.get("pending_dirs", 0), "running_dirs": root.get("running_dirs", 0),
+            "waiting_files": root.get("waiting_files", 0), "dir_errors": root.get("dir_errors", [])}  # fmt: skip
+
+
+def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> dict[str, Any]:
+    """Every FAILED and SKIPPED file the caller may see (of `state` only, if given; its path or reason containing
+    `text`; under `root`), with its reason and next retry; and the directories that could not be read."""
+    scope = access.scope()
+    wanted = {state} if state in (FAILED, SKIPPED) else {FAILED, SKIPPED}
+    needle = text.casefold()
+    found: list[dict[str, Any]] = []
+    total = 0
+    for path, st in rt.tracker.problems(wanted):
+        if root and not _under(path, root):
+            continue
+        if needle and needle not in str(path).casefold() and needle not in st.reason.casefold():
+            continue
+        if not scope.full and not scope.visible(path):
+            continue
+        total += 1
+        if len(found) < MAX_PROBLEMS:
+            found.append({"path": str(path), "dir": str(path.parent), "name": path.name, "state": st.state,
+                          "reason": st.reason, "retry_at": st.retry_at})  # fmt: skip
+    dir_errors = [{"path": str(d), "reason": r} for d, r in sorted(rt.tracker.dir_errors.items())
+                  if (not root or _under(d, root)) and (scope.full or scope.visible(d))]  # fmt: skip
+    return {"files": found, "total": total, "dir_errors": dir_errors, "roots": [str(r) for r in rt.roots],
+            "state": state, "text": text, "root": root}  # fmt: skip
+
+
+def _under(path: Path, root: str) -> bool:
+    return path.is_relative_to(root)
+
+
+def retry(rt: Resident, path: str) -> dict[str, Any]:
+    """The `sync` verb for a file or a folder, forced: what failed is tried again now, not at its next retry."""
+    access.require_full("retrying files")
+    result = sync_verb.sync(rt, sync_verb.SyncArgs(path=path, force=True))
+    return {"path": path, "scheduled": result["scheduled"]}
+
+
+def search(rt: Resident, query: str, mode: str, top_k: int, path: str, where: list[str],
+           files: bool) -> dict[str, Any]:  # fmt: skip
+    """`search` as `ragctl search` runs it (SearchArgs checks every argument)."""
+    args = search_verb.SearchArgs.model_validate({"query": query, "mode": mode, "top_k": top_k, "where": where,
+                                                  "path_prefix": [path] if path else [], "files": files})  # fmt: skip
+    started = time.monotonic()
+    found = search_verb.search(rt, args)
+    return {**found, "elapsed_ms": round(1000 * (time.monotonic() - started), 1)}
+
+
+def document(rt: Resident, path: str) -> dict[str, Any]:
+    """A document's state and sidecar facts, its chunks in order, its identity and history."""
+    info = resources.file_info(rt, path)  # checks the path (inside a root, tracked, readable by the caller)
+    chunks = resources.file_chunks(rt, path)["chunks"]
+    doc = rt.history.document(path=info["path"])
+    history: dict[str, Any] = {"document": None, "versions": [], "events": []}
+    if doc is not None:
+        events, _ = rt.history.changes(document_id=doc.id, limit=50)
+        history = {"document": doc.to_json(), "versions": rt.history.versions(doc.id)[:20],
+                   "events": [e.to_json() for e in events]}  # fmt: skip
+    same = rt.history.same_content([info["md5"]]).get(info["md5"], []) if info.get("md5") else []
+    copies = access.scope().keep([c for c in same if c != info["path"]], lambda c: c, gone_ok=True)
+    return {"info": info, "chunks": chunks, "copies": copies, **history}
+
+
+def raw_file(rt: Resident, path: str) -> Path:
+    """The file itself, for the browser to open: a tracked file inside a root that the caller can read."""
+    safe = check_path(path, rt.roots)
+    check_tracked(safe, rt.ignore)
+    access.scope().check_readable(safe.path)
+    if not safe.path.is_file():
+        raise RagdError(f"{safe.path} is not a file (any more)", code=p.NOT_FOUND)
+    return safe.path
+
+
+def changes(rt: Resident, since_hours: float, kind: str, path: str, limit: int = 200) -> dict[str, Any]:
+    """What changed in the last `since_hours`, newest first (each document once: its latest change)."""
+    from ..resident.history import KINDS
+
+    kinds = (kind,) if kind in KINDS else KINDS
+    found = mcp_tools.recent_changes(rt, since_hours=since_hours, path_prefix=path or None, limit=limit,
+                                     kinds=kinds)  # fmt: skip
+    return {**found, "kinds": KINDS, "kind": kind, "since_hours": since_hours, "path": path}
+
+
+def when(stamp: str | float | None) -> str:
+    """A time for people: "14:03:12" today, else "2026-11-30 14:03"; "" for none. Local time of the agent."""
+    if stamp is None or stamp == "":
+        return ""
+    if isinstance(stamp, int | float):
+        at = datetime.fromtimestamp(stamp, UTC)
+    else:
+        try:
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return stamp
+    local = at.astimezone()
+    if local.date() == datetime.now().astimezone().date():
+        return local.strftime("%H:%M:%S")
+    return local.strftime("%Y-%m-%d %H:%M")
+
+
+def duration(seconds: float | None) -> str:
+    """ "45 s", "12 min", "3 h 20 min"; "" for None."""
+    if seconds is None:
+        return ""
+    s = round(seconds)
+    if s < 90:
+        return f"{s} s"
+    if s < 3600 * 2:
+        return f"{round(s / 60)} min"
+    return f"{s // 3600} h {round(s % 3600 / 60)} min"
