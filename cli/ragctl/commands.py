@@ -272,6 +272,12 @@ def _mcp_config(ctx: Ctx, ns: argparse.Namespace) -> int:
     return mcp_config(ctx, ns)
 
 
+def _ui(ctx: Ctx, ns: argparse.Namespace) -> int:
+    from .ui import ui
+
+    return ui(ctx, ns)
+
+
 HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "status": _status,
     "wait": _wait,
@@ -281,6 +287,7 @@ HANDLERS: dict[str, Callable[[Ctx, argparse.Namespace], int]] = {
     "export": _export,
     "mcp": _mcp,
     "mcp-config": _mcp_config,
+    "ui": _ui,
 }
 
 

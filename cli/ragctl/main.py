@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_admin(sub, common)
     _add_mcp(sub)
     _add_mcp_config(sub, common)
+    ui = sub.add_parser("ui", parents=[common], help="the address of the agent's web page (a sign-in link if it asks "
+                        "for a token)")  # fmt: skip
+    ui.add_argument("--open", action="store_true", help="open it in the desktop's browser")
     return p
 
 

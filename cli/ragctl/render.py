@@ -203,7 +203,10 @@ def _mcp_lines(mcp: Obj) -> list[str]:
         return [f"mcp: HTTP not serving: {mcp['error']} (`ragctl mcp` still works)"]
     if not mcp.get("enabled") or not mcp.get("url"):
         return ["mcp: HTTP off (`ragctl mcp` for stdio clients)"]
-    return [f"mcp: {mcp['url']}  (stdio: `ragctl mcp`)"]
+    lines = [f"mcp: {mcp['url']}  (stdio: `ragctl mcp`)"]
+    if mcp.get("ui_url"):
+        lines.append(f"web page: {mcp['ui_url']}  (`ragctl ui`)")
+    return lines
 
 
 def _index_lines(index: Obj) -> list[str]:

@@ -335,3 +335,36 @@ def test_mcp_over_http_answers_as_the_tokens_user_and_without_one_as_anybody(set
     # `ragctl mcp-config --http` run by bob gives bob's own token
     told = setup.ragctl("bob", "mcp-config", "cursor", "--http")
     assert TOKENS["bob"] in json.dumps(told) and TOKENS["alice"] not in json.dumps(told)
+
+
+# -- the web page (docs/web.md) --------------------------------------------------------------------------------
+def test_the_web_page_shows_each_user_what_the_user_may_read(setup: Setup) -> None:
+    page = setup.agent.call("status")["mcp"]["ui_url"]
+    base = page.removesuffix("/ui/")
+    clients = {"alice": httpx.Client(), "bob": httpx.Client(), "public": httpx.Client()}
+    for who in ("alice", "bob"):  # the sign-in link `ragctl ui` gives each user holds that user's token
+        link = setup.ragctl(who, "ui")["link"]
+        assert link == f"{page}?token={TOKENS[who]}"
+        assert clients[who].get(link).status_code == 303
+    try:
+        for who, http in clients.items():
+            found = set()
+            for marker in MARKERS:
+                text = http.get(f"{base}/ui/search", params={"q": marker, "mode": "keyword"}).text
+                found |= {marker} if f"<mark>{marker}</mark>" in text else set()
+            assert found == SEES[who], who
+            failures = http.get(f"{base}/ui/failures").text
+            assert ("broken.pdf" in failures) is (who == "alice"), who
+            assert "Retry now" not in failures  # retrying is the owner's
+        notes = {"path": str(setup.kb / "alice" / "notes.md")}
+        assert clients["alice"].get(f"{base}/ui/doc", params=notes).status_code == 200
+        assert clients["alice"].get(f"{base}/ui/raw", params=notes).text.startswith("# zqalice")
+        for who in ("bob", "public"):  # as if it did not exist
+            for view in ("doc", "raw"):
+                refused = clients[who].get(f"{base}/ui/{view}", params=notes)
+                assert refused.status_code == 404 and "zqalice" not in refused.text, (who, view)
+        refused = clients["alice"].post(f"{base}/ui/retry", data=notes, headers={"Origin": base})
+        assert refused.status_code == 403
+    finally:
+        for http in clients.values():
+            http.close()

@@ -20,6 +20,7 @@ class McpClient(TypedDict):
     url: str | None  # the endpoint being served; None while it is not (starting, off, or failed: see error)
     error: str | None  # why it is not served
     token: str | None  # the bearer token clients must send; None when none is configured
+    ui_url: str | None  # the web page's address (docs/web.md); None when it is not served
 
 
 def mcp_client(rt: Resident, args: NoArgs | None = None) -> McpClient:
@@ -31,4 +32,4 @@ def mcp_client(rt: Resident, args: NoArgs | None = None) -> McpClient:
     except ConfigError:
         token = None  # token_env names an unset variable: the endpoint did not start, `error` says why
     return {"enabled": bool(served.get("enabled")), "url": served.get("url"), "error": served.get("error"),
-            "token": token}  # fmt: skip
+            "token": token, "ui_url": served.get("ui_url")}  # fmt: skip

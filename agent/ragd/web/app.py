@@ -42,7 +42,7 @@ HERE = Path(__file__).parent
 PREFIX = "/ui"
 LIVE_PERIOD_S = 1.0  # how often the live overview is sent
 STATUS_OF = {p.NOT_FOUND: 404, p.BAD_REQUEST: 400, p.FORBIDDEN: 403, p.UNAVAILABLE: 503, p.TIMEOUT: 504}
-COOKIE_MAX_AGE = 400 * 86400  # the most a browser keeps a cookie
+COOKIE_MAX_AGE = 30 * 86400  # a month; `ragctl ui` gives a new link
 
 
 def environment() -> jinja2.Environment:
@@ -56,7 +56,7 @@ def environment() -> jinja2.Environment:
 
 def _url(view: str, /, **params: Any) -> str:
     """The address of view `view` ("/doc") with query `params` (those empty left out)."""
-    kept = {k: v for k, v in params.items() if v not in (None, "", False)}
+    kept = {k: v for k, v in params.items() if v is not None and v is not False and v != ""}
     return f"{PREFIX}{view}" + (f"?{urlencode(kept, doseq=True)}" if kept else "")
 
 

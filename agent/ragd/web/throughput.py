@@ -35,13 +35,17 @@ class Throughput:
         self._samples: deque[Sample] = deque(maxlen=int(WINDOW_S / PERIOD_S) + 1)
         self._lock = threading.Lock()
 
-    def sample(self, now: float | None = None) -> None:
+    def sample(self) -> None:
+        """Take a sample of the agent now."""
         rt = self._get_rt()
         prog = rt.tracker.progress
-        s = Sample(now if now is not None else time.time(), rt.embed.stats.texts_embedded, id(prog),
-                   prog.dirs_done, prog.files_done)  # fmt: skip
+        self.record(
+            Sample(time.time(), rt.embed.stats.texts_embedded, id(prog), prog.dirs_done, prog.files_done)
+        )
+
+    def record(self, sample: Sample) -> None:
         with self._lock:
-            self._samples.append(s)
+            self._samples.append(sample)
 
     async def run(self) -> None:
         """Sample until cancelled (the event loop's end)."""
