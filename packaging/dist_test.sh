@@ -133,6 +133,18 @@ if [ $HAVE_MCP = yes ]; then
     url=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mcp"]["url"])' "$T/status.json")
     mcp_http=$("$PY" packaging/smoke/mcp_probe.py http "$url" "giraffes savanna") || fail "MCP HTTP at $url"
     echo "http:  $mcp_http"
+    # the web page on the same endpoint: its templates, its static files and a search with marks (docs/web.md)
+    ui=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mcp"]["ui_url"])' "$T/status.json")
+    "$PY" - "$ui" <<'PYEOF' || fail "the web page at $ui"
+import sys
+import urllib.request
+
+base = sys.argv[1]
+page = urllib.request.urlopen(base + "search?q=giraffes+savanna&mode=keyword", timeout=60).read().decode()
+assert "animals.pdf" in page and "<mark>" in page, page[-2000:]
+assert b"--accent" in urllib.request.urlopen(base + "static/ragd.css", timeout=10).read()
+PYEOF
+    echo "web page: $ui"
 else
     # MCP NOT BUILT YET: this step turns itself on once `ragctl mcp` exists (cli/ragctl/mcp_bridge.py).
     echo "SKIPPED: this build has no \`ragctl mcp\`"
