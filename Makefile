@@ -30,6 +30,7 @@ run: setup
 	@if [ -z "$(ROOT)" ]; then \
 		echo "make run: which folder should the agent index? Say it: make run ROOT=~/Documents" >&2; exit 2; fi
 	@echo "connect an AI tool (Claude Desktop, Cursor, VS Code, Claude Code): $(abspath $(BIN))/ragctl mcp-config"
+	@echo "see it in a browser: $(abspath $(BIN))/ragctl ui  (http://127.0.0.1:8739/ui/ with the default port)"
 	$(BIN)/ragd run $(ROOT)
 
 lint: setup

@@ -128,6 +128,12 @@ class McpService:
         without = {"full": "", "refuse": " (bearer token required)",
                    "public": " (without a token: what every local user may read)"}[tokens.without]  # fmt: skip
         log.info("MCP on %s%s", self.url, without)
+        if self.ui_url:
+            log.info(
+                "web page on %s%s",
+                self.ui_url,
+                " (`ragctl ui` prints a link that signs in)" if tokens.own or tokens.users else "",
+            )
 
     def _web_page(self, tokens: Tokens, port: int) -> Callable[[], ASGIApp]:
         """The web page's maker (web/app.py), and its throughput samples taken from now on."""
