@@ -82,6 +82,21 @@ def test_every_answer_is_guarded_and_carries_the_strict_headers(
         raw = poll(lambda: _ok(http.get(f"{base}/ui/raw", params={"path": str(kb / "notes" / "page.html")})),
                    20, what="the raw file")  # fmt: skip
         assert raw.headers["content-security-policy"].startswith("sandbox")
+        assert raw.headers["content-type"] == "text/html; charset=utf-8"
+        # any other file: no script either, shown by the browser itself; text as text, in its own encoding
+        (kb / "notes" / "README").write_text("plain words, no extension\n")
+        (kb / "notes" / "旧.txt").write_bytes("简体中文的旧编码文件。".encode("gb18030") * 20)
+        for name, kind in (("notes/alpha.md", "text/plain; charset=utf-8"),
+                           ("notes/README", "text/plain; charset=utf-8"),
+                           ("notes/旧.txt", "text/plain; charset=gb18030"), ("broken.pdf", "application/pdf")):  # fmt: skip
+            got = poll(
+                lambda n=name: _ok(http.get(f"{base}/ui/raw", params={"path": str(kb / n)})), 20, what=name
+            )
+            assert got.headers["content-type"] == kind, name
+            assert "旧编码" in got.text or name != "notes/旧.txt"
+            assert "sandbox" not in got.headers["content-security-policy"]
+            assert "script-src" not in got.headers["content-security-policy"]  # default-src 'none' covers it
+            assert "inline" in got.headers["content-disposition"]
         assert http.get(f"{base}/ui/raw", params={"path": "/etc/passwd"}).status_code == 404
         assert http.get(f"{base}/ui/doc", params={"path": "/etc/passwd"}).status_code == 404
 

@@ -31,7 +31,7 @@ from .. import access
 from ..errors import RagdError
 from ..verbs.arguments import describe
 from . import highlight, pages
-from .guard import COOKIE, HEADERS, RAW_CSP, Gate, Visitor
+from .guard import COOKIE, HEADERS, RAW_CSP, RAW_PLAIN_CSP, SCRIPTABLE, Gate, Visitor
 from .throughput import Throughput
 
 if TYPE_CHECKING:
@@ -224,10 +224,9 @@ class WebPage:
         except RagdError as err:
             return self.render(request, "error.html", visitor, status=STATUS_OF.get(err.code, 500),
                                message=err.message, hint=err.hint)  # fmt: skip
-        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        if kind.startswith("text/") or kind in ("application/json", "application/xml"):
-            kind += "; charset=utf-8"
-        headers = {"content-security-policy": RAW_CSP, "cache-control": "no-store"}
+        kind = _media_type(path)
+        csp = RAW_CSP if kind.split(";")[0] in SCRIPTABLE else RAW_PLAIN_CSP
+        headers = {"content-security-policy": csp, "cache-control": "no-store"}
         return FileResponse(path, media_type=kind, headers=headers, filename=path.name,
                             content_disposition_type="inline")  # fmt: skip
 
@@ -262,6 +261,38 @@ class WebPage:
         response = RedirectResponse(_url("/login"), 303)
         response.delete_cookie(COOKIE, path=f"{PREFIX}/", httponly=True, samesite="strict")
         return response
+
+
+def _media_type(path: Path) -> str:
+    """What a user's file is served as: its type by name; text the page can show (Markdown, reST, CSV, code, and
+    files named like README with no known extension) as text/plain, with the encoding it is in."""
+    kind = mimetypes.guess_type(path.name)[0]
+    try:
+        with path.open("rb") as f:
+            head = f.read(8192)
+    except OSError:
+        head = b""
+    if kind is None:
+        kind = "text/plain" if head and b"\0" not in head else "application/octet-stream"
+    elif kind.startswith("text/") and kind not in SCRIPTABLE:
+        kind = "text/plain"
+    if kind.startswith("text/") or kind in ("application/json", "application/xml"):
+        kind += f"; charset={_charset(head)}"
+    return kind
+
+
+def _charset(head: bytes) -> str:
+    """UTF-8, or the legacy encoding (GBK, Big5, Shift-JIS...) the start of a text file is in."""
+    try:
+        head.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError as err:
+        if err.start >= len(head) - 4:  # a character cut at the end of the block
+            return "utf-8"
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(head).best()
+    return best.encoding if best is not None else "utf-8"
 
 
 def _nothing(rt: Resident) -> None:

@@ -28,7 +28,13 @@ COOKIE = "ragd_ui"
 COOKIE_LABEL = b"ragd web page"  # what the cookie's HMAC is of, under the token as key
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
+# A user's own file: one that can hold script (HTML, SVG, XML) is shown in a sandbox (an origin of its own, no
+# script); any other (PDF, images, text) without script, but with the browser's own viewer allowed to show it.
 RAW_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+RAW_PLAIN_CSP = (
+    "default-src 'none'; object-src 'self'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'"
+)
+SCRIPTABLE = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml"})
 HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
