@@ -42,11 +42,6 @@ REBIND = "rebind.test"  # a name of another site that resolves to the agent's ad
 POISON = "Wi-Fi"  # a text the embeddings API is made to answer with a zero vector (a passing fault)
 HUNDREDS = 60  # documents added while the overview is watched
 NUMBER = re.compile(r"^\d+$")
-# bugs of the page (agent/ragd/web) that the tests marked xfail found
-POST_REFUSED = ("every form POST of the page is refused: Referrer-Policy no-referrer makes Chromium send "
-                "`Origin: null`, which guard.Gate.refusal answers with 403")  # fmt: skip
-MARKS_OVERLAP = ("highlight.spans marks overlapping two-character pieces with one regex: after 路由 matched, 由器 "
-                 "is never found, so 路由器 is marked as <mark>路由</mark>器")  # fmt: skip
 
 PRINTER = """# Office printer
 
@@ -321,7 +316,6 @@ def test_a_chinese_query_finds_the_chinese_document_with_its_words_marked(
     shots.take(page, "search")
 
 
-@pytest.mark.xfail(strict=True, reason=MARKS_OVERLAP)
 def test_a_chinese_word_of_the_query_is_marked_whole(page: Page, site: Site) -> None:
     page.goto(search_url(site, "路由器", mode="keyword"))
     first = page.locator("li.result").first
@@ -340,6 +334,7 @@ def test_keyboard_only_search_and_open(page: Page, site: Site) -> None:
     page.keyboard.press("Enter")
     expect(page).to_have_url(f"{site.url}search?q=duplexer")
     expect(page.locator("li.result").first).to_be_visible()
+    expect(page.locator("#q")).to_be_focused()  # the results page puts the keyboard in its search box
     for _ in range(10):  # the search box, its button, the options, then the first result
         if page.evaluate("document.activeElement === document.querySelector('a.open')"):
             break
@@ -461,7 +456,6 @@ def test_a_token_link_signs_in_and_leaves_no_token_in_the_address(
     expect(page.locator("#agent-state")).to_have_text("idle")  # signed in: no sign-in page any more
 
 
-@pytest.mark.xfail(strict=True, reason=POST_REFUSED)
 def test_the_sign_in_form_refuses_a_wrong_token_and_accepts_the_right_one(page: Page, guarded: Site) -> None:
     page.goto(f"{guarded.url}failures")
     page.fill("#token", "not-the-token")
@@ -480,7 +474,6 @@ def test_the_sign_in_form_refuses_a_wrong_token_and_accepts_the_right_one(page: 
 
 
 # -- retrying a failed file -----------------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=POST_REFUSED)
 def test_retry_now_runs_a_failed_file_again(page: Page, site: Site) -> None:
     flaky, broken = site.root / "notes" / "flaky.md", site.root / "scans" / "broken.pdf"
     site.api.poison(POISON)  # a passing fault of the embeddings API: the edited note fails

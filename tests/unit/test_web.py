@@ -94,6 +94,7 @@ def test_chinese_questions_mark_the_pairs_of_their_characters_the_text_holds() -
     out = str(highlight.marked("本文档介绍如何配置代理服务器。", "怎样配置代理"))
     assert "<mark>配置代理</mark>" in out and "怎样" not in out
     assert str(highlight.marked("的是在", "的是")) == "的是在"  # filler words alone are not marked
+    assert str(highlight.marked("重启路由器即可", "路由器")) == "重启<mark>路由器</mark>即可"  # 路由 and 由器 overlap
 
 
 def test_a_question_of_nothing_markable_marks_nothing() -> None:
@@ -139,6 +140,14 @@ def test_time_left_is_told_from_the_recent_pace_only_when_it_can_be() -> None:
     assert thr.time_left(dirs_total=10, dirs_done=10) is None
     assert filled((100.0, 0, 3, 0), (102.0, 0, 3, 0)).time_left(10, 3) is None  # no progress: no guess
     assert filled((100.0, 0, 0, 0)).time_left(10, 0) is None
+
+
+def test_the_embedder_is_failing_while_it_failed_a_batch_lately() -> None:
+    thr = filled((100.0, 0, 0, 0))
+    thr.record(Sample(200.0, 0, 1, 0, 0, errors=3))
+    thr.record(Sample(700.0, 50, 1, 0, 0, errors=3))
+    assert thr.errors_since(600) == 3 and thr.errors_since(300) == 0
+    assert filled().errors_since(300) == 0
 
 
 def test_the_chart_puts_the_newest_at_the_right_and_scales_to_the_peak() -> None:

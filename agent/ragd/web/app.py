@@ -69,7 +69,7 @@ class WebPage:
         self.throughput = throughput
         self.env = environment()
         self.app = Starlette(routes=[
-            Route("/", self.root), Route(PREFIX, self.root),
+            Route("/", self.root), Route(PREFIX, self.root), Route("/favicon.ico", self.icon),
             Route(f"{PREFIX}/", self.overview), Route(f"{PREFIX}/live", self.live),
             Route(f"{PREFIX}/failures", self.failures), Route(f"{PREFIX}/retry", self.retry, methods=["POST"]),
             Route(f"{PREFIX}/search", self.search), Route(f"{PREFIX}/doc", self.document),
@@ -150,6 +150,9 @@ class WebPage:
     async def root(self, request: Request) -> Response:
         query = f"?{request.url.query}" if request.url.query else ""
         return RedirectResponse(f"{PREFIX}/{query}", 307)
+
+    async def icon(self, request: Request) -> Response:
+        return FileResponse(HERE / "static" / "ragd.svg", media_type="image/svg+xml")
 
     async def overview(self, request: Request) -> Response:
         return await self._page(request, "overview.html", pages.overview, self.throughput)

@@ -67,7 +67,9 @@ def spans(text: str, query: str) -> list[tuple[int, int]]:
     if found is None:
         return []
     out: list[tuple[int, int]] = []
-    for m in found.finditer(text):
+    at = 0
+    while (m := found.search(text, at)) is not None:  # overlapping matches too: 路由 and 由器 in 路由器
+        at = m.start() + 1
         if m.end() == m.start():
             continue
         if out and m.start() <= out[-1][1]:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
 SEARCH_MODES = ("hybrid", "vector", "keyword")
+HEALTH_WINDOW_S = 300.0  # the embedder is shown failing while it failed a batch in the last five minutes
 
 
 def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
@@ -44,6 +45,7 @@ def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
         "progress": prog,
         "roots": [_root(r) for r in st["roots"]],
         "embedder": st["embedder"],
+        "embedder_errors": throughput.errors_since(HEALTH_WINDOW_S),
         "index": index,
         "verify": verify.get("last"),
         "verify_running": bool(verify.get("running")),

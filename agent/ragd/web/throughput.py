@@ -27,6 +27,7 @@ class Sample:
     phase: int  # which phase the two counts below belong to (a new phase starts them at 0)
     dirs_done: int
     files_done: int
+    errors: int = 0  # batches the embedder failed since the agent started
 
 
 class Throughput:
@@ -39,9 +40,9 @@ class Throughput:
         """Take a sample of the agent now."""
         rt = self._get_rt()
         prog = rt.tracker.progress
-        self.record(
-            Sample(time.time(), rt.embed.stats.texts_embedded, id(prog), prog.dirs_done, prog.files_done)
-        )
+        stats = rt.embed.stats
+        self.record(Sample(time.time(), stats.texts_embedded, id(prog), prog.dirs_done, prog.files_done,
+                           stats.failed_batches))  # fmt: skip
 
     def record(self, sample: Sample) -> None:
         with self._lock:
@@ -66,6 +67,16 @@ class Throughput:
             out.append({"at": round(b.at, 1), "texts_per_s": round(max(0, b.texts - a.texts) / dt, 2),
                         "files_per_s": round(max(0, files) / dt, 2)})  # fmt: skip
         return out
+
+    def errors_since(self, seconds: float) -> int:
+        """Batches the embedder failed in the last `seconds` (as far as the samples go back)."""
+        with self._lock:
+            samples = list(self._samples)
+        if not samples:
+            return 0
+        last = samples[-1]
+        first = next((s for s in samples if s.at >= last.at - seconds), last)
+        return last.errors - first.errors
 
     def time_left(self, dirs_total: int, dirs_done: int) -> float | None:
         """Seconds left in the current phase at the pace of the last ETA_WINDOW_S; None while it cannot be told
