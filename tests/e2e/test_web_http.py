@@ -5,6 +5,7 @@ live overview, and `ragctl ui`. What a browser does with it is tests/e2e/test_we
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,6 +177,17 @@ def test_views_show_the_knowledge_base(
         assert "created" in doc
         failed = http.get(f"{base}/ui/doc", params={"path": str(kb / "broken.pdf")}).text
         assert 'id="doc-error"' in failed and "corrupt PDF" in failed
+        # a long document: its passages a window at a time, around the one asked for
+        long = kb / "notes" / "long.md"
+        long.write_text("".join(f"## Part {i}\n\n" + f"zqlong part {i} " * 60 + "\n\n" for i in range(300)))
+        agent.wait_idle()
+        around = http.get(f"{base}/ui/doc", params={"path": str(long), "chunk": "250"}).text
+        total = int(re.search(r"passages \d+–\d+ of (\d+)", around).group(1))  # type: ignore[union-attr]
+        assert total >= 300 and 'id="chunk-250"' in around and 'id="chunk-0"' not in around
+        assert ">earlier</a>" in around
+        first = http.get(f"{base}/ui/doc", params={"path": str(long)}).text
+        assert 'id="chunk-0"' in first and 'id="chunk-250"' not in first and ">later</a>" in first
+        assert first.count('<li id="chunk-') == 200
         # changes: newest first, a move shown with where it came from
         (kb / "notes" / "alpha.md").rename(kb / "notes" / "beta.md")
         agent.wait_idle()

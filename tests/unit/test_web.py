@@ -94,7 +94,9 @@ def test_chinese_questions_mark_the_pairs_of_their_characters_the_text_holds() -
     out = str(highlight.marked("本文档介绍如何配置代理服务器。", "怎样配置代理"))
     assert "<mark>配置代理</mark>" in out and "怎样" not in out
     assert str(highlight.marked("的是在", "的是")) == "的是在"  # filler words alone are not marked
-    assert str(highlight.marked("重启路由器即可", "路由器")) == "重启<mark>路由器</mark>即可"  # 路由 and 由器 overlap
+    assert (
+        str(highlight.marked("重启路由器即可", "路由器")) == "重启<mark>路由器</mark>即可"
+    )  # 路由 and 由器 overlap
 
 
 def test_a_question_of_nothing_markable_marks_nothing() -> None:

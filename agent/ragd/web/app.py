@@ -213,10 +213,10 @@ class WebPage:
                                 form=form, modes=pages.SEARCH_MODES)  # fmt: skip
 
     async def document(self, request: Request) -> Response:
-        path = request.query_params.get("path", "")
-        chunk = request.query_params.get("chunk")
-        return await self._page(request, "document.html", pages.document, path, query=request.query_params.get("q", ""),
-                                chunk=int(chunk) if chunk and chunk.isdigit() else None)  # fmt: skip
+        q = request.query_params
+        path, chunk, start = q.get("path", ""), _number(q.get("chunk")), _number(q.get("start"))
+        return await self._page(request, "document.html", pages.document, path, chunk, start, query=q.get("q", ""),
+                                chunk=chunk)  # fmt: skip
 
     async def raw(self, request: Request) -> Response:
         visitor = self.visitor(request)
@@ -264,6 +264,10 @@ class WebPage:
         response = RedirectResponse(_url("/login"), 303)
         response.delete_cookie(COOKIE, path=f"{PREFIX}/", httponly=True, samesite="strict")
         return response
+
+
+def _number(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() and len(text) < 10 else None
 
 
 def _media_type(path: Path) -> str:

@@ -24,6 +24,7 @@ from .throughput import Throughput, chart
 if TYPE_CHECKING:
     from ..verbs.runtime import Resident
 
+PASSAGES_SHOWN = 200  # of a long document's passages, at once (a 10 MB log file has thousands)
 MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 HEALTH_WINDOW_S = 300.0  # the embedder is shown failing while it failed a batch in the last five minutes
@@ -112,10 +113,16 @@ def search(rt: Resident, query: str, mode: str, top_k: int, path: str, where: li
     return {**found, "elapsed_ms": round(1000 * (time.monotonic() - started), 1)}
 
 
-def document(rt: Resident, path: str) -> dict[str, Any]:
-    """A document's state and sidecar facts, its chunks in order, its identity and history."""
+def document(rt: Resident, path: str, chunk: int | None = None, start: int | None = None) -> dict[str, Any]:
+    """A document's state and sidecar facts, its identity and history, and its chunks in order: at most
+    PASSAGES_SHOWN of them, from `start`, else around `chunk`, else from the first."""
     info = resources.file_info(rt, path)  # checks the path (inside a root, tracked, readable by the caller)
-    chunks = resources.file_chunks(rt, path)["chunks"]
+    every = resources.file_chunks(rt, path)["chunks"]
+    if start is None:
+        start = max(0, chunk - PASSAGES_SHOWN // 4) if chunk is not None else 0
+    start = max(0, min(start, len(every) - PASSAGES_SHOWN)) if len(every) > PASSAGES_SHOWN else 0
+    chunks = every[start : start + PASSAGES_SHOWN]
+    window = {"start": start, "end": start + len(chunks), "total": len(every), "size": PASSAGES_SHOWN}
     doc = rt.history.document(path=info["path"])
     history: dict[str, Any] = {"document": None, "versions": [], "events": []}
     if doc is not None:
@@ -124,7 +131,7 @@ def document(rt: Resident, path: str) -> dict[str, Any]:
                    "events": [e.to_json() for e in events]}  # fmt: skip
     same = rt.history.same_content([info["md5"]]).get(info["md5"], []) if info.get("md5") else []
     copies = access.scope().keep([c for c in same if c != info["path"]], lambda c: c, gone_ok=True)
-    return {"info": info, "chunks": chunks, "copies": copies, **history}
+    return {"info": info, "chunks": chunks, "window": window, "copies": copies, **history}
 
 
 def raw_file(rt: Resident, path: str) -> Path:
