@@ -14,7 +14,9 @@ from tests.support.inproc import agent_in_process, control
 
 def test_the_url_is_the_served_one_and_no_token_is_configured(running: Running) -> None:
     told = running.ctl("mcp_client")
-    assert told == {"enabled": True, "url": running.ctl("status")["mcp"]["url"], "error": None, "token": None}
+    mcp = running.ctl("status")["mcp"]
+    assert told == {"enabled": True, "url": mcp["url"], "error": None, "token": None, "ui_url": mcp["ui_url"]}
+    assert told["ui_url"] == told["url"].removesuffix("/mcp") + "/ui/"
     assert told["url"].startswith("http://127.0.0.1:") and told["url"].endswith("/mcp")
 
 
@@ -39,4 +41,10 @@ def test_the_token_from_token_env_and_an_unset_one(
 
 def test_http_off_is_said(kb: Path, fake_openai_server: FakeOpenAI) -> None:
     with agent_in_process(config(fake_openai_server, enabled=False, token="t"), [kb]) as life:
-        assert control(life, "mcp_client") == {"enabled": False, "url": None, "error": None, "token": "t"}
+        assert control(life, "mcp_client") == {
+            "enabled": False,
+            "url": None,
+            "error": None,
+            "token": "t",
+            "ui_url": None,
+        }
