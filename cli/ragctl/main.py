@@ -118,7 +118,7 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     ch.add_argument("--limit", type=int, default=100, help="at most this many events (default 100)")
     ch.add_argument("--kind", action="append", default=[], metavar="KIND",
                     help="only these kinds (created, changed, moved, deleted, restored, failed, recovered, "
-                    "skipped); repeatable")  # fmt: skip
+                    "skipped, relabeled); repeatable")  # fmt: skip
     orph = sub.add_parser("orphans", parents=[common], help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", help="only under this folder")
     orph.add_argument("--clean", action="store_true", help="remove them from the index")

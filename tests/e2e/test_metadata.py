@@ -63,6 +63,12 @@ def test_filters_follow_front_matter_and_folder_defaults(tmp_path: Path, config:
         agent.wait_idle()
         assert where("product=X300") == {"manuals/a.md", "manuals/sub/b.md"}
         assert where("product=X200") == set() and where("tag=manual") == set()
+        # the history tells the relabel, and what it changed
+        told = ragctl_json("changes", str(root / "manuals"), "--kind", "relabeled")["changes"]
+        relabeled = {c["path"]: c["detail"] for c in told}
+        assert set(relabeled) == {str(root / "manuals" / "a.md"), str(root / "manuals" / "sub" / "b.md")}
+        assert "product: X200 -> X300" in relabeled[str(root / "manuals" / "sub" / "b.md")]
+        assert "tags: manual -> (none)" in relabeled[str(root / "manuals" / "sub" / "b.md")]
 
         (root / "manuals" / "sub" / ".ragd-meta.toml").write_text('product = "X300-mini"\n')  # nearer wins
         agent.wait_idle()

@@ -123,7 +123,9 @@ class StatusOutput(BaseModel):
     mcp: dict[str, Any] = Field(description="the MCP endpoint: url, error, requests, calls_running")
 
 
-ChangeKind = Literal["created", "changed", "moved", "deleted", "restored", "failed", "recovered", "skipped"]
+ChangeKind = Literal[
+    "created", "changed", "moved", "deleted", "restored", "failed", "recovered", "skipped", "relabeled"
+]
 
 
 class Change(BaseModel):

@@ -34,7 +34,7 @@ from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, S
 from ..model import Chunk, EmbeddingIdentity
 from . import sidecar
 from .identity import Identify, fallback
-from .metadata import Extracted, Labels
+from .metadata import Extracted, Labels, fields_json
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import Change, Ignore, md5_file, not_regular
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
@@ -114,6 +114,23 @@ def chunk_meta(c: Chunk) -> dict[str, object]:
     return {"start_index": c.start_index, "end_index": c.end_index, "start_line": c.start_line,
             "end_line": c.end_line, "page": c.page, "header": c.header,
             "heading_path": list(c.heading_path) or None}  # fmt: skip
+
+
+def _labels_changed(before: Any, after: Any) -> str:
+    """What a relabel changed, for the history: "tag: draft -> final; owner: (none) -> ops"."""
+    old = fields_json(before.fields) if before is not None else {}
+    new = fields_json(after.fields) if after is not None else {}
+    parts = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            parts.append(f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}")
+    return "; ".join(parts)[:500] or "metadata made again"
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == [] or value == "":
+        return "(none)"
+    return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 @dataclass
@@ -262,7 +279,9 @@ class FileTask:
         except StorageError as err:
             log.error("%s", err)
             return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
-        return FileOutcome(self.name, RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash)
+        return FileOutcome(self.name, RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash,
+                           document_id=self.document_id(), size=old.source.size_bytes, parser=old.parser,
+                           reason=_labels_changed(old.metadata, labelled.metadata))  # fmt: skip
 
     def finish(self) -> FileOutcome:
         if self.future is not None:

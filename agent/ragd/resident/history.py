@@ -40,7 +40,7 @@ from typing import Any
 from ..config import Config, HistoryConfig
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult
-from ..pipeline.filejob import ABANDONED, FileOutcome
+from ..pipeline.filejob import ABANDONED, RELABELED, FileOutcome
 from ..pipeline.identity import derived_id, new_id
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 
@@ -50,8 +50,8 @@ FILE_NAME = "history.sqlite3"
 SCHEMA = 1
 DELETED = "deleted"
 CREATED, CHANGED, MOVED, REMOVED, RESTORED = "created", "changed", "moved", "deleted", "restored"
-FAILED_NOW, RECOVERED, SKIPPED_NOW = "failed", "recovered", "skipped"
-KINDS = (CREATED, CHANGED, MOVED, REMOVED, RESTORED, FAILED_NOW, RECOVERED, SKIPPED_NOW)
+FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW = "failed", "recovered", "skipped", "relabeled"
+KINDS = (CREATED, CHANGED, MOVED, REMOVED, RESTORED, FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW)
 FROM_SIDECAR = "from the sidecar"  # a document first known from its entry, not seen changing
 DUPLICATES_TTL = 5.0  # seconds a `has_duplicates` answer is kept (searches ask it every time)
 SIZE_CHECK_EVERY = 200
@@ -332,6 +332,8 @@ class History:
             self._event(db, doc.id, now, SKIPPED_NOW, path, None, f.reason)
         elif state == EMBEDDED and doc.state == FAILED:
             self._event(db, doc.id, now, RECOVERED, path, None)
+        if f.state == RELABELED:  # same content, its metadata made again (docs/metadata.md)
+            self._event(db, doc.id, now, RELABELED_NOW, path, None, f.reason)
         indexed = state == EMBEDDED and (not seen_only or doc.indexed_at is None or changed)
         db.execute("UPDATE documents SET path = ?, md5 = ?, size = ?, state = ?, deleted_at = NULL, "
                    "changed_at = CASE WHEN ? THEN ? ELSE changed_at END, "
