@@ -67,15 +67,16 @@ class Tokens:
     def required(self) -> bool:
         return self.without == "refuse"
 
-    def caller(self, given: bytes | None) -> access.Caller | None:
-        """The caller a request with bearer token `given` (None: no token) is answered as; None: refused."""
+    def caller(self, given: bytes | None, shown: Callable[[bytes], bytes] = bytes) -> access.Caller | None:
+        """The caller a request with bearer token `given` (None: no token) is answered as; None: refused. With
+        `shown`, `given` is compared with `shown(token)` rather than with each token (the web page's cookie)."""
         if given is None:
             return {"full": access.agent(), "public": access.PUBLIC}.get(self.without)
-        if self.own is not None and hmac.compare_digest(given, self.own):
+        if self.own is not None and hmac.compare_digest(given, shown(self.own)):
             return access.agent()
         name = None
         for token, user in self.users:  # every one compared, in constant time
-            if hmac.compare_digest(given, token):
+            if hmac.compare_digest(given, shown(token)):
                 name = user
         if name is None:
             return None

@@ -127,6 +127,11 @@ class WebPage:
                                                   **context)  # fmt: skip
         return HTMLResponse(html, status, headers={"cache-control": "no-store"})
 
+    def failed(self, request: Request, visitor: Visitor, err: RagdError, **context: Any) -> HTMLResponse:
+        """The error page of a domain error: its message and hint, with the HTTP status of its code."""
+        return self.render(request, "error.html", visitor, status=STATUS_OF.get(err.code, 500),
+                           message=err.message, hint=err.hint, **context)  # fmt: skip
+
     async def _page(self, request: Request, name: str, fn: Callable[..., Any], *args: Any,
                     **context: Any) -> Response:  # fmt: skip
         """A view: the visitor (else the sign-in page), `fn`'s data as `data`, and an error page for RagdError."""
@@ -139,8 +144,7 @@ class WebPage:
         try:
             data = await self._as(visitor, fn, *args)
         except RagdError as err:
-            return self.render(request, "error.html", visitor, status=STATUS_OF.get(err.code, 500),
-                               message=err.message, hint=err.hint, **context)  # fmt: skip
+            return self.failed(request, visitor, err, **context)
         except ValidationError as err:
             return self.render(request, "error.html", visitor, status=400, message=describe(err), hint="",
                                **context)  # fmt: skip
@@ -189,8 +193,7 @@ class WebPage:
         try:
             done = await self._as(visitor, pages.retry, path)
         except RagdError as err:
-            return self.render(request, "error.html", visitor, status=STATUS_OF.get(err.code, 500),
-                               message=err.message, hint=err.hint)  # fmt: skip
+            return self.failed(request, visitor, err)
         target = back if back.startswith(f"{PREFIX}/") and "//" not in back else _url("/failures")
         sep = "&" if "?" in target else "?"
         return RedirectResponse(
@@ -225,8 +228,7 @@ class WebPage:
         try:
             path = await self._as(visitor, pages.raw_file, request.query_params.get("path", ""))
         except RagdError as err:
-            return self.render(request, "error.html", visitor, status=STATUS_OF.get(err.code, 500),
-                               message=err.message, hint=err.hint)  # fmt: skip
+            return self.failed(request, visitor, err)
         kind = _media_type(path)
         csp = RAW_CSP if kind.split(";")[0] in SCRIPTABLE else RAW_PLAIN_CSP
         headers = {"content-security-policy": csp, "cache-control": "no-store"}

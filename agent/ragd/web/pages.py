@@ -16,6 +16,7 @@ from ..mcp import resources
 from ..mcp import tools as mcp_tools
 from ..mcp.paths import check_path, check_tracked
 from ..pipeline.sidecar import FAILED, SKIPPED
+from ..resident.history import KINDS
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from ..verbs import sync as sync_verb
@@ -146,8 +147,6 @@ def raw_file(rt: Resident, path: str) -> Path:
 
 def changes(rt: Resident, since_hours: float, kind: str, path: str, limit: int = 200) -> dict[str, Any]:
     """What changed in the last `since_hours`, newest first (each document once: its latest change)."""
-    from ..resident.history import KINDS
-
     kinds = (kind,) if kind in KINDS else KINDS
     found = mcp_tools.recent_changes(rt, since_hours=since_hours, path_prefix=path or None, limit=limit,
                                      kinds=kinds)  # fmt: skip
