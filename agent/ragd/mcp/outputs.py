@@ -120,7 +120,9 @@ class StatusOutput(BaseModel):
         description="the documents' history: documents by state, duplicates (groups, files), events, size"
     )
     index: dict[str, Any] = Field(description="the vector index: chunks, sources, health")
-    mcp: dict[str, Any] = Field(description="the MCP endpoint: url, error, requests, calls_running")
+    mcp: dict[str, Any] = Field(
+        description="the MCP endpoint: url, ui_url (the web page), error, requests, calls_running"
+    )
 
 
 ChangeKind = Literal[
