@@ -15,6 +15,7 @@ from ..errors import RagdError
 from ..mcp import resources
 from ..mcp import tools as mcp_tools
 from ..mcp.paths import check_path, check_tracked
+from ..paths import is_under
 from ..pipeline.sidecar import FAILED, SKIPPED
 from ..resident.history import KINDS
 from ..verbs import search as search_verb
@@ -63,38 +64,27 @@ def _root(root: dict[str, Any]) -> dict[str, Any]:
     files = root.get("files") or {}
     return {"path": root["path"], "watcher": root.get("watcher"), "error": root.get("error"),
             "embedded": files.get("EMBEDDED", 0), "skipped": files.get("SKIPPED", 0),
-            "failed": files.get("FAILED", 0), "total": sum(files.values()),
-            "pending_dirs": root.get("pending_dirs", 0), "running_dirs": root.get("running_dirs", 0),
-            "waiting_files": root.get("waiting_files", 0), "dir_errors": root.get("dir_errors", [])}  # fmt: skip
+            "failed": files.get("FAILED", 0), "pending_dirs": root.get("pending_dirs", 0),
+            "running_dirs": root.get("running_dirs", 0), "waiting_files": root.get("waiting_files", 0)}  # fmt: skip
 
 
 def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> dict[str, Any]:
     """Every FAILED and SKIPPED file the caller may see (of `state` only, if given; its path or reason containing
     `text`; under `root`), with its reason and next retry; and the directories that could not be read."""
-    scope = access.scope()
+    scope = access.scope()  # what the caller may see, as its status shows it (access/status.py)
     wanted = {state} if state in (FAILED, SKIPPED) else {FAILED, SKIPPED}
     needle = text.casefold()
-    found: list[dict[str, Any]] = []
-    total = 0
-    for path, st in rt.tracker.problems(wanted):
-        if root and not _under(path, root):
-            continue
-        if needle and needle not in str(path).casefold() and needle not in st.reason.casefold():
-            continue
-        if not scope.full and not scope.visible(path):
-            continue
-        total += 1
-        if len(found) < MAX_PROBLEMS:
-            found.append({"path": str(path), "dir": str(path.parent), "name": path.name, "state": st.state,
-                          "reason": st.reason, "retry_at": st.retry_at})  # fmt: skip
-    dir_errors = [{"path": str(d), "reason": r} for d, r in sorted(rt.tracker.dir_errors.items())
-                  if (not root or _under(d, root)) and (scope.full or scope.visible(d))]  # fmt: skip
-    return {"files": found, "total": total, "dir_errors": dir_errors, "roots": [str(r) for r in rt.roots],
+    top = Path(root) if root else None
+    matching = [(path, st) for path, st in rt.tracker.problems(wanted)
+                if (top is None or is_under(path, top))
+                and (not needle or needle in str(path).casefold() or needle in st.reason.casefold())]  # fmt: skip
+    shown = scope.keep(matching, lambda f: f[0], gone_ok=True)
+    found = [{"path": str(path), "dir": str(path.parent), "name": path.name, "state": st.state,
+              "reason": st.reason, "retry_at": st.retry_at} for path, st in shown[:MAX_PROBLEMS]]  # fmt: skip
+    dirs = [(d, r) for d, r in sorted(rt.tracker.dir_errors.items()) if top is None or is_under(d, top)]
+    dir_errors = [{"path": str(d), "reason": r} for d, r in scope.keep(dirs, lambda e: e[0], gone_ok=True)]
+    return {"files": found, "total": len(shown), "dir_errors": dir_errors, "roots": [str(r) for r in rt.roots],
             "state": state, "text": text, "root": root}  # fmt: skip
-
-
-def _under(path: Path, root: str) -> bool:
-    return path.is_relative_to(root)
 
 
 def retry(rt: Resident, path: str) -> dict[str, Any]:
