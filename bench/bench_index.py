@@ -59,21 +59,25 @@ def synth(n: int, seed: int = 5) -> tuple[np.ndarray, list[str]]:
 
 
 def _md5(text: str) -> str:
-    return hashlib.md5(text.encode()).hexdigest()  # as ragd stores it (termstats samples chunks by it)
+    return hashlib.md5(text.encode()).hexdigest()  # as ragd stores it
 
 
 def bulk_load(idx: object, vecs: np.ndarray, texts: list[str]) -> None:
     """Insert straight into the collection, 1,024 documents a call (zvec's limit), skipping replace_source's
     per-source lookup: how a 1M-chunk collection can be built for measuring queries in reasonable time."""
+    from ragd.index.zvec_backend import keyword_doc
     from ragd.index.zvec_schema import to_doc
 
     with idx._exclusive("write") as coll:  # type: ignore[attr-defined]
+        keywords = idx._keywords()  # type: ignore[attr-defined]
         for s in range(0, len(texts), 1024):
             docs = [to_doc(f"/bench/d{i // 10000}/f{i // 10}.md", "md5", "/bench",
                            IndexChunk(f"/bench/d{i // 10000}/f{i // 10}.md", i % 10, texts[i], _md5(texts[i]), "File: bench",
                                       vecs[i]), DIM, 10)
                     for i in range(s, min(s + 1024, len(texts)))]  # fmt: skip
             coll.insert(docs)
+            keywords.add([keyword_doc(d.id, d.fields) for d in docs])
+        keywords.commit()
 
 
 def build(

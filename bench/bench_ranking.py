@@ -7,12 +7,13 @@ headers and vectors are read back from the corpus's sidecars, so nothing is embe
 Then, for every question:
 
 - the dense side is exact (cosine against every chunk vector, numpy), as the flat index ranks it;
-- the keyword side runs against a scratch zvec collection built from the same chunks with several full-text
-  fields: the shipped one (jieba in its default `search` cut mode, over header + content) and variants (jieba
-  `mix` and `full`, CJK character bigrams (zvec's ngram tokenizer over the Chinese text only) next to the shipped
-  field, the header alone next to it); every variant keeps the glosses list unless it says otherwise;
-- the glosses list: the English glosses of a question's Chinese words (`lexicon`) against the shipped field,
-  `fusion.TRANSLATED_DEPTH` hits as the search asks for;
+- the keyword side as shipped runs against a scratch keyword index (index/keywords.py, tantivy) built from the same
+  chunks; variants against a scratch zvec collection with several full-text fields: zvec's jieba in its `search`
+  cut mode (the keyword field of ragd before issue 14), `mix` and `full`, CJK character bigrams (zvec's ngram
+  tokenizer over the Chinese text only) next to the shipped list, the header alone next to it; every variant keeps
+  the glosses list unless it says otherwise;
+- the glosses list: the English glosses of a question's Chinese words (`lexicon`) against the shipped keyword
+  index, `fusion.TRANSLATED_DEPTH` hits as the search asks for;
 - each variant's lists go through the shipped `fusion.fuse_documents` (or, for the dense-side variants, a document
   score built the same way with one term added), and `evaluate` scores the document ranking.
 
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import zvec
 
-from ragd.index import Hit, fts, fusion, jiebadict, lexicon
+from ragd.index import Hit, fts, fusion, keywords, lexicon
 from ragd.index import evaluate as ev
 from ragd.pipeline import sidecar
 from ragd.pipeline.embed.local import LocalEmbedder
@@ -77,7 +78,7 @@ def load_corpus(root: Path) -> tuple[list[Chunk], np.ndarray]:
 
 
 FIELDS = {  # name: (tokenizer, filters, extra params, text of a chunk)
-    "shipped": ("jieba", ["lowercase", "stemmer"], "", lambda c: f"{c.header}\n\n{c.content}"),
+    "zvec": ("jieba", ["lowercase", "stemmer"], "", lambda c: f"{c.header}\n\n{c.content}"),
     "mix": ("jieba", ["lowercase", "stemmer"], '{"cut_mode": "mix"}', lambda c: f"{c.header}\n\n{c.content}"),
     "full": ("jieba", ["lowercase", "stemmer"], '{"cut_mode": "full"}', lambda c: f"{c.header}\n\n{c.content}"),
     "bigrams": ("ngram", ["lowercase"], '{"ngram_min": 2, "ngram_max": 2, "token_chars": ["letter", "digit"]}',
@@ -119,19 +120,14 @@ def keyword_lists(
                 else []
             )
             out[name].append([(int(d.field("n")), float(d.score)) for d in docs])
-    out["glosses"] = []  # the English glosses of a question's Chinese words, against the shipped field
-    for q in questions:
-        qs = lexicon.shared().query_string(q)
-        docs = (
-            coll.query(
-                zvec.Query("shipped", fts=zvec.Fts(query_string=qs)),
-                topk=fusion.TRANSLATED_DEPTH,
-                output_fields=["n"],
-            )
-            if qs
-            else []
-        )
-        out["glosses"].append([(int(d.field("n")), float(d.score)) for d in docs])
+    shipped = keywords.KeywordIndex(tmp / "keywords", read_only=False)
+    shipped.write(docs=[keywords.KeywordDoc(str(n), c.path, "", fts.normalize(f"{c.header}\n\n{c.content}"), "")
+                        for n, c in enumerate(chunks)])  # fmt: skip
+    out["shipped"] = [[(int(i), s) for i, s in shipped.search(fts.terms(q), DEPTH)] for q in questions]
+    # the English glosses of a question's Chinese words, against the shipped keyword index
+    out["glosses"] = [[(int(i), s) for i, s in shipped.search(lexicon.shared().terms(q), fusion.TRANSLATED_DEPTH)]
+                      for q in questions]  # fmt: skip
+    shipped.close()
     return out
 
 
@@ -165,14 +161,7 @@ def report(name: str, variant: Variant, queries: list[dict], root: Path) -> None
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=Path("~/.cache/ragd-devset"), help="as for bench_eval")
-    ap.add_argument("--jieba-dicts", type=Path, nargs="*", default=[], metavar="DIR",
-                    help="also a keyword field cut with each of these jieba dictionaries (a directory holding "
-                         "jieba.dict.utf8 and hmm_model.utf8)")  # fmt: skip
     args = ap.parse_args(argv)
-    jiebadict.use()  # every jieba field below cuts with the shipped dictionary unless it names another
-    for d in args.jieba_dicts:
-        FIELDS[f"dict_{d.name}"] = ("jieba", ["lowercase", "stemmer"], json.dumps({"jieba_dict_dir": str(d.resolve())}),
-                                    FIELDS["shipped"][3])  # fmt: skip
     root = args.cache.expanduser().resolve() / "corpus"
     queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
     t0 = time.perf_counter()
@@ -240,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     report("keyword alone (shipped field)", lambda i: ranking(evidence["shipped"][i]), queries, root)
     report("hybrid as shipped", hybrid("shipped"), queries, root)
     report("hybrid without the glosses list", hybrid("shipped", glosses=False), queries, root)
-    for field in ("mix", "full", "header", *(f for f in FIELDS if f.startswith("dict_"))):
+    for field in ("zvec", "mix", "full", "header"):
         report(f"hybrid, keyword field: {field}", hybrid(field), queries, root)
     for w in (0.2, 0.5):
         report(f"hybrid + CJK bigram list x{w}", plus("bigrams", w), queries, root)

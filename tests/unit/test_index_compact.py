@@ -80,7 +80,8 @@ def test_each_flush_that_writes_adds_a_block_and_a_compaction_folds_them_losing_
         edit(index, root, 99)  # and it takes writes as before
         assert rel_paths(index.query(vector=None, text="zebra99", k=3), root) == ["edits/note3.md"]
         here = collection_dir(tmp_path / "data", IDENTITY)
-        assert [p.name for p in here.parent.iterdir() if p.name.startswith(here.name)] == [here.name]
+        beside = sorted(p.name for p in here.parent.iterdir() if p.name.startswith(here.name))
+        assert beside == [here.name, here.name + ".keywords"]  # no debris; the keyword index stays
     finally:
         index.close()
     reopened = open_index(tmp_path / "data", IDENTITY, IndexConfig())

@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 # Bump when the collection's fields, or how its text is cut into words, change: a new version is a new collection,
 # filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py). 4: document metadata
-# (`meta_terms` for filters, `metadata` for results: where.py).
-SCHEMA_VERSION = 4
+# (`meta_terms` for filters, `metadata` for results: where.py). 5: the keyword index moved out of zvec into tantivy
+# beside the collection (keywords.py); `fts_text` is a plain field.
+SCHEMA_VERSION = 5
 MAX_K = 100  # the largest number of hits one query returns
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"  # an index held elsewhere
 

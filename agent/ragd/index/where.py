@@ -45,6 +45,10 @@ class Where:
     value: str
     prefix: bool = False
 
+    def term(self) -> str:
+        """The encoded `key=value` (a prefix of the terms it matches, when `prefix`)."""
+        return term(self.key, self.value)
+
     def pattern(self) -> str:
         """The LIKE pattern (nothing in it needs escaping: see the module docstring)."""
         encoded = term(self.key, self.value)

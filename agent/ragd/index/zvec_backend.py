@@ -32,16 +32,18 @@ from . import (
     SourceWrite,
     health,
     scan,
-    termstats,
     zvec_open,
 )
 from . import filters as F
-from .records import metadata_columns
+from .keywords import KeywordDoc, KeywordIndex, open_keywords
+from .records import extension, metadata_columns
 from .rwlock import ReadWriteLock
 from .zvec_open import Resting, check_statuses, open_collection, zvec_errors
 from .zvec_reads import ZvecReads
 from .zvec_schema import (
     EMBEDDING,
+    FTS_TEXT,
+    META_TERMS,
     SOURCE_CHUNKS,
     SOURCE_PATH,
     check_text,
@@ -62,12 +64,14 @@ class ZvecIndex(ZvecReads):
     def __init__(
         self,
         coll: zvec.Collection,
+        keywords: KeywordIndex | None,
         path: Path,
         identity: EmbeddingIdentity,
         cfg: IndexConfig,
         read_only: bool,
     ) -> None:
         self._coll: zvec.Collection | None = coll
+        self._kw = keywords  # None while resting or closed
         self._path = path
         self._identity = identity
         self._cfg = cfg
@@ -78,9 +82,6 @@ class ZvecIndex(ZvecReads):
         # there they run one at a time (docs/zvec-notes.md)
         self._rw.serial = zvec_open.segment_count(path) > 1
         self._written = 0  # documents written since open or the last optimize()
-        self._terms: tuple[int, int, termstats.TermStats | None] | None = (
-            None  # documents, written, the sample
-        )
         self._used = time.monotonic()  # the last use of the collection
         self._rest: Resting | None = None  # while resting: closed until the next use (`rest`)
         self._waking = threading.Lock()
@@ -91,7 +92,52 @@ class ZvecIndex(ZvecReads):
         cls, path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, *, read_only: bool = False
     ) -> ZvecIndex:
         path = Path(path)
-        return cls(open_collection(path, identity, cfg, read_only), path, identity, cfg, read_only)
+        coll = open_collection(path, identity, cfg, read_only)
+        try:
+            kw = open_keywords(path, read_only=read_only)
+            index = cls(coll, kw, path, identity, cfg, read_only)
+            if not read_only:
+                index._repair_keywords()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                coll.close()
+            raise
+        return index
+
+    def _repair_keywords(self) -> None:
+        """Bring the keyword index level with the collection after a crash (keywords.py): the sources its journal
+        names read back from zvec; the whole of it rebuilt when its document count differs."""
+        kw, coll = self._keywords(), self._live()
+        if pending := kw.pending():
+            log.warning("the keyword index missed the last writes to %d sources or folders; reading them back "
+                        "from the index", len(pending))  # fmt: skip
+            with zvec_errors("scan", self._path):
+                docs = [d for p in pending for d in self._keyword_docs(coll, p)]
+            kw.write(folders=pending, docs=docs)
+        documents = int(coll.stats.doc_count)
+        if kw.documents() != documents:
+            if kw.documents():
+                log.warning("the keyword index at %s holds %d chunks, the index %d: rebuilding it from the index",
+                            kw.path, kw.documents(), documents)  # fmt: skip
+            with zvec_errors("scan", self._path):
+                docs = self._keyword_docs(coll, None)
+            kw.clear()
+            kw.write(docs=docs)
+
+    def _keyword_docs(self, coll: zvec.Collection, under: str | None) -> list[KeywordDoc]:
+        """The keyword documents of every chunk at or below `under` (all when None), from the collection."""
+        flt = F.under(SOURCE_PATH, under) if under is not None else None
+        rows = scan.rows(coll, flt, [SOURCE_PATH, FTS_TEXT, META_TERMS], seal_ok=self._read_only)
+        return [
+            keyword_doc(d.id, d.fields)
+            for d in rows
+            if under is None or F.is_under(str(d.fields.get(SOURCE_PATH, "")), under)
+        ]
+
+    def _keywords(self) -> KeywordIndex:
+        self._live()  # wakes a resting index
+        assert self._kw is not None
+        return self._kw
 
     # -- properties ---------------------------------------------------------------------------------------------
     @property
@@ -192,6 +238,8 @@ class ZvecIndex(ZvecReads):
         last = {w.source_path: w for w in writes}  # a source written twice: the last write wins
         docs = [doc for w in last.values() for doc in self._docs(w)]  # all checked before anything is written
         with self._exclusive("write") as coll:
+            kw = self._keywords()
+            kw.begin(last)
             held = self._held(coll, list(last.values()))
             stale = [
                 doc_id(w.source_path, i)
@@ -206,6 +254,7 @@ class ZvecIndex(ZvecReads):
             for start in range(0, len(docs), MAX_BATCH):
                 check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
             self._written += len(docs) + len(stale)
+            kw.write(sources=last, docs=[keyword_doc(d.id, d.fields) for d in docs])
 
     def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
         check_text(w.source_path, "the path")
@@ -234,34 +283,33 @@ class ZvecIndex(ZvecReads):
                 held[ask[i]] = max(1, int(doc.fields.get(SOURCE_CHUNKS) or 0))
         return {w.source_path: held.get(w.source_path, 0) for w in writes}
 
-    def _delete_where(self, expr: str) -> int:
-        flt = F.for_delete(expr)
+    def _delete(self, path: str, *, folder: bool) -> int:
+        """Delete the chunks of the source `path`, or (`folder`) of every source at or below it."""
+        exact = F.under_is_exact(path)
+        wide = F.under(SOURCE_PATH, path)  # a ValueError for a path that is not absolute
+        flt = F.for_delete(wide if folder else F.equals(SOURCE_PATH, path)) if exact else None
         with self._exclusive("delete") as coll:
-            before = coll.stats.doc_count
-            coll.delete_by_filter(flt)
-            removed = int(before - coll.stats.doc_count)
+            kw = self._keywords()
+            kw.begin([path])
+            if flt is not None:
+                before = coll.stats.doc_count
+                coll.delete_by_filter(flt)
+                removed = int(before - coll.stats.doc_count)
+            else:  # no exact filter for a backslash: the re-checked ids
+                rows = self._rows(coll, path, writable=True)
+                ids = [r.id for r in rows if folder or r.path == path]
+                for start in range(0, len(ids), MAX_BATCH):
+                    check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
+                removed = len(ids)
             self._written += removed
+            kw.write(folders=[path]) if folder else kw.write(sources=[path])
             return removed
 
     def delete_source(self, source_path: str) -> int:
-        if F.under_is_exact(source_path):
-            return self._delete_where(F.equals(SOURCE_PATH, source_path))
-        with self._exclusive("delete") as coll:  # no exact filter for a backslash: the re-checked ids
-            ids = [r.id for r in self._rows(coll, source_path, writable=True) if r.path == source_path]
-            for start in range(0, len(ids), MAX_BATCH):
-                check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
-            self._written += len(ids)
-            return len(ids)
+        return self._delete(source_path, folder=False)
 
     def delete_subtree(self, dir_path: str) -> int:
-        if F.under_is_exact(dir_path):
-            return self._delete_where(F.under(SOURCE_PATH, dir_path))
-        with self._exclusive("delete") as coll:  # the filter over-matches: delete the re-checked ids
-            ids = [r.id for r in self._rows(coll, dir_path, writable=True)]
-            for start in range(0, len(ids), MAX_BATCH):
-                check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
-            self._written += len(ids)
-            return len(ids)
+        return self._delete(dir_path, folder=True)
 
     def flush(self) -> None:
         with self._exclusive("flush") as coll:
@@ -372,6 +420,7 @@ class ZvecIndex(ZvecReads):
                 with zvec_errors("close", self._path):
                     self._coll.close()
                 self._coll = None
+                self._close_keywords()
                 health.write_stamp(self._path)  # closed cleanly: waking needs no probe
                 self._rest = Resting.hold(self._path, documents)
                 return True
@@ -385,6 +434,7 @@ class ZvecIndex(ZvecReads):
                 return
             rest.release()  # zvec takes the lock itself, on a descriptor of its own
             self._coll = open_collection(self._path, self._identity, self._cfg, self._read_only)
+            self._kw = open_keywords(self._path, read_only=self._read_only)
             self._rest = None
             log.debug("index %s opened again after a rest", self._path)
 
@@ -393,9 +443,22 @@ class ZvecIndex(ZvecReads):
             if (rest := self._rest) is not None:
                 rest.release()  # closed already, stamped when it went to rest
                 self._rest = None
+            self._close_keywords()
             if self._coll is not None:
                 with zvec_errors("close", self._path):
                     self._coll.close()
                 self._coll = None
                 if not self._read_only:
                     health.write_stamp(self._path)  # closed cleanly: the next open needs no probe
+
+    def _close_keywords(self) -> None:
+        if (kw := self._kw) is not None:
+            self._kw = None
+            kw.close()
+
+
+def keyword_doc(doc_id: str, fields: dict[str, Any]) -> KeywordDoc:
+    """The keyword index's document for a zvec document's fields."""
+    path = str(fields.get(SOURCE_PATH, ""))
+    return KeywordDoc(doc_id, path, extension(path), str(fields.get(FTS_TEXT) or ""),
+                      str(fields.get(META_TERMS) or ""))  # fmt: skip

@@ -21,7 +21,7 @@ import zvec
 from ..config import IndexConfig
 from ..errors import IndexBusy, IndexError_
 from ..model import EmbeddingIdentity
-from . import BUSY_HINT, health, jiebadict
+from . import BUSY_HINT, health, keywords
 from .zvec_schema import build_schema, schema_problem
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,8 @@ def _ensure_init() -> None:
 
     One query thread: with zvec 0.8.0's default (one per core), a write or an optimize beside two or more
     queries deadlocked within seconds; with `query_threads=1` it never did in our stress runs (zvec-notes.md).
-    And the keyword index's dictionary (jiebadict.py).
     """
     global _initialized
-    jiebadict.use()  # before every open: zvec reads the dictionary's place then
     with _init_lock:
         if not _initialized:
             try:
@@ -215,6 +213,7 @@ def destroy(path: Path) -> bool:
                     f"the index at {path} is held by another process (a running ragd agent?)", BUSY_HINT
                 ) from None
         shutil.rmtree(path)
+        keywords.destroy(path)
         health.clear_stamp(path)
     finally:
         if fd is not None:

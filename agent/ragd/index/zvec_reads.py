@@ -14,18 +14,17 @@ import numpy as np
 import zvec
 
 from ..model import EmbeddingIdentity
-from . import Hit, SourceSummary, fts, hybrid, keyword, records, scan, termstats
+from . import Hit, SourceSummary, fts, hybrid, records, scan
 from . import filters as F
+from .keywords import KeywordIndex
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
 from .where import Where
 from .zvec_open import zvec_errors
 from .zvec_schema import (
     CHUNK_INDEX,
-    CONTENT_HASH,
     EMBEDDING,
     EXT,
-    FTS_TEXT,
     HIT_FIELDS,
     META_TERMS,
     SOURCE_MD5,
@@ -58,9 +57,11 @@ class ZvecReads:
     _write_lock: threading.RLock
     _rw: ReadWriteLock
     _written: int
-    _terms: tuple[int, int, termstats.TermStats | None] | None  # documents, written, the sample
 
     def _live(self) -> zvec.Collection:
+        raise NotImplementedError
+
+    def _keywords(self) -> KeywordIndex:
         raise NotImplementedError
 
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
@@ -114,7 +115,7 @@ class ZvecReads:
             dense = functools.partial(self._dense, near, flt, path_prefixes)
 
         def keyword_side(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:
-            return self._keyword(terms, top, flt, path_prefixes, evidence=evidence)
+            return self._keyword(terms, top, path_prefixes, exts, where)
 
         return hybrid.query(dense, keyword_side, text, k)
 
@@ -122,31 +123,20 @@ class ZvecReads:
         return hybrid.similarity(self._run(near, top, flt, prefixes))
 
     def _keyword(
-        self, terms: list[fts.Term], k: int, flt: str | None, prefixes: Sequence[str], *, evidence: bool
+        self,
+        terms: list[fts.Term],
+        k: int,
+        prefixes: Sequence[str],
+        exts: Sequence[str],
+        where: Sequence[Where],
     ) -> list[Hit]:
-        """Keyword hits, common words searched only beside rarer ones when that provably changes nothing
-        (`keyword.search`; `evidence`: only hits that `keyword_evidence` keeps matter)."""
-
-        def run(query_string: str, top: int) -> list[Hit]:
-            return self._run(
-                zvec.Query(FTS_TEXT, fts=zvec.Fts(query_string=query_string)), top, flt, prefixes
-            )
-
-        return keyword.search(run, terms, k, self._term_stats(), evidence=evidence)
-
-    def _term_stats(self) -> termstats.TermStats | None:
-        """The sample of the collection's chunks that keyword plans use, read again once a quarter of the
-        collection was written or its size moved by a quarter since (`termstats.sample`: ~10 ms at 100k)."""
+        """Keyword hits: BM25 from the keyword index (keywords.py), their chunks read from the collection."""
         with self._rw.reading(), zvec_errors("query", self._path):
-            coll = self._live()
-            documents = int(coll.stats.doc_count)
-            if (held := self._terms) is not None:
-                at, written, stats = held
-                if max(abs(documents - at), abs(self._written - written)) * 4 <= at:
-                    return stats
-            stats = termstats.sample(coll, documents, CONTENT_HASH, FTS_TEXT)
-            self._terms = (documents, self._written, stats)
-            return stats
+            found = self._keywords().search(terms, k, prefixes=prefixes, exts=exts, where=where)
+            if not found:
+                return []
+            docs = self._live().fetch([i for i, _ in found], output_fields=HIT_FIELDS, include_vector=False)
+        return [to_hit(docs[i], score) for i, score in found if i in docs]
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
         if not all(F.under_is_exact(p) for p in prefixes):

@@ -1,8 +1,8 @@
 """The zvec collection's schema, and the conversion between IndexChunk/Hit and zvec documents.
 
 Fields: `source_path`, `source_dir`, `root`, `ext` (inverted indexes, for filters), `source_md5`, `content_hash`,
-`chunk_index`, `content` (the exact chunk text), `fts_text` (header + content, `fts.normalize`d, full-text index with the jieba
-tokenizer), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, `meta_terms` (the document's
+`chunk_index`, `content` (the exact chunk text), `fts_text` (header + content, `fts.normalize`d: what the keyword
+index beside the collection cuts into words, kept here so that it can be rebuilt: keywords.py), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, `meta_terms` (the document's
 metadata as filter terms, where.py), `metadata` (the same fields as JSON, for results), and the dense vector
 `embedding` (cosine; flat or HNSW per IndexConfig). Document id: uuid5(NAMESPACE_DNS, f"{source_path}#{chunk_index}"),
 the scheme of the ragjson tool.
@@ -40,8 +40,6 @@ HIT_FIELDS = [
     END_LINE,
     SOURCE_CHUNKS,
 ]
-FTS_TOKENIZER = "jieba"
-FTS_FILTERS = ["lowercase", "stemmer"]
 
 
 def vector_param(cfg: IndexConfig) -> Any:
@@ -59,14 +57,7 @@ def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collecti
     ]
     fields += [
         zvec.FieldSchema(name, string)
-        for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, HEADING_PATH, META_TERMS, METADATA)
-    ]
-    fields += [
-        zvec.FieldSchema(
-            FTS_TEXT,
-            string,
-            index_param=zvec.FtsIndexParam(tokenizer_name=FTS_TOKENIZER, filters=FTS_FILTERS),
-        )
+        for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, FTS_TEXT, HEADING_PATH, META_TERMS, METADATA)
     ]
     fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE, SOURCE_CHUNKS)]
     fields.append(zvec.FieldSchema(PAGE, int32, nullable=True))
