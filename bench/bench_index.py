@@ -11,10 +11,10 @@ and the process's RSS after building. `--reconcile N` times the start-up check o
 sidecars (an index written by `ragd run --once` on a generated tree).
 
 `--sync-only` measures index sync on top of a collection of each size (bulk-loaded, flat, not optimized: as the
-agent keeps it): chunks/s writing new sources and rewriting existing ones (10 chunks each, shrunk to 8), the way
-replace_source worked before issue 14 (a filtered lookup of the source's chunks per source), through today's
-replace_source (one source per call) and through write_sources with 100 sources per call (how a batch of change
-notes is written), with the count checked at the end.
+agent keeps it below `index.hnsw_after`): chunks/s writing new sources and rewriting existing ones (10 chunks
+each, shrunk to 8), through replace_source (one source per call) and through write_sources with 100 sources per
+call (how a batch of change notes is written), with the count checked at the end. Each write goes to the
+collection and to its keyword index (committed at every call).
 """
 
 from __future__ import annotations
@@ -176,24 +176,8 @@ def bench_reconcile(n: int, tmp: Path) -> None:
         idx.close()
 
 
-def legacy_replace(idx: object, src: str, chunks: list[IndexChunk]) -> None:
-    """replace_source before issue 14: a filtered query for the source's chunks, delete those past the new count,
-    upsert (kept here to measure it beside today's on the same collection)."""
-    from ragd.index import filters as F
-    from ragd.index.scan import MAX_TOPK
-    from ragd.index.zvec_schema import CHUNK_INDEX, SOURCE_PATH, to_doc
-
-    docs = [to_doc(src, "md5", "/bench", c, DIM, len(chunks)) for c in chunks]
-    with idx._exclusive("write") as coll:  # type: ignore[attr-defined]
-        old = coll.query(topk=MAX_TOPK, filter=F.equals(SOURCE_PATH, src), output_fields=[CHUNK_INDEX])
-        stale = [d.id for d in old if int(d.fields.get(CHUNK_INDEX, 0)) >= len(docs)]
-        if stale:
-            coll.delete(stale)
-        coll.upsert(docs)
-
-
 def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]]) -> tuple[float, float]:
-    """Write `sources` one of three ways, flush; returns chunks per second of wall time and of CPU time (the
+    """Write `sources` one of two ways, flush; returns chunks per second of wall time and of CPU time (the
     process's, all threads: less affected by other load on a shared machine)."""
     from ragd.index import SourceWrite
 
@@ -203,10 +187,7 @@ def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]
         for s in range(0, len(writes), 100):
             idx.write_sources(writes[s : s + 100])  # type: ignore[attr-defined]
     for src, chunks in sources if how != "write_sources" else ():
-        if how == "lookup":
-            legacy_replace(idx, src, chunks)
-        else:
-            idx.replace_source(src, "md5", "/bench", chunks)  # type: ignore[attr-defined]
+        idx.replace_source(src, "md5", "/bench", chunks)  # type: ignore[attr-defined]
     idx.flush()  # type: ignore[attr-defined]
     n = sum(len(c) for _, c in sources)
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
@@ -214,7 +195,7 @@ def _sync_pass(idx: object, how: str, sources: list[tuple[str, list[IndexChunk]]
 
 def bench_sync(n: int, m: int, tmp: Path) -> None:
     """Sync throughput on top of n bulk-loaded chunks: m chunks of new sources, then m/10 sources rewritten."""
-    hows = ["lookup", "replace_source", "write_sources"]
+    hows = ["replace_source", "write_sources"]
     vecs, texts = synth(n + 2 * m * len(hows))
     idx = open_index(tmp / f"sync-{n}", EmbeddingIdentity("bench-512", DIM), IndexConfig(type="flat"))
     t0 = time.perf_counter()

@@ -141,9 +141,13 @@ class SplitterConfig(_Section):
 
 class IndexConfig(_Section):
     backend: Literal["zvec", "milvus"] = "zvec"
-    type: Literal["flat", "hnsw"] = "flat"
+    # "auto": flat (exact) until the collection holds `hnsw_after` chunks, then an HNSW graph, built in the
+    # background on a copy while searches go on (docs/zvec-notes.md)
+    type: Literal["flat", "hnsw", "auto"] = "auto"
+    hnsw_after: int = Field(default=50_000, ge=1_000)
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
+    hnsw_ef: int = Field(default=512, ge=10, le=4000)  # how wide an HNSW search looks (recall against speed)
     optimize_after: int = Field(default=5000, ge=100)
     # backend = "milvus" (docs/scale-out.md): a server or cluster (`http://host:19530`), or a Milvus Lite file
     # (`~/kb.db`; "" is `milvus.db` in the data directory)

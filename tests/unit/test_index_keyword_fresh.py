@@ -1,8 +1,9 @@
-"""A freshly written document ranks for its words as it does after a rebuild (zvec's BM25 is per segment).
+"""A freshly written document ranks for its words as it does after a rebuild.
 
-zvec 0.8 computes BM25 statistics per segment, and both `iter_docs` on a writable collection and `optimize()`
-seal the writing segment: what is written next lands in a small new segment where a rare word's IDF is that of
-a handful of documents. These tests write, list and query real collections the way the agent does.
+zvec 0.8 computed its full-text BM25 statistics per segment, and both `iter_docs` on a writable collection and
+`optimize()` seal the writing segment: what was written next landed in a small new segment where a rare word's IDF
+was that of a handful of documents. The keyword index is tantivy's now (schema 5), with statistics over the whole
+collection; these tests still write, list and query real collections the way the agent does, and pin that.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ragd.config import IndexConfig
-from ragd.index import IndexBackend, collection_dir, open_index, open_or_rebuild
+from ragd.index import IndexBackend, open_index, open_or_rebuild
 from ragd.index import scan as index_scan
 from ragd.index.zvec_backend import ZvecIndex
 from ragd.index.zvec_schema import CHUNK_INDEX, SOURCE_PATH
@@ -115,23 +116,32 @@ def test_listing_a_writable_collection_in_ranges_finds_every_row(tmp_path: Path,
         ix.close()
 
 
-def test_a_flat_collection_split_into_segments_is_rebuilt_once(tmp_path: Path) -> None:
-    root = tmp_path / "kb"
-    ix = open_index(tmp_path, IDENTITY, IndexConfig())
-    _write(ix, root, "a.md", ["alpha words"])
-    ix.flush()
-    ix.optimize()  # what earlier versions did every optimize_after writes: seals the segment
-    _write(ix, root, "b.md", [f"beta {RARE}"])
-    ix.close()
-    assert sum(p.is_dir() and p.name.isdigit() for p in collection_dir(tmp_path, IDENTITY).iterdir()) > 1
-    ix, rebuilt = open_or_rebuild(tmp_path, IDENTITY, IndexConfig())
+def test_a_document_written_after_a_seal_scores_as_in_one_segment(tmp_path: Path) -> None:
+    """The keyword index keeps its statistics over the whole collection (schema 5): a collection that zvec split
+    into segments is kept as it is, and a rare word written after the seal scores as in a collection written at
+    once (with zvec's own full-text field it scored far too low, and such a collection was rebuilt)."""
+    root, corpus = tmp_path / "kb", _corpus(40)
+    ix = open_index(tmp_path / "split", IDENTITY, IndexConfig())
+    whole = open_index(tmp_path / "whole", IDENTITY, IndexConfig())
     try:
-        assert rebuilt and ix.count() == 0 and ix.stats()["segments"] == 1
+        for rel, texts in corpus.items():
+            _write(ix, root, rel, texts)
+            _write(whole, root, rel, texts)
+        ix.flush()
+        ix.optimize()  # seals the segment
+        _write(ix, root, FRESH, FRESH_TEXTS)
+        _write(whole, root, FRESH, FRESH_TEXTS)
+        assert isinstance(ix, ZvecIndex) and ix.segments > 1
+        for text in (RARE, f"{RARE} battery"):
+            assert _rank_and_score(ix, root, text) == pytest.approx(_rank_and_score(whole, root, text))
     finally:
         ix.close()
-    ix, rebuilt = open_or_rebuild(tmp_path, IDENTITY, IndexConfig())
-    ix.close()
-    assert not rebuilt
+        whole.close()
+    ix, rebuilt = open_or_rebuild(tmp_path / "split", IDENTITY, IndexConfig())
+    try:
+        assert not rebuilt and ix.count() == 40 * 5 + 3
+    finally:
+        ix.close()
 
 
 def test_an_hnsw_collection_keeps_its_segments(tmp_path: Path) -> None:

@@ -488,11 +488,53 @@ def test_hnsw_index_and_switching_type(tmp_path: Path) -> None:
     load_corpus(ix, root, {k: v for k, v in CORPUS.items() if k.startswith("notes/")})
     ix.close()
     ix = open_index(tmp_path, IDENTITY, IndexConfig(type="hnsw", hnsw_m=8, hnsw_ef_construction=32))
-    try:
-        assert ix.stats()["index_type"] == "flat" and ix.needs_optimize  # switched by the next optimize
-        ix.optimize()
-        assert ix.stats()["index_type"] == "hnsw" and not ix.needs_optimize
+    try:  # switched by the next compaction, on a copy whose graph a child process builds
+        assert ix.stats()["index_type"] == "flat" and ix.needs_compaction and not ix.needs_optimize
+        ix.compact()
+        assert ix.stats()["index_type"] == "hnsw" and not ix.needs_compaction and not ix.needs_optimize
         assert rel_paths(ix.query(vector=embed("tomato soup"), text=None, k=1), root) == ["notes/cooking.md"]
+        assert rel_paths(ix.query(vector=None, text="tomatoes", k=5), root)[0] == "notes/cooking.md"
+    finally:
+        ix.close()
+
+
+def test_auto_builds_an_hnsw_graph_past_a_size_while_searches_go_on(tmp_path: Path) -> None:
+    """type = "auto": flat below `hnsw_after` chunks; past it the next compaction copies the collection and builds
+    the copy's graph in a child process; searches answer the whole time, and exactly as before."""
+    root = tmp_path / "kb"
+    cfg = IndexConfig(type="auto", hnsw_after=1000, hnsw_ef=400)
+    ix = open_index(tmp_path, IDENTITY, cfg)
+    try:
+        writes = [(str(root / f"d{i // 50}" / f"f{i}.md"),
+                   [f"note {i} part{j} about topic{i % 37} and word{i} of section{j + i % 11}" for j in range(4)])
+                  for i in range(260)]  # fmt: skip
+        for path, texts in writes[:240]:
+            ix.replace_source(path, md5_hex("".join(texts)), str(root), make_chunks(path, texts))
+        assert ix.count() == 960 and not ix.needs_compaction and ix.stats()["wanted_type"] == "flat"
+        for path, texts in writes[240:]:
+            ix.replace_source(path, md5_hex("".join(texts)), str(root), make_chunks(path, texts))
+        assert ix.needs_compaction and ix.stats()["wanted_type"] == "hnsw"
+        questions = [embed(f"note {i} about topic{i % 37}") for i in range(0, 260, 13)]
+        before = [[round(h.score, 4) for h in ix.query(vector=q, text=None, k=5)] for q in questions]
+        answered: list[int] = []
+        stop = threading.Event()
+
+        def search() -> None:
+            while not stop.is_set():
+                ix.query(vector=questions[len(answered) % len(questions)], text="word7", k=5)
+                answered.append(1)
+
+        t = threading.Thread(target=search)
+        t.start()
+        try:
+            ix.compact()
+        finally:
+            stop.set()
+            t.join()
+        assert ix.stats()["index_type"] == "hnsw" and not ix.needs_compaction and len(answered) > 5
+        after = [[round(h.score, 4) for h in ix.query(vector=q, text=None, k=5)] for q in questions]
+        assert after == before  # the same similarities (equal ones may come in another order)
+        assert rel_paths(ix.query(vector=None, text="word7", k=1), root) == ["d0/f7.md"]
     finally:
         ix.close()
 

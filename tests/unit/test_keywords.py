@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ragd.config import IndexConfig
+from ragd.errors import IndexError_
 from ragd.index import SourceWrite, collection_dir, open_index
 from ragd.index import keywords as K
 from ragd.index.fts import terms
@@ -141,6 +142,20 @@ def test_a_lost_keyword_index_is_rebuilt_from_the_collection(tmp_path: Path) -> 
     index = open_index(data, IDENTITY, IndexConfig())
     assert len(index.query(vector=None, text="kiwis", k=100, where=[parse_where("tag=fruit")])) == 30
     assert rel_paths(index.query(vector=None, text="number7", k=3), root) == ["n7.md"]
+    index.close()
+
+
+def test_a_damaged_keyword_index_is_made_again_from_the_collection(tmp_path: Path) -> None:
+    root, data = tmp_path / "kb", tmp_path / "data"
+    index = open_index(data, IDENTITY, IndexConfig())
+    _write(index, str(root / "w.md"), ["wombat burrow"], str(root))
+    index.close()
+    place = K.place(collection_dir(data, IDENTITY))
+    (place / "meta.json").write_text("{ not json")
+    with pytest.raises(IndexError_, match="keyword index"):
+        open_index(data, IDENTITY, IndexConfig(), read_only=True).close()
+    index = open_index(data, IDENTITY, IndexConfig())
+    assert rel_paths(index.query(vector=None, text="wombat", k=3), root) == ["w.md"]
     index.close()
 
 

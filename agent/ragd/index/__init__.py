@@ -270,8 +270,6 @@ def open_or_rebuild(
 
     Returns (index, rebuilt). When `rebuilt` is true the caller must re-sync every source from its sidecar.
     IndexBusy is never swallowed: a collection held by another process is not ours to delete.
-    A flat collection split into several segments (optimized, or listed with iter_docs, by earlier versions) is
-    rebuilt too: zvec's BM25 statistics are per segment, and a flat collection stays one segment from then on.
     """
     if cfg.backend == "milvus":  # a shared collection is never dropped; an unreachable server is not a damage
         return open_index(data_dir, identity, cfg), False
@@ -283,16 +281,7 @@ def open_or_rebuild(
     except IndexError_ as err:
         log.warning("%s; rebuilding it from the .ragjson sidecars", err.message)
     else:
-        segments = int(index.stats().get("segments", 1))
-        if cfg.type != "flat" or segments <= 1:
-            return index, False
-        index.close()
-        log.warning(
-            "the index at %s has %d segments, and zvec computes keyword (BM25) statistics per segment, so the "
-            "words of recently written chunks score too low; rebuilding it from the .ragjson sidecars as one",
-            index.path,
-            segments,
-        )
+        return index, False
     destroy_index(data_dir, identity)
     return open_index(data_dir, identity, cfg), True
 

@@ -128,11 +128,11 @@ def held_for_writing(path: Path) -> bool:
     return False
 
 
-def probe_command(path: Path) -> list[str]:
+def probe_command(path: Path, *options: str) -> list[str]:
     """The child's command line: this interpreter running `ragd.index.probe`, or the frozen `ragd` binary."""
     if getattr(sys, "frozen", False):
-        return [sys.executable, PROBE_FLAG, str(path)]
-    return [sys.executable, "-m", "ragd.index.probe", str(path)]
+        return [sys.executable, PROBE_FLAG, *options, str(path)]
+    return [sys.executable, "-m", "ragd.index.probe", *options, str(path)]
 
 
 def _child_env() -> dict[str, str]:
@@ -166,3 +166,27 @@ def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> Verdict:
         tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return Verdict(False, f"the probe did not run ({tail})")
     return Verdict(False, lines[-1])
+
+
+OPTIMIZE_TIMEOUT_S = 6 * 3600.0  # a graph of millions of chunks takes tens of minutes on 2 cores
+
+
+def optimize_in_child(path: Path, timeout: float = OPTIMIZE_TIMEOUT_S) -> str:
+    """Optimize the closed collection at `path` (build its HNSW graph) in a child process; its report line, or
+    OSError/RuntimeError when it failed. Slow (a minute at 100k chunks): the caller's searches go on meanwhile."""
+    try:
+        done = subprocess.run(probe_command(path, "--optimize"), env=_child_env(), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, errors="replace", timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"building the HNSW graph of {path} did not finish within {timeout:.0f} s"
+        ) from None
+    lines = [ln[len(PROBE_MARK) :].strip() for ln in done.stdout.splitlines() if ln.startswith(PROBE_MARK)]
+    if done.returncode != 0 or not lines or not lines[-1].startswith("ok"):
+        tail = (
+            lines[-1]
+            if lines
+            else (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        )
+        raise RuntimeError(f"building the HNSW graph of {path} failed: {tail}")
+    return lines[-1]

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 ANALYZER = "ragd"
 SUFFIX = ".keywords"  # beside the collection's directory
 JOURNAL = "journal"
-HEAP = 32_000_000  # the writer's memory (bytes, one thread): a segment is written out when it is full
+HEAP = 16_000_000  # the writer's memory (bytes, one thread): a segment is written out when it is full
 ID, TEXT, PATH, DIRS, EXT, META = "id", "text", "path", "dirs", "ext", "meta"
 
 
@@ -126,12 +126,14 @@ class KeywordIndex:
             else:
                 path.mkdir(parents=True, exist_ok=True)
                 self._index = t.Index(self._schema, path=str(path), reuse=True)
-        except ValueError as err:
+            self._index.register_tokenizer(ANALYZER, self._analyzer)
+            self._writer: Any = None if read_only else self._index.writer(heap_size=HEAP, num_threads=1)
+            self._index.reload()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # tantivy's errors, and a Rust panic (pyo3's PanicException)
             raise IndexError_(f"the keyword index at {path} cannot be opened: {err}",
                               "delete that folder: the agent rebuilds it from the index") from err  # fmt: skip
-        self._index.register_tokenizer(ANALYZER, self._analyzer)
-        self._writer: Any = None if read_only else self._index.writer(heap_size=HEAP, num_threads=1)
-        self._index.reload()
 
     # -- the journal of writes not yet in the keyword index ------------------------------------------------------
     def pending(self) -> list[str]:
@@ -273,7 +275,16 @@ class KeywordIndex:
 
 
 def open_keywords(collection: Path, *, read_only: bool) -> KeywordIndex:
-    return KeywordIndex(place(collection), read_only)
+    """The keyword index of the collection at `collection`. For writing, one that cannot be opened (damaged) is
+    deleted and made again, empty: the caller refills it from the collection (zvec_backend._repair_keywords)."""
+    try:
+        return KeywordIndex(place(collection), read_only)
+    except IndexError_ as err:
+        if read_only:
+            raise
+        log.warning("%s; making it again from the index", err.message)
+        destroy(collection)
+        return KeywordIndex(place(collection), read_only)
 
 
 def destroy(collection: Path) -> None:

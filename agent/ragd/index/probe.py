@@ -5,6 +5,11 @@ starting with `health.PROBE_MARK`: `ok, N documents`, `busy: …` or `error: …
 by a signal instead and the parent knows the collection is damaged.
 
 Reading matters, not only opening: a damaged manifest crashed some opens only at the first keyword query.
+
+`python -m ragd.index.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the collection
+for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph of its
+copy outside the agent's process, whose searches go on meanwhile (zvec_backend.compact). It prints `ok, N
+documents, T s`.
 """
 
 from __future__ import annotations
@@ -40,12 +45,32 @@ def _exercise(path: str) -> str:
         coll.close()
 
 
+def _optimize(path: str) -> str:
+    import time
+
+    import zvec
+
+    zvec.init(query_threads=1, log_level=zvec.LogLevel.ERROR)
+    started = time.monotonic()
+    coll = zvec.open(path, zvec.CollectionOption(read_only=False))
+    try:
+        coll.optimize()
+        count = int(coll.stats.doc_count)
+    finally:
+        coll.close()
+    return f"ok, {count} documents, {time.monotonic() - started:.1f} s"
+
+
 def main(argv: list[str]) -> int:
+    optimize = argv[:1] == ["--optimize"]
+    argv = argv[1:] if optimize else argv
     if len(argv) != 1:
-        print(f"{PROBE_MARK} error: usage: python -m ragd.index.probe COLLECTION_DIR", flush=True)
+        print(
+            f"{PROBE_MARK} error: usage: python -m ragd.index.probe [--optimize] COLLECTION_DIR", flush=True
+        )
         return 2
     try:
-        outcome = _exercise(argv[0])
+        outcome = _optimize(argv[0]) if optimize else _exercise(argv[0])
     except Exception as err:  # the probe's whole job is to report any failure as a line
         kind = "busy" if "Can't lock" in str(err) else "error"
         print(f"{PROBE_MARK} {kind}: {type(err).__name__}: {err}", flush=True)

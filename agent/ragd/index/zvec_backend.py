@@ -169,24 +169,33 @@ class ZvecIndex(ZvecReads):
         completeness = min(stats.index_completeness.values(), default=1.0)
         return max(self._written, round(stats.doc_count * (1.0 - completeness)))
 
+    def _current_type(self) -> str:
+        """The collection's vector index: "flat" or "hnsw"."""
+        vector = self._live().schema.vector(EMBEDDING)
+        return "hnsw" if vector is not None and vector.index_param.type == vector_param(self._cfg, "hnsw").type \
+            else "flat"  # fmt: skip
+
+    def _wanted_type(self) -> str:
+        """The vector index the collection should have: the configured one, or ("auto") HNSW from
+        IndexConfig.hnsw_after chunks on (and back to flat only below half of that, so that it does not flap)."""
+        if self._cfg.type != "auto":
+            return self._cfg.type
+        documents = int(self._live().stats.doc_count)
+        floor = self._cfg.hnsw_after // 2 if self._current_type() == "hnsw" else self._cfg.hnsw_after
+        return "hnsw" if documents >= floor else "flat"
+
     def _index_type_differs(self) -> bool:
-        current = self._live().schema.vector(EMBEDDING)
-        return current is not None and current.index_param.type != vector_param(self._cfg).type
+        return self._current_type() != self._wanted_type()
 
     @property
     def needs_optimize(self) -> bool:
-        """HNSW: once IndexConfig.optimize_after documents await the graph; flat: only to switch the index type.
-
-        An optimize seals every segment, and zvec 0.8 computes BM25 statistics per segment: writes after it land
-        in a new, small segment whose rare words score far too low (docs/zvec-notes.md). A flat index searches
-        every segment by brute force anyway, so it stays one writing segment and keeps collection-wide BM25.
-        """
+        """HNSW: once IndexConfig.optimize_after documents await the graph (they are searched exactly meanwhile).
+        A flat index is never optimized (it is compacted: `needs_compaction`), and a change of index type is made
+        by a compaction too, on a copy, while searches go on."""
         with self._rw.reading():
-            if self._read_only:
+            if self._read_only or self._current_type() != "hnsw" or self._index_type_differs():
                 return False
-            if self._index_type_differs():
-                return True
-            return self._cfg.type == "hnsw" and self._pending() >= self._cfg.optimize_after
+            return self._pending() >= self._cfg.optimize_after
 
     @property
     def segments(self) -> int:
@@ -208,6 +217,7 @@ class ZvecIndex(ZvecReads):
                 "read_only": self._read_only,
                 "index_type": str(vector.index_param.type.name).lower() if vector else "",
                 "configured_type": self._cfg.type,
+                "wanted_type": self._wanted_type(),
                 "segments": self.segments,
                 "blocks": self.blocks,
             }
@@ -318,9 +328,6 @@ class ZvecIndex(ZvecReads):
     def optimize(self) -> None:
         """Writes and queries wait (two queries beside an optimize hung inside zvec 0.8: docs/zvec-notes.md)."""
         with self._exclusive("optimize") as coll:
-            if self._index_type_differs():
-                log.info("switching the vector index of %s to %s", self._path, self._cfg.type)
-                coll.create_index(EMBEDDING, vector_param(self._cfg))
             coll.optimize()
             self._written = 0
             self._rw.serial = True  # several segments from now on
@@ -333,12 +340,17 @@ class ZvecIndex(ZvecReads):
 
     @property
     def needs_compaction(self) -> bool:
-        """A flat collection whose flushes have piled up COMPACT_BLOCKS blocks, or one per DOCS_PER_BLOCK documents
-        in a large one (a compaction copies every document: so its cost per flush stays about the same at any
-        size, and the blocks' memory stays a small share of the collection's; see `compact`)."""
-        if self._read_only or self._cfg.type != "flat":
+        """A collection whose vector index should change type (`_wanted_type`), or a flat one whose flushes have
+        piled up COMPACT_BLOCKS blocks, or one per DOCS_PER_BLOCK documents in a large one (a compaction copies
+        every document: so its cost per flush stays about the same at any size, and the blocks' memory stays a
+        small share of the collection's; see `compact`)."""
+        if self._read_only:
             return False
         with self._rw.reading():
+            if self._index_type_differs():
+                return True
+            if self._current_type() != "flat":
+                return False
             documents = int(self._live().stats.doc_count)
         return self.blocks >= max(COMPACT_BLOCKS, documents // DOCS_PER_BLOCK)
 
@@ -360,8 +372,9 @@ class ZvecIndex(ZvecReads):
             fresh_path = self._path.with_name(self._path.name + zvec_open.COMPACTING)
             zvec_open.remove_debris(self._path)
             with self._rw.reading(), zvec_errors("compaction", self._path):
+                kind = self._wanted_type()
                 ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
-            fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False)
+            fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False, kind=kind)
             try:
                 for start in range(0, len(ids), COMPACT_BATCH):
                     with self._rw.reading(), zvec_errors("compaction", self._path):
@@ -372,6 +385,13 @@ class ZvecIndex(ZvecReads):
                     fresh.flush()
                     copied = int(fresh.stats.doc_count)
                     fresh.close()
+                if kind == "hnsw":  # the graph, built in a child process while searches go on here
+                    started = time.monotonic()
+                    try:
+                        health.optimize_in_child(fresh_path)
+                    except (RuntimeError, OSError) as err:
+                        raise IndexError_(str(err), "see the agent log; the index is left as it was") from err
+                    log.info("HNSW graph of %d documents built in %.1f s", copied, time.monotonic() - started)
             except BaseException:
                 with contextlib.suppress(Exception):
                     fresh.close()
@@ -392,8 +412,9 @@ class ZvecIndex(ZvecReads):
                 health.write_stamp(self._path)  # closed cleanly just now: no probe needed to reopen it
                 self._coll = open_collection(self._path, self._identity, self._cfg, read_only=False)
                 self._rw.serial = zvec_open.segment_count(self._path) > 1
+                self._written = 0
             zvec_open.remove_debris(self._path)
-            log.info("index compacted: %d blocks folded into one (%d documents)", folded, copied)
+            log.info("index compacted: %d blocks folded into one (%d documents, %s)", folded, copied, kind)
             return folded
 
     # -- rest: closed while nothing uses it ---------------------------------------------------------------------

@@ -156,9 +156,10 @@ def _recover(path: Path) -> None:
 
 
 def open_collection(
-    path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool
+    path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool, kind: str | None = None
 ) -> zvec.Collection:
-    """Open (or, writable and absent, create) the collection at `path` for `identity`."""
+    """Open (or, writable and absent, create, with the vector index `kind`: zvec_schema.created_type when None)
+    the collection at `path` for `identity`."""
     _ensure_init()
     if not read_only and not path.name.endswith(COMPACTING):
         _recover(path)
@@ -170,7 +171,7 @@ def open_collection(
     elif read_only:
         raise IndexError_(f"there is no index at {path}", "start the agent once so that it builds the index")
     else:
-        coll = _create(path, identity, cfg)
+        coll = _create(path, identity, cfg, kind)
     problem = schema_problem(coll.schema, identity)
     if problem:
         coll.close()
@@ -185,10 +186,10 @@ def _open_existing(path: Path, read_only: bool) -> zvec.Collection:
         raise _open_error(path, err) from err
 
 
-def _create(path: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collection:
+def _create(path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, kind: str | None) -> zvec.Collection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return zvec.create_and_open(str(path), build_schema(identity, cfg))
+        return zvec.create_and_open(str(path), build_schema(identity, cfg, kind))
     except ValueError as err:
         if path.exists():  # another process created it meanwhile
             return _open_existing(path, read_only=False)

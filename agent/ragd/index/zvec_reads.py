@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import zvec
 
+from ..config import IndexConfig
 from ..model import EmbeddingIdentity
 from . import Hit, SourceSummary, fts, hybrid, records, scan
 from . import filters as F
@@ -54,6 +55,7 @@ class ZvecReads:
     _path: Path
     _identity: EmbeddingIdentity
     _read_only: bool
+    _cfg: IndexConfig
     _write_lock: threading.RLock
     _rw: ReadWriteLock
     _written: int
@@ -62,6 +64,9 @@ class ZvecReads:
         raise NotImplementedError
 
     def _keywords(self) -> KeywordIndex:
+        raise NotImplementedError
+
+    def _current_type(self) -> str:
         raise NotImplementedError
 
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
@@ -111,7 +116,10 @@ class ZvecReads:
         )
         dense: hybrid.Dense | None = None
         if vector is not None:
-            near = zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"))
+            with self._rw.reading():
+                hnsw = self._current_type() == "hnsw"
+            near = zvec.Query(EMBEDDING, vector=check_vector(vector, self._identity.dimension, "the query"),
+                              param=zvec.HnswQueryParam(ef=self._cfg.hnsw_ef) if hnsw else None)  # fmt: skip
             dense = functools.partial(self._dense, near, flt, path_prefixes)
 
         def keyword_side(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:

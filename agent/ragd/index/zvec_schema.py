@@ -42,15 +42,23 @@ HIT_FIELDS = [
 ]
 
 
-def vector_param(cfg: IndexConfig) -> Any:
-    if cfg.type == "hnsw":
+def created_type(cfg: IndexConfig) -> str:
+    """The vector index a new collection gets: HNSW when configured, else flat ("auto" starts flat)."""
+    return "hnsw" if cfg.type == "hnsw" else "flat"
+
+
+def vector_param(cfg: IndexConfig, kind: str | None = None) -> Any:
+    """The vector index parameters of `kind` ("flat" or "hnsw"; `created_type` when None)."""
+    if (kind or created_type(cfg)) == "hnsw":
         return zvec.HnswIndexParam(
             metric_type=zvec.MetricType.COSINE, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction
         )
     return zvec.FlatIndexParam(metric_type=zvec.MetricType.COSINE)
 
 
-def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.CollectionSchema:
+def build_schema(
+    identity: EmbeddingIdentity, cfg: IndexConfig, kind: str | None = None
+) -> zvec.CollectionSchema:
     inverted, string, int32 = zvec.InvertIndexParam(), zvec.DataType.STRING, zvec.DataType.INT32
     fields = [
         zvec.FieldSchema(name, string, index_param=inverted) for name in (SOURCE_PATH, SOURCE_DIR, ROOT, EXT)
@@ -62,7 +70,10 @@ def build_schema(identity: EmbeddingIdentity, cfg: IndexConfig) -> zvec.Collecti
     fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE, SOURCE_CHUNKS)]
     fields.append(zvec.FieldSchema(PAGE, int32, nullable=True))
     vector = zvec.VectorSchema(
-        EMBEDDING, zvec.DataType.VECTOR_FP32, dimension=identity.dimension, index_param=vector_param(cfg)
+        EMBEDDING,
+        zvec.DataType.VECTOR_FP32,
+        dimension=identity.dimension,
+        index_param=vector_param(cfg, kind),
     )
     return zvec.CollectionSchema(name="ragd", fields=fields, vectors=[vector])
 
