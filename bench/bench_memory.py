@@ -4,8 +4,8 @@
 
 1. `--libraries`: each of the agent's heavy pieces in a fresh interpreter (best of 3), as the resident RSS it adds
    to a bare Python: imports (numpy, pydantic with ragd's config, watchdog, zvec, the MCP server stack, the openai
-   client; and markitdown and langchain, which live in the parse workers), zvec with a collection open (its jieba
-   dictionary), the bundled question model loaded, CC-CEDICT parsed into memory and looked up in its table file.
+   client; and markitdown and langchain, which live in the parse workers), zvec with a collection and its keyword
+   index open, rjieba with its dictionary, the bundled question model loaded, CC-CEDICT parsed into memory and looked up in its table file.
    Also the time of each.
 2. `--soak CORPUS`: the agent (`ragd run`, defaults, the bundled model) on a copy of CORPUS; once it is idle, for
    `--minutes`: an edit every 2 s (a file rewritten with new text, now and then a new file or a file removed) and
@@ -70,7 +70,12 @@ PIECES: list[tuple[str, str, str]] = [  # (what, where it lives, the statements)
     ("pydantic and ragd's configuration", "agent", "import ragd.config"),
     ("watchdog (inotify observer)", "agent", "import watchdog.observers"),
     ("zvec, imported", "agent", "import zvec"),
-    ("zvec, a collection open (its jieba dictionary)", "agent", _OPEN_INDEX),
+    ("zvec, a collection open (and its keyword index: tantivy)", "agent", _OPEN_INDEX),
+    (
+        "rjieba, its dictionary loaded (the keyword index's Chinese cut)",
+        "agent, first Chinese text",
+        "from ragd.index.words import cut\ncut('配置文件')",
+    ),
     ("the MCP server (mcp, starlette, uvicorn)", "agent", "import ragd.mcp.app"),
     ("the agent's modules (ragd.resident.agent)", "agent", "import ragd.resident.agent"),
     (

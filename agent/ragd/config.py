@@ -147,7 +147,7 @@ class IndexConfig(_Section):
     hnsw_after: int = Field(default=50_000, ge=1_000)
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
-    hnsw_ef: int = Field(default=512, ge=10, le=4000)  # how wide an HNSW search looks (recall against speed)
+    hnsw_ef: int = Field(default=512, ge=10, le=10000)  # how wide an HNSW search looks (recall against speed)
     optimize_after: int = Field(default=5000, ge=100)
     # backend = "milvus" (docs/scale-out.md): a server or cluster (`http://host:19530`), or a Milvus Lite file
     # (`~/kb.db`; "" is `milvus.db` in the data directory)

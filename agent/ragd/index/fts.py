@@ -1,4 +1,6 @@
-"""Turn any user text into a safe zvec full-text query string (and the terms a snippet should show).
+"""Turn any user text into search terms (`terms`: what every keyword index looks up, keywords.py and Milvus), and
+into a safe zvec full-text query string (`render`, `query_string`: zvec's own full-text field, which ragd used until
+schema 5 and bench/bench_ranking.py still compares with).
 
 zvec 0.8's query language (measured, see docs/zvec-notes.md) gives meaning to `AND`/`OR`/`NOT` (any case),
 `+`/`-` prefixes, `( )`, `field:` prefixes, `^` boosts, `*` and backslashes, and rejects some of them with a syntax
@@ -148,12 +150,6 @@ def bare(word: str) -> bool:
 def render(found: list[Term]) -> str:
     """The query string OR-ing `found` (a phrase is quoted unless it may stand bare)."""
     return " ".join(f'"{t.text}"' if t.phrase and not bare(t.text) else t.text for t in found)
-
-
-def render_required(required: list[Term], optional: list[Term]) -> str:
-    """A query string matching only documents with at least one `required` term, scored on all the terms: zvec
-    then walks the required terms' documents only (`+(a b) c`: measured, see docs/zvec-notes.md)."""
-    return " ".join([f"+({render(required)})", render(optional)]).strip()
 
 
 def query_string(text: str) -> str | None:

@@ -1,10 +1,12 @@
-"""Phrases and identifiers where the keyword engine is a bag of words (Milvus's BM25; zvec matches them itself).
+"""Phrases and identifiers where the keyword engine is a bag of words (Milvus's BM25; ragd's own keyword index,
+keywords.py, matches them itself).
 
-zvec runs a quoted phrase or an identifier (`"release plan"`, `ERR_CONN_RESET`, `parse_config()`, `E1042`) as a
-sequence of tokens; Milvus's BM25 ORs the words it cuts them into, so `reset the conn after an err` would match
-`ERR_CONN_RESET`. Here such hits are dropped: a hit is kept when its indexed text holds at least one of the query's
-terms as zvec would match it. A term that is one plain word or a run of CJK characters needs no check (BM25 finds
-exactly what holds it), so a query of only those is left to the engine (`matcher` returns None).
+The keyword index runs a quoted phrase or an identifier (`"release plan"`, `ERR_CONN_RESET`, `parse_config()`,
+`E1042`) as a sequence of tokens; Milvus's BM25 ORs the words it cuts them into, so `reset the conn after an err`
+would match `ERR_CONN_RESET`. Here such hits are dropped: a hit is kept when its indexed text holds at least one
+of the query's terms as the keyword index would match it. A term that is one plain word or a run of CJK characters
+needs no check (BM25 finds exactly what holds it), so a query of only those is left to the engine (`matcher`
+returns None).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Listing the documents of a zvec collection that match a filter, without sealing its writing segment.
 
 `iter_docs` is the fast way to read many documents, but on a writable collection every call seals the writing
-segment, and zvec 0.8 computes BM25 statistics per segment: documents written after the seal land in a new small
-segment and their rare words score far too low (docs/zvec-notes.md). Filtered queries do not seal, but return at
-most MAX_TOPK documents; so a writable collection is listed with queries over ranges of `chunk_index`, a range
+segment, and a collection of several segments runs its queries one at a time (zvec 0.8 hung with queries side
+by side there: docs/zvec-notes.md). Filtered queries do not seal, but return at most MAX_TOPK documents; so a writable collection is listed with queries over ranges of `chunk_index`, a range
 that fills a query being split in two. Read-only handles (no seal) use `iter_docs` when one query is not enough.
 """
 
@@ -46,9 +45,7 @@ def rows(
         elif high - low > 1:
             ranges += [(low, (low + high) // 2), ((low + high) // 2, high)]
         else:  # more sources than one query returns share one chunk index: no query can list them
-            log.warning(
-                "listing %s with iter_docs: later keyword scores are per segment until rebuilt", coll.path
-            )
+            log.warning("listing %s with iter_docs: its writing segment is sealed", coll.path)
             return list(_iterate(coll, fields))
     return found
 

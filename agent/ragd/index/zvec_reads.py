@@ -70,8 +70,8 @@ class ZvecReads:
         raise NotImplementedError
 
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:
-        # iter_docs would be faster, but on a writable collection each call seals the writing segment (the BM25
-        # statistics of later writes would then be those of a small new segment): list with filtered queries.
+        # iter_docs would be faster, but on a writable collection each call seals the writing segment (scan.py):
+        # list with filtered queries.
         # A read-only handle lists with iter_docs (no seal), holding the write lock: an iterator fails optimize.
         if prefix is not None and not prefix.startswith("/"):  # the caller's mistake, not the index's
             raise ValueError(f"a path filter needs an absolute path, not {prefix!r}")
