@@ -147,7 +147,8 @@ class IndexConfig(_Section):
     hnsw_after: int = Field(default=50_000, ge=1_000)
     hnsw_m: int = Field(default=16, ge=4, le=128)
     hnsw_ef_construction: int = Field(default=200, ge=16, le=2000)
-    hnsw_ef: int = Field(default=512, ge=10, le=10000)  # how wide an HNSW search looks (recall against speed)
+    # how wide an HNSW search looks (recall against speed); 0: by size, from 512 to zvec's limit of 2048
+    hnsw_ef: int = Field(default=0, ge=0, le=2048)
     optimize_after: int = Field(default=5000, ge=100)
     # backend = "milvus" (docs/scale-out.md): a server or cluster (`http://host:19530`), or a Milvus Lite file
     # (`~/kb.db`; "" is `milvus.db` in the data directory)

@@ -492,6 +492,7 @@ def test_hnsw_index_and_switching_type(tmp_path: Path) -> None:
         assert ix.stats()["index_type"] == "flat" and ix.needs_compaction and not ix.needs_optimize
         ix.compact()
         assert ix.stats()["index_type"] == "hnsw" and not ix.needs_compaction and not ix.needs_optimize
+        assert isinstance(ix, ZvecIndex) and ix._hnsw_ef() == 512  # hnsw_ef = 0: by size, 512 when small
         assert rel_paths(ix.query(vector=embed("tomato soup"), text=None, k=1), root) == ["notes/cooking.md"]
         assert rel_paths(ix.query(vector=None, text="tomatoes", k=5), root)[0] == "notes/cooking.md"
     finally:
