@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ragd.config import data_dir, load_config
-from ragd.index import collection_dir, open_index
+from ragd.index import collection_dir, keywords, open_index
 from ragd.pipeline import mushroom, sidecar, statcache
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support.opens import OpenWatch
@@ -163,7 +163,16 @@ def test_a_run_with_nothing_to_sync_leaves_the_index_closed(tmp_path: Path, api_
     noted = ragd_json("run", "--once", str(root))["index"]
     assert noted["opened"] is True and noted["mushrooms_applied"] == 1 and not mushroom.pending(root)
 
-    shutil.rmtree(collection_dir(data_dir(cfg), cfg.identity))  # the index lost: filled from the sidecars
+    collection = collection_dir(data_dir(cfg), cfg.identity)
+    shutil.rmtree(
+        keywords.place(collection)
+    )  # the keyword index lost: opened, and made again from the collection
+    assert ragd_json("run", "--once", str(root))["index"]["opened"] is True
+    assert ragd_json("run", "--once", str(root))["index"]["opened"] is False
+    hits = ragd_json("search", '"keep 1"', "--mode", "keyword", "--path", str(root))["results"]
+    assert [h["path"] for h in hits] == [str(root / KEEP[0])]
+
+    shutil.rmtree(collection)  # the index lost: filled from the sidecars
     lost = ragd_json("run", "--once", str(root))["index"]
     assert lost["opened"] is True and lost["filled"] == files and lost["chunks"] == files
     other = _tree(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,12 @@ from tests.unit.test_index_zvec import IDENTITY, make_chunks, rel_paths
 
 # -- cutting text into words ---------------------------------------------------------------------------------------
 def test_chinese_is_cut_in_search_mode_and_other_text_into_letters_and_digits() -> None:
-    assert cut("配置文件") == ["配置", "文件", "配置文件"]
+    assert cut("中华人民共和国") == ["中华", "华人", "人民", "共和", "共和国", "中华人民共和国"]
+    assert cut("配置文件") == [
+        "配置",
+        "文件",
+    ]  # 配置文件 is rarer than ragd's dictionary keeps (words.MIN_FREQ)
+    assert "rjieba" not in sys.modules  # its default dictionary (33 MiB) never built
     assert cut("parse_config() E1042 os.path --delete v2.3") == [
         "parse", "config", "E1042", "os", "path", "delete", "v2", "3",
     ]  # fmt: skip

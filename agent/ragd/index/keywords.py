@@ -117,11 +117,11 @@ class KeywordIndex:
         self.read_only = read_only
         self._schema = _schema()
         self._analyzer = _analyzer()
+        if read_only and not (path / "meta.json").is_file():
+            raise IndexError_(f"there is no keyword index at {path}", "start the agent (or `ragd run --once`) "
+                              "once: it makes the keyword index again from the index")  # fmt: skip
         try:
             if read_only:
-                if not (path / "meta.json").is_file():
-                    raise IndexError_(f"there is no keyword index at {path}", "start the agent once so that "
-                                      "it builds the index")  # fmt: skip
                 self._index = t.Index.open(str(path))
             else:
                 path.mkdir(parents=True, exist_ok=True)

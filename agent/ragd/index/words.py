@@ -2,9 +2,9 @@
 
 - Text is `fts.normalize`d first (NFKC, accents off Latin letters), so full-width and half-width forms, and `café`
   and `cafe`, are the same words.
-- A run of CJK characters is cut by jieba (rjieba: jieba's algorithm and dictionary in Rust) in search mode, which
-  gives a long word and the shorter words inside it (`配置文件` -> `配置`, `文件`, `配置文件`), so a question that
-  says `文件` finds a chunk that says `配置文件`.
+- A run of CJK characters is cut by jieba (rjieba: jieba's algorithm in Rust) in search mode, which gives a long
+  word and the shorter words inside it (`中华人民共和国` -> `中华`, `人民`, `共和国`, …), so a question that says
+  `人民` finds a chunk that says `中华人民共和国`.
 - Any other text is cut into runs of letters and digits (`E1042`, `utf8`, `3`), the underscore, dots and dashes
   separating them (`parse_config` -> `parse`, `config`; `os.path` -> `os`, `path`), and symbols such as emoji are
   words of their own. An identifier is then a phrase of such words: `"parse_config"` matches `parse_config` and
@@ -12,23 +12,79 @@
 
 The words are joined with spaces; the keyword index's analyzer (keywords.py) then lower-cases them and stems
 English words (`configured` -> `configur`), at indexing and at question time alike.
+
+The dictionary: jieba's (the `jieba` package's `dict.txt`, MIT licence) without the words its corpus saw fewer than
+MIN_FREQ times, 120,467 of 349,046 words. rjieba's own default, the whole dictionary, costs the agent about 33 MiB
+for as long as it runs; this one about 8 MiB, and it scored the same on the development set (within 0.003 MRR@10
+down to 120,000 words; most of the others are rare names, places and idioms: docs/benchmarks.md). Words it lacks
+are cut by jieba's HMM, the same way in a chunk and in a question, so they still match themselves. `import rjieba`
+would build the default dictionary at once, so the native module is loaded without its package's `__init__`.
 """
 
 from __future__ import annotations
 
+import functools
+import glob
+import importlib.machinery
+import importlib.util
+import logging
+import os
 import re
 import unicodedata
+from typing import Any
 
 from .fts import CJK, normalize
+
+log = logging.getLogger(__name__)
+MIN_FREQ = 7  # jieba's corpus frequency a word needs to stay in the dictionary
 
 _PIECE = re.compile(rf"([{CJK}]+)|[^\W_{CJK}]+|\S")
 MAX_WORD = 80  # characters; a longer run (a hash, a base64 blob) is cut into pieces this long
 
 
-def _jieba() -> object:
-    import rjieba  # lazy: its dictionary (~30 MB) only in a process that cuts Chinese
+def dictionary() -> list[tuple[str, int]]:
+    """jieba's words of frequency at least MIN_FREQ, with their frequencies (its dict.txt, found without importing
+    the package, whose import is slow)."""
+    spec = importlib.util.find_spec("jieba")
+    for place in list(spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(place, "dict.txt")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                rows = (line.split(" ", 2) for line in f)
+                return [(r[0], int(r[1])) for r in rows if len(r) >= 2 and int(r[1]) >= MIN_FREQ]
+    raise FileNotFoundError("jieba's dict.txt (the `jieba` package) is missing")
 
-    return rjieba
+
+def _native() -> Any:
+    """rjieba's native module, without running its package's `__init__` (which builds the default dictionary)."""
+    spec = importlib.util.find_spec("rjieba")
+    places = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = [p for place in places for p in glob.glob(os.path.join(place, "rjieba*.so"))]
+    if not found:
+        raise ImportError("rjieba's native module was not found")
+    loader = importlib.machinery.ExtensionFileLoader("rjieba.rjieba", found[0])
+    spec = importlib.util.spec_from_loader("rjieba.rjieba", loader)
+    if spec is None:
+        raise ImportError("rjieba's native module cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def _jieba() -> Any:
+    """A jieba with ragd's dictionary (built at the first Chinese text: about 0.2 s), or rjieba's default when that
+    cannot be had (a warning: the cut then differs from an index made with ragd's dictionary)."""
+    try:
+        cutter = _native().Jieba.empty()
+        for word, freq in dictionary():
+            cutter.add_word(word, freq, None)
+        return cutter
+    except (ImportError, OSError, ValueError) as err:
+        log.warning("cutting Chinese with rjieba's whole dictionary: %s", err)
+        import rjieba
+
+        return rjieba
 
 
 def cut(text: str) -> list[str]:
@@ -37,7 +93,7 @@ def cut(text: str) -> list[str]:
     for m in _PIECE.finditer(normalize(text)):
         word = m.group(0)
         if m.group(1):
-            out.extend(w for w in _jieba().cut_for_search(word) if not w.isspace())  # type: ignore[attr-defined]
+            out.extend(w for w in _jieba().cut_for_search(word) if not w.isspace())
         elif word[0].isalnum():
             out.extend(word[i : i + MAX_WORD] for i in range(0, len(word), MAX_WORD))
         elif unicodedata.category(word[0]) == "So":  # emoji and other symbols

@@ -11,7 +11,9 @@ mtime and ctime). The next run skips the open only when all of these still hold:
   and the digest of what the sidecars say is the recorded one, for the same roots;
 - the collection on disk is untouched since: the same directory and manifest stat (every write, and every writable
   open and close, rewrites the manifest), its `.verified` stamp matches (it was closed cleanly; see health.py), and
-  no one holds it for writing (a running agent's changes may not be on disk yet: the run leaves it to the agent).
+  no one holds it for writing (a running agent's changes may not be on disk yet: the run leaves it to the agent);
+- its keyword index too: the same `meta.json` (rewritten at every commit) and no journal of writes in flight (a
+  keyword index deleted or cut short is made level with the collection by the open).
 
 Otherwise the index is opened and checked as always. The record is derived state: deleting it costs one open.
 """
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..index import collection_dir, health
+from ..index import collection_dir, health, keywords
 from ..model import EmbeddingIdentity
 from ..pipeline.scan import Expected
 
@@ -44,12 +46,16 @@ def _on_disk(collection: Path) -> list[Any] | None:
     manifest = health.newest_manifest(collection)
     if manifest is None:
         return None
+    words = keywords.place(collection)
+    if (words / keywords.JOURNAL).exists():
+        return None
     try:
-        d, m = os.stat(collection), os.stat(manifest)
+        d, m, k = os.stat(collection), os.stat(manifest), os.stat(words / "meta.json")
     except OSError:
         return None
     return [d.st_dev, d.st_ino, d.st_mtime_ns, d.st_ctime_ns,
-            manifest.name, m.st_ino, m.st_size, m.st_mtime_ns, m.st_ctime_ns]  # fmt: skip
+            manifest.name, m.st_ino, m.st_size, m.st_mtime_ns, m.st_ctime_ns,
+            k.st_ino, k.st_size, k.st_mtime_ns]  # fmt: skip
 
 
 def _digest(expected: Mapping[str, Expected]) -> str:
