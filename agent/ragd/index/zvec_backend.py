@@ -112,27 +112,30 @@ class ZvecIndex(ZvecReads):
             log.warning("the keyword index missed the last writes to %d sources or folders; reading them back "
                         "from the index", len(pending))  # fmt: skip
             with zvec_errors("scan", self._path):
-                docs = [d for p in pending for d in self._keyword_docs(coll, p)]
-            kw.write(folders=pending, docs=docs)
+                missed = [d for p in pending for d in self._keyword_docs(coll, p)]  # small: the last write's
+            kw.write(folders=pending, docs=missed)
         documents = int(coll.stats.doc_count)
         if kw.documents() != documents:
             if kw.documents():
                 log.warning("the keyword index at %s holds %d chunks, the index %d: rebuilding it from the index",
                             kw.path, kw.documents(), documents)  # fmt: skip
+            else:
+                log.info("making the keyword index at %s from the index (%d chunks)", kw.path, documents)
             with zvec_errors("scan", self._path):
                 docs = self._keyword_docs(coll, None)
             kw.clear()
             kw.write(docs=docs)
 
-    def _keyword_docs(self, coll: zvec.Collection, under: str | None) -> list[KeywordDoc]:
-        """The keyword documents of every chunk at or below `under` (all when None), from the collection."""
+    def _keyword_docs(self, coll: zvec.Collection, under: str | None) -> Iterator[KeywordDoc]:
+        """The keyword documents of every chunk at or below `under` (all when None), from the collection: its rows
+        read now, each turned into a keyword document as it is consumed (one copy of the texts in memory)."""
         flt = F.under(SOURCE_PATH, under) if under is not None else None
         rows = scan.rows(coll, flt, [SOURCE_PATH, FTS_TEXT, META_TERMS], seal_ok=self._read_only)
-        return [
+        return (
             keyword_doc(d.id, d.fields)
             for d in rows
             if under is None or F.is_under(str(d.fields.get(SOURCE_PATH, "")), under)
-        ]
+        )
 
     def _keywords(self) -> KeywordIndex:
         self._live()  # wakes a resting index
