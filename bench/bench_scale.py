@@ -1,6 +1,7 @@
 """Search at scale (issue 14): query latency and vector recall on one large collection.
 
     python -m bench.bench_scale [--size 100000] [--queries 200] [--type flat|hnsw] [--ef N] [--path DIR]
+                                [--vectors DIR] [--m M] [--ef-construction N]
 
 A collection of `--size` synthetic chunks (bench_index.synth: 60 Zipf words of a 20,000-word Chinese and English
 vocabulary, its 39 named words each in 15-99.8 % of the chunks; 512-d vectors around 1,000 centres), bulk-loaded
@@ -9,11 +10,17 @@ into the collection and its keyword index (`--path DIR` keeps both there and reu
 perturbed chunk vector, and two words of that chunk. Printed: the load and optimize times, the first query, then
 p50 / p95 / max per mode (vector, keyword, hybrid; k = 10), the vector side's recall@10 against exact search
 (numpy over the same vectors), the process's RSS and the load average. Prints figures; asserts nothing.
+
+With `--vectors DIR` (made by `python -m bench.real_vectors DIR`: passages of real documentation and their
+vectors from the bundled model) the collection holds the first `--size` of those passages instead, and the
+queries are the last `--queries` passages, which the collection does not hold: the vector of another passage,
+and two words of it. `--m` and `--ef-construction` set the HNSW graph's degree and build breadth.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -37,15 +44,29 @@ def main() -> None:
     ap.add_argument("--type", choices=["flat", "hnsw"], default="flat")
     ap.add_argument("--ef", type=int, default=0, help="HNSW search breadth (0: IndexConfig's default)")
     ap.add_argument("--path", type=Path, help="keep the collection here (reused when it exists)")
+    ap.add_argument(
+        "--vectors", type=Path, help="real passages and vectors (bench.real_vectors) instead of synth"
+    )
+    ap.add_argument("--m", type=int, default=16, help="HNSW graph degree (IndexConfig.hnsw_m)")
+    ap.add_argument("--ef-construction", type=int, default=200, help="HNSW build breadth")
     a = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    vecs, texts = synth(a.size)
-    rng, r = np.random.default_rng(9), random.Random(9)
-    picks = rng.integers(0, a.size, a.queries)
-    qv = vecs[picks] + 0.3 * rng.standard_normal((a.queries, DIM)).astype(np.float32)
-    qv /= np.linalg.norm(qv, axis=1, keepdims=True)
-    queries = [(qv[i], " ".join(r.sample(texts[int(picks[i])].split()[:60], 2))) for i in range(a.queries)]
-    cfg = IndexConfig(type=a.type, **({"hnsw_ef": a.ef} if a.ef else {}))
+    r = random.Random(9)
+    if a.vectors:
+        vecs, texts, qv, qtexts = real(a.vectors, a.size, a.queries)
+    else:
+        vecs, texts = synth(a.size)
+        rng = np.random.default_rng(9)
+        picks = rng.integers(0, a.size, a.queries)
+        qv = vecs[picks] + 0.3 * rng.standard_normal((a.queries, DIM)).astype(np.float32)
+        qv /= np.linalg.norm(qv, axis=1, keepdims=True)
+        qtexts = [texts[int(i)] for i in picks]
+    queries = [
+        (qv[i], " ".join(r.sample(qtexts[i].split()[:60], min(2, len(qtexts[i].split())))))
+        for i in range(a.queries)
+    ]
+    cfg = IndexConfig(type=a.type, hnsw_m=a.m, hnsw_ef_construction=a.ef_construction,
+                      **({"hnsw_ef": a.ef} if a.ef else {}))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="ragd-bench-scale-") as t:
         path = a.path or Path(t) / "c"
         fresh = not path.exists()
@@ -83,6 +104,18 @@ def main() -> None:
             recall.append(len(want & got) / 10)
         print(f"  vector recall@10 against exact search: {np.mean(recall):.3f}; RSS {rss_mib():.0f} MiB")
         idx.close()
+
+
+def real(where: Path, size: int, queries: int) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+    """The first `size` passages of `where` (bench.real_vectors) and their vectors; the last `queries` as queries."""
+    vectors = np.load(where / "vectors.npy", mmap_mode="r")
+    texts = json.loads((where / "texts.json").read_text())
+    if size + queries > len(texts):
+        raise SystemExit(f"{where} holds {len(texts):,} passages: fewer than --size + --queries")
+    from ragd.index.words import joined
+
+    return (np.ascontiguousarray(vectors[:size]), texts[:size], np.ascontiguousarray(vectors[-queries:]),
+            [joined(t) for t in texts[-queries:]])  # fmt: skip
 
 
 if __name__ == "__main__":

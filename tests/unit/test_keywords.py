@@ -41,6 +41,18 @@ def test_chinese_is_cut_in_search_mode_and_other_text_into_letters_and_digits() 
     assert cut("  \n\t ") == [] and cut("") == []
     long = "a" * (2 * MAX_WORD + 5)
     assert cut(long) == ["a" * MAX_WORD, "a" * MAX_WORD, "aaaaa"]
+    # text that is not ASCII and not CJK: letters of any script, symbols, and punctuation that is not a word
+    assert cut("Grüße — “quoted” naïve… ½") == ["Gruße", "quoted", "naive", "1", "2"]
+    assert cut("Привет, мир ✓ " + "я" * (MAX_WORD + 1)) == ["Привет", "мир", "✓", "я" * MAX_WORD, "я"]
+    assert cut("안녕하세요。E42，设置") == [
+        "안",
+        "녕",
+        "하",
+        "세",
+        "요",
+        "E42",
+        "设置",
+    ]  # hangul: jieba, by syllable
 
 
 # -- the keyword index through the collection -----------------------------------------------------------------------

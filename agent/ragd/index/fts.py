@@ -66,6 +66,8 @@ class Term:
 def normalize(text: str) -> str:
     """NFKC, with accents on Latin letters removed (`café` -> `cafe`): jieba would split `café` into `caf` + `é`,
     and zvec's `ascii_folding` filter runs after that split, so folding happens here, at indexing and at query."""
+    if text.isascii():  # the same, at once
+        return text
     return unicodedata.normalize("NFC", _LATIN_ACCENTS.sub("", unicodedata.normalize("NFKD", text)))
 
 
