@@ -29,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--once", action="store_true", help="reconcile every directory once, print a summary, exit"
     )
-    run.add_argument("-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs)")
+    run.add_argument(
+        "-j", "--jobs", type=int, help="directories processed in parallel (default: run.jobs; 0: auto)"
+    )
     run.add_argument("--force", action="store_true", help="re-process every file even when unchanged")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.add_argument(

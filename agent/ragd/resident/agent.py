@@ -43,7 +43,7 @@ from .debounce import Debouncer
 from .history import open_history
 from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
-from .scheduler import Scheduler
+from .scheduler import Scheduler, job_slots
 from .tracker import Tracker
 from .watcher import Watcher, WatchEvent
 
@@ -70,7 +70,9 @@ class Agent:
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
         self.embed = LazyEmbedQueue(config.embedding, run=config.run)
-        self.scheduler = Scheduler(self._job, self._job_done, config.run.jobs)
+        self.scheduler = Scheduler(
+            self._job, self._job_done, *job_slots(config.run.jobs, config.embedding.provider)
+        )
         self.watcher = Watcher(self.ignore, self.on_watch_event)
         self.last_event = 0.0
         self.rebuilding = False

@@ -26,7 +26,7 @@ from ..pipeline.workers import Parsers
 from . import checked
 from .history import History, open_history
 from .jobs import Outcomes, job_context
-from .scheduler import Scheduler
+from .scheduler import Scheduler, job_slots
 from .tracker import PhaseTally, Tracker
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,8 @@ def run_once(
         ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers,
                           identify=history.identify)  # fmt: skip
         report = _reporter(progress, tracker, roots)
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, jobs or config.run.jobs, report, history)
+        slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history)
     finally:
         parsers.close()
         queue.close()
@@ -151,8 +152,8 @@ def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) ->
     return lambda result: progress(RunSummary.of(tracker.phase_tally(), roots), result)
 
 
-def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, report: Report,
-             history: History) -> None:  # fmt: skip
+def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple[int, int | None],
+             report: Report, history: History) -> None:  # fmt: skip
     """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done."""
     lock = threading.Lock()
 
@@ -163,7 +164,7 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], jobs: int, r
                 history.record(result)
             report(result)
 
-    scheduler = Scheduler(lambda d: run_directory(ctx, d), done, jobs)
+    scheduler = Scheduler(lambda d: run_directory(ctx, d), done, *slots)
     report(None)
     try:
         scheduler.enqueue(dirs, urgent=False)

@@ -29,16 +29,34 @@ from ..pipeline.dirjob import DirResult
 log = logging.getLogger(__name__)
 
 EXPRESS_SLOTS = 1  # jobs of express directories that may run beyond `jobs`
+JOBS = 2  # `run.jobs = 0` (auto): directory jobs at a time...
+API_JOBS = 4  # ... and once a job has embedded texts through an embeddings API
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
 
 
+def job_slots(jobs: int, provider: str) -> tuple[int, int | None]:
+    """(directory jobs at a time, and how many once a job has embedded texts; None: as many) for `run.jobs`.
+
+    0 (auto): JOBS, widened to API_JOBS with an embeddings API. A job that embeds through an API mostly waits for its
+    requests (30 ms each: 4 jobs index 400 documents in 3.9 s where 2 take 4.4 s), while a no-op rescan is CPU in
+    this process alone and loses about 15 % with 4 (docs/benchmarks.md); the bundled model's own workers bound a
+    run with it, whatever the number of jobs."""
+    if jobs:
+        return jobs, None
+    return JOBS, (API_JOBS if provider != "local" else None)
+
+
 class Scheduler:
-    def __init__(self, run_job: JobFn, on_done: DoneFn, jobs: int) -> None:
+    def __init__(self, run_job: JobFn, on_done: DoneFn, jobs: int, widen_to: int | None = None) -> None:
+        """`jobs` directory jobs at a time (and EXPRESS_SLOTS more for express directories); `widen_to`: that many
+        from the end of the first job that embedded texts."""
         self._run_job = run_job
         self._on_done = on_done
         self._jobs = jobs
-        self._pool = ThreadPoolExecutor(max_workers=jobs + EXPRESS_SLOTS, thread_name_prefix="dirjob")
+        self._widen_to = widen_to if widen_to is not None and widen_to > jobs else None
+        self._pool = ThreadPoolExecutor(max_workers=max(jobs, self._widen_to or 0) + EXPRESS_SLOTS,
+                                        thread_name_prefix="dirjob")  # fmt: skip
         self._cond = threading.Condition()
         # insertion-ordered sets; an OrderedDict takes its first key in O(1) (a dict rescans what was taken before)
         self._express: OrderedDict[Path, None] = OrderedDict()
@@ -179,6 +197,11 @@ class Scheduler:
             log.exception("internal error while recording the job of %s", directory)
         with self._cond:
             self._running.pop(directory, None)
+            if self._widen_to is not None and result is not None and any(f.embedded for f in result.files):
+                log.debug(
+                    "texts embedded: %d directory jobs at a time instead of %d", self._widen_to, self._jobs
+                )
+                self._jobs, self._widen_to = self._widen_to, None
             if directory in self._rerun:
                 (self._express if self._rerun.pop(directory) else self._urgent)[directory] = None
             self._dispatch()
