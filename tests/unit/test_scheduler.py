@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from ragd.pipeline.dirjob import DirResult
-from ragd.pipeline.filejob import FileOutcome
 from ragd.resident.scheduler import Scheduler, job_slots
 from tests.support.poll import poll
 
@@ -169,12 +168,10 @@ def test_a_changed_directory_runs_beside_full_slots_and_says_so() -> None:
     assert not s.express(edited) and s.close(1.0)
 
 
-def test_auto_jobs_widen_once_a_job_has_embedded_texts_through_an_api() -> None:
-    assert job_slots(0, "openai") == (2, 4) and job_slots(0, "local") == (2, None)
+def test_auto_jobs_widen_once_texts_go_to_an_embeddings_api() -> None:
+    assert job_slots(0, "openai") == (2, 8) and job_slots(0, "local") == (2, None)
     assert job_slots(3, "openai") == (3, None)  # a number set in the config (or `--jobs`) is kept
 
-    embedded = Path("/r/embedded")
-    results = {embedded: DirResult(embedded, files=(FileOutcome("a.md", "EMBEDDED", chunks=2, embedded=2),))}
     running: list[Path] = []
     most = [0]
     lock, gate = threading.Lock(), threading.Event()
@@ -183,26 +180,23 @@ def test_auto_jobs_widen_once_a_job_has_embedded_texts_through_an_api() -> None:
         with lock:
             running.append(d)
             most[0] = max(most[0], len(running))
-        if d != embedded:
-            gate.wait(5)
+        gate.wait(5)
         with lock:
             running.remove(d)
-        return results.get(d, DirResult(d))
+        return DirResult(d)
 
     s = Scheduler(run, lambda *_: None, 2, widen_to=4)
-    s.enqueue([Path(f"/r/plain{i}") for i in range(3)], urgent=False)  # no texts embedded: two at a time
+    s.enqueue([Path(f"/r/d{i}") for i in range(6)], urgent=False)  # nothing embedded yet: two at a time
     _poll(lambda: len(running) == 2)
     time.sleep(0.1)
     assert most[0] == 2
-    gate.set()
-    _poll(lambda: not s.busy())
-    gate.clear()
-    s.enqueue([embedded])  # a job that embedded texts: four at a time from its end on
-    _poll(lambda: not s.busy())
-    s.enqueue([Path(f"/r/after{i}") for i in range(5)], urgent=False)
+    s.widen()  # texts went to the embedder: four at a time from now on, the queued ones too
     _poll(lambda: len(running) == 4)
     time.sleep(0.1)
     assert most[0] == 4
     gate.set()
     _poll(lambda: not s.busy())
     assert s.close(1.0)
+    fixed = Scheduler(run, lambda *_: None, 2)
+    fixed.widen()  # without `widen_to`: nothing changes
+    assert fixed._jobs == 2 and fixed.close(1.0)

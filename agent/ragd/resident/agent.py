@@ -73,6 +73,7 @@ class Agent:
         self.scheduler = Scheduler(
             self._job, self._job_done, *job_slots(config.run.jobs, config.embedding.provider)
         )
+        self.embed.when_used(self.scheduler.widen)
         self.watcher = Watcher(self.ignore, self.on_watch_event)
         self.last_event = 0.0
         self.rebuilding = False

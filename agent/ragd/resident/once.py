@@ -133,7 +133,7 @@ def run_once(
                           identify=history.identify)  # fmt: skip
         report = _reporter(progress, tracker, roots)
         slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue)
     finally:
         parsers.close()
         queue.close()
@@ -153,7 +153,7 @@ def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) ->
 
 
 def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple[int, int | None],
-             report: Report, history: History) -> None:  # fmt: skip
+             report: Report, history: History, queue: LazyEmbedQueue) -> None:  # fmt: skip
     """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done."""
     lock = threading.Lock()
 
@@ -165,6 +165,7 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple
             report(result)
 
     scheduler = Scheduler(lambda d: run_directory(ctx, d), done, *slots)
+    queue.when_used(scheduler.widen)  # texts to embed: more jobs at a time with an embeddings API
     report(None)
     try:
         scheduler.enqueue(dirs, urgent=False)

@@ -30,18 +30,20 @@ log = logging.getLogger(__name__)
 
 EXPRESS_SLOTS = 1  # jobs of express directories that may run beyond `jobs`
 JOBS = 2  # `run.jobs = 0` (auto): directory jobs at a time...
-API_JOBS = 4  # ... and once a job has embedded texts through an embeddings API
+API_JOBS = 8  # ... and once texts have gone to an embeddings API
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
 
 
 def job_slots(jobs: int, provider: str) -> tuple[int, int | None]:
-    """(directory jobs at a time, and how many once a job has embedded texts; None: as many) for `run.jobs`.
+    """(directory jobs at a time, and how many once texts have gone to the embedder (`Scheduler.widen`); None: as
+    many) for `run.jobs`.
 
     0 (auto): JOBS, widened to API_JOBS with an embeddings API. A job that embeds through an API mostly waits for its
-    requests (30 ms each: 4 jobs index 400 documents in 3.9 s where 2 take 4.4 s), while a no-op rescan is CPU in
-    this process alone and loses about 15 % with 4 (docs/benchmarks.md); the bundled model's own workers bound a
-    run with it, whatever the number of jobs."""
+    requests, and the embed queue batches more texts a request when more jobs feed it (400 documents through a 30 ms
+    API: 3.4-3.6 s with 8 jobs, 3.7 with 4, 4.3-4.5 with 2), while a no-op rescan is CPU in this process alone and
+    loses about 15 % with 4 (docs/benchmarks.md). The bundled model's worker processes bound a run with it, whatever
+    the number of jobs."""
     if jobs:
         return jobs, None
     return JOBS, (API_JOBS if provider != "local" else None)
@@ -50,7 +52,7 @@ def job_slots(jobs: int, provider: str) -> tuple[int, int | None]:
 class Scheduler:
     def __init__(self, run_job: JobFn, on_done: DoneFn, jobs: int, widen_to: int | None = None) -> None:
         """`jobs` directory jobs at a time (and EXPRESS_SLOTS more for express directories); `widen_to`: that many
-        from the end of the first job that embedded texts."""
+        once `widen` is called."""
         self._run_job = run_job
         self._on_done = on_done
         self._jobs = jobs
@@ -87,6 +89,16 @@ class Scheduler:
                     self._background[d] = None
             self._dispatch()
         return n
+
+    def widen(self) -> None:
+        """From now on `widen_to` jobs at a time, if it was given (the drivers call this when texts first go to the
+        embedder: `LazyEmbedQueue.when_used`)."""
+        with self._cond:
+            if self._widen_to is None:
+                return
+            log.debug("texts to embed: %d directory jobs at a time instead of %d", self._widen_to, self._jobs)
+            self._jobs, self._widen_to = self._widen_to, None
+            self._dispatch()
 
     def retry_later(self, directory: Path, when: float) -> None:
         """Run `directory` again at monotonic time `when` (the earliest of several requests wins)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import fields
 
@@ -78,6 +78,7 @@ class LazyEmbedQueue:
             warm = (pooled.load_model, (cfg.threads, local.MAX_CHARS))
             self._pool = WorkerPool("embed", workers, run.worker_memory, run.worker_idle, warm=warm)
         self._queue: EmbedQueue | None = None
+        self._when_used: Callable[[], object] | None = None
         self._express: EmbedQueue | None = None  # an edit's texts, embedded by the copy in this process
         self._query_model: Embedder | None = None
         self._lock = threading.Lock()
@@ -99,7 +100,17 @@ class LazyEmbedQueue:
                 self._queue = EmbedQueue(embedder, batch, workers)
             return self._queue
 
+    def when_used(self, callback: Callable[[], object]) -> None:
+        """Call `callback` (once) when documents' texts are first submitted (a search's question does not count)."""
+        self._when_used = callback
+
     def submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
+        callback, self._when_used = self._when_used, None
+        if callback is not None:
+            callback()
+        return self._submit(texts, priority=priority)
+
+    def _submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
         if priority and self._pool is not None and len(texts) <= EXPRESS_TEXTS:
             return self._get_express().submit(texts, priority=True)
         return self._get().submit(texts, priority=priority)
@@ -115,7 +126,7 @@ class LazyEmbedQueue:
     def query(self, text: str) -> np.ndarray:
         """The vector of one search question (1-d)."""
         if self._pool is None:
-            return np.asarray(self.submit([text], priority=True).result()[0])
+            return np.asarray(self._submit([text], priority=True).result()[0])
         if self._closed:
             raise shut_down_error()
         return np.asarray(self.here().embed([text])[0])
