@@ -68,7 +68,7 @@ class Document:
 
     path: Path
     text: str
-    parser: str  # e.g. "text", "markitdown", "pdfium", "soffice+markitdown"
+    parser: str  # e.g. "text", "html", "markitdown", "pdfium", "soffice+markitdown"
     title: str | None = None
     is_markdown: bool = True  # whether the text carries markdown structure (headings, fences)
     markup: str | None = None  # of a plain text whose section titles the splitter knows: "rst" or "org"

@@ -9,7 +9,8 @@ Formats, by extension (case-insensitive):
 | .rst .rest .org | decoded here | plain, `markup="rst"` / `"org"`: the splitter knows their section titles |
 | .pdf | pypdfium2, page by page; `pages` holds each page's offsets; pages without text through OCR | plain |
 | .png .jpg .jpeg .tif .tiff .bmp .webp | OCR (ocr.py, `[parse] ocr`), every frame a page | plain |
-| .html .htm .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
+| .html .htm | BeautifulSoup and markdownify, as markitdown's HTML converter (html.py) | markdown |
+| .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
 | .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
 
 Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else charset-normalizer's

@@ -1,6 +1,7 @@
-"""HTML, CSV and Office files through markitdown's converters.
+"""HTML, CSV and Office files through markitdown's converters (HTML through BeautifulSoup and markdownify, as
+markitdown's converter does, without importing markitdown: html.py).
 
-Each extension goes straight to its markitdown converter class (one instance per extension, built lazily and
+Each other extension goes straight to its markitdown converter class (one instance per extension, built lazily and
 cached). The `MarkItDown` facade is not used: its constructor loads the magika model (~0.1 s) and every
 `convert` runs magika on the stream (~16 ms) and then tries other converters on a guess, which can turn a
 corrupt file into garbage text. We already know the type from the extension and check the container ourselves.
@@ -27,7 +28,7 @@ from .text import check_clean, clean_title, decode, heading_title, normalise_new
 CFB_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")  # OLE2 compound file: legacy Office, or encrypted OOXML
 _ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
 _CONVERTER_CLASSES = {
-    ".html": "HtmlConverter",
+    ".html": "HtmlConverter",  # not used: html.py converts HTML the same way without importing markitdown
     ".htm": "HtmlConverter",
     ".csv": "CsvConverter",
     ".docx": "DocxConverter",
@@ -61,6 +62,8 @@ def parse_markitdown(
 
     `source` is the user's file when `path` is a converted copy of it (see legacy.py).
     """
+    if ext in _HTML:
+        parser = "html"
     if ext in _TEXTUAL:
         text, title, encoding = _convert_textual(path, ext)
     else:
@@ -78,13 +81,19 @@ def parse_markitdown(
 
 def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]:
     text, encoding = decode(path.read_bytes())
-    # Hand the converter UTF-8 so it does not guess again (markitdown's HTML path assumes UTF-8 otherwise).
+    if ext in _HTML:
+        from .html import html_to_markdown
+
+        try:
+            markdown, title = html_to_markdown(text)
+        except Exception as exc:  # stage boundary: BeautifulSoup and markdownify raise many exception types
+            raise _conversion_error(ext, exc) from exc
+        # Sphinx, MkDocs, GitHub...: a `[¶](#anchor)` after each heading and definition
+        return drop_permalinks(markdown), clean_title(title) if title else None, encoding
+    # Hand the converter UTF-8 so it does not guess again.
     result = _run(ext, io.BytesIO(text.encode("utf-8")), charset="utf-8")
     title = clean_title(str(result.title)) if result.title else None
-    markdown = str(result.markdown)
-    if ext in _HTML:  # Sphinx, MkDocs, GitHub...: a `[¶](#anchor)` after each heading and definition
-        markdown = drop_permalinks(markdown)
-    return markdown, title, encoding
+    return str(result.markdown), title, encoding
 
 
 def _convert_binary(path: Path, ext: str) -> str:
