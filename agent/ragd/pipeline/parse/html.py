@@ -43,7 +43,7 @@ class _Markdown(markdownify.MarkdownConverter):
         super().__init__(heading_style=markdownify.ATX)
 
     def convert_a(self, el: Any, text: str, parent_tags: set[str]) -> str:
-        prefix, suffix, text = markdownify.chomp(text)
+        prefix, suffix, text = markdownify.chomp(text)  # type: ignore[attr-defined]  # (not in its stub)
         if not text:
             return ""
         if "pre" in parent_tags or el.find_parent("pre") is not None:
@@ -57,7 +57,8 @@ class _Markdown(markdownify.MarkdownConverter):
                 href = urlunparse(url._replace(path=_quote_path(url.path)))
             except ValueError:
                 return f"{prefix}{text}{suffix}"
-        if self.options["autolinks"] and text.replace(r"\_", "_") == href and not title:
+        autolinks = self.options["autolinks"]  # type: ignore[attr-defined]  # (not in its stub)
+        if autolinks and text.replace(r"\_", "_") == href and not title:
             return f"<{href}>"
         titled = ' "{}"'.format(title.replace('"', r"\"")) if title else ""
         return f"{prefix}[{text}]({href}{titled}){suffix}" if href else str(text)
