@@ -3,6 +3,7 @@
     python3.12 -m venv /tmp/rjvenv && /tmp/rjvenv/bin/pip install ragjson==0.5.1   # the tool needs Python >= 3.12
     PYTHONPATH=agent:cli:. python -m bench.bench_vs_ragjson --rag /tmp/rjvenv/bin/rag [--repeat 3] [--delay 0.03]
         [--ragd-old DIR]     # also an older ragd, e.g. DIR filled by `git archive COMMIT | tar -x -C DIR`
+        [--ragd-jobs N]      # ragd with N directory jobs (`run --once --jobs N`) instead of run.jobs's
 
 A deterministic corpus of 200 Chinese and 200 English documents (md/txt/html from `bench/corpus.py`, 20 folders),
 one local OpenAI-compatible server (`bench/fake_api.py`, 512-d, `--delay` seconds added to every request), and per
@@ -131,13 +132,16 @@ def run_ragjson(rag: str, server: EmbeddingsAPI, tree: Path, home: Path) -> Run:
     )
 
 
-def run_ragd(server: EmbeddingsAPI, tree: Path, home: Path, source: Path | None = None) -> Run:
+def run_ragd(
+    server: EmbeddingsAPI, tree: Path, home: Path, source: Path | None = None, jobs: int | None = None
+) -> Run:
     rag_config(server, home)
     env, load = isolated_env(home), os.getloadavg()[0]
     if source is not None:  # another version of ragd, e.g. `git archive COMMIT | tar -x -C DIR`
         env["PYTHONPATH"] = os.pathsep.join(str(source / p) for p in ("agent", "cli", "."))
     r0, t0 = server.requests, server.texts
     cmd = [sys.executable, "-m", "ragd", "-q", "run", "--once", "--json", str(tree)]
+    cmd += ["--jobs", str(jobs)] if jobs is not None else []
     wall, out = timed(cmd, env, home)
     summary = json.loads(out)
     if summary["failed"] or summary["failed_dirs"]:
@@ -170,6 +174,9 @@ def main() -> None:
     )
     ap.add_argument("--only", choices=("ragjson", "ragd"), help="run one tool only")
     ap.add_argument("--ragd-old", type=Path, help="also run the ragd whose source tree is DIR (before/after)")
+    ap.add_argument(
+        "--ragd-jobs", type=int, help="ragd's directory jobs (`run --once --jobs N`; default: run.jobs)"
+    )
     a = ap.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -196,7 +203,7 @@ def main() -> None:
                 if tool == "ragjson":
                     run = run_ragjson(a.rag, api, tree, home)
                 else:
-                    run = run_ragd(api, tree, home, a.ragd_old if tool == "ragd-old" else None)
+                    run = run_ragd(api, tree, home, a.ragd_old if tool == "ragd-old" else None, a.ragd_jobs)
                 print(run.line(), flush=True)
                 runs.append(run)
                 shutil.rmtree(tree.parent)
