@@ -268,8 +268,8 @@ class HistoryConfig(_Section):
 
 
 class RunConfig(_Section):
-    # directories processed in parallel; 0: 2, and 4 once files are embedded through an embeddings API (whose
-    # requests a directory job mostly waits for; a no-op rescan, all CPU in one process, is slower with more)
+    # directories processed in parallel; 0: 2, and 8 once texts go to an embeddings API (whose requests a
+    # directory job mostly waits for; a no-op rescan, all CPU in one process, is slower with more): job_slots
     jobs: int = Field(default=0, ge=0, le=64)
     workers: int | None = Field(default=None, ge=0, le=64)  # parse worker processes; None: one per core
     # MiB of address space per worker; 0: no cap. 2048: OCR of an A4 scan peaks at 1.35 GB (1024 fails it)

@@ -197,6 +197,14 @@ def test_auto_jobs_widen_once_texts_go_to_an_embeddings_api() -> None:
     gate.set()
     _poll(lambda: not s.busy())
     assert s.close(1.0)
-    fixed = Scheduler(run, lambda *_: None, 2)
-    fixed.widen()  # without `widen_to`: nothing changes
-    assert fixed._jobs == 2 and fixed.close(1.0)
+    gate.clear()
+    most[0] = 0
+    fixed = Scheduler(run, lambda *_: None, 2)  # without `widen_to`: widen() changes nothing
+    fixed.enqueue([Path(f"/r/fixed{i}") for i in range(4)], urgent=False)
+    fixed.widen()
+    _poll(lambda: len(running) == 2)
+    time.sleep(0.1)
+    assert most[0] == 2
+    gate.set()
+    _poll(lambda: not fixed.busy())
+    assert fixed.close(1.0)

@@ -41,7 +41,7 @@ def job_slots(jobs: int, provider: str) -> tuple[int, int | None]:
 
     0 (auto): JOBS, widened to API_JOBS with an embeddings API. A job that embeds through an API mostly waits for its
     requests, and the embed queue batches more texts a request when more jobs feed it (400 documents through a 30 ms
-    API: 3.4-3.6 s with 8 jobs, 3.7 with 4, 4.3-4.5 with 2), while a no-op rescan is CPU in this process alone and
+    API, the jobs fixed from the start: 3.4-3.6 s with 8, 3.7-4.1 with 4, 3.9-4.1 with 2), while a no-op rescan is CPU in this process alone and
     loses about 15 % with 4 (docs/benchmarks.md). The bundled model's worker processes bound a run with it, whatever
     the number of jobs."""
     if jobs:
@@ -209,11 +209,6 @@ class Scheduler:
             log.exception("internal error while recording the job of %s", directory)
         with self._cond:
             self._running.pop(directory, None)
-            if self._widen_to is not None and result is not None and any(f.embedded for f in result.files):
-                log.debug(
-                    "texts embedded: %d directory jobs at a time instead of %d", self._widen_to, self._jobs
-                )
-                self._jobs, self._widen_to = self._widen_to, None
             if directory in self._rerun:
                 (self._express if self._rerun.pop(directory) else self._urgent)[directory] = None
             self._dispatch()

@@ -46,7 +46,7 @@ class _Markdown(markdownify.MarkdownConverter):
         prefix, suffix, text = markdownify.chomp(text)  # type: ignore[attr-defined]  # (not in its stub)
         if not text:
             return ""
-        if "pre" in parent_tags or el.find_parent("pre") is not None:
+        if "pre" in parent_tags:  # the tags above it, up to the converted body
             return str(text)
         href, title = el.get("href"), el.get("title")
         if href:

@@ -27,18 +27,16 @@ from .text import check_clean, clean_title, decode, heading_title, normalise_new
 
 CFB_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")  # OLE2 compound file: legacy Office, or encrypted OOXML
 _ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
+_HTML = frozenset({".html", ".htm"})  # html.py: as markitdown's HtmlConverter, without importing markitdown
 _CONVERTER_CLASSES = {
-    ".html": "HtmlConverter",  # not used: html.py converts HTML the same way without importing markitdown
-    ".htm": "HtmlConverter",
     ".csv": "CsvConverter",
     ".docx": "DocxConverter",
     ".pptx": "PptxConverter",
     ".xlsx": "XlsxConverter",
     ".xls": "XlsConverter",
 }
-MARKITDOWN_EXTENSIONS = frozenset(_CONVERTER_CLASSES)
+MARKITDOWN_EXTENSIONS = frozenset(_CONVERTER_CLASSES) | _HTML
 OOXML_EXTENSIONS = frozenset({".docx", ".pptx", ".xlsx"})
-_HTML = frozenset({".html", ".htm"})
 _TEXTUAL = frozenset({".html", ".htm", ".csv"})  # decoded (and checked for junk) by us before conversion
 _HEADING_TITLE = frozenset({".html", ".htm", ".docx", ".pptx"})  # first heading is a sensible title
 _CORE_XML = "docProps/core.xml"
