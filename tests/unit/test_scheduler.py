@@ -23,6 +23,7 @@ class Jobs:
         self.done: list[tuple[Path, BaseException | None]] = []
         self.gates: dict[Path, threading.Event] = {}
         self.active = 0
+        self.most_active = 0  # the most jobs seen running at once
         self.max_active: dict[Path, int] = {}
         self.lock = threading.Lock()
 
@@ -30,6 +31,7 @@ class Jobs:
         with self.lock:
             self.started.append(d)
             self.active += 1
+            self.most_active = max(self.most_active, self.active)
             self.max_active[d] = self.max_active.get(d, 0) + 1
         gate = self.gates.get(d)
         if gate is not None:
@@ -172,39 +174,32 @@ def test_auto_jobs_widen_once_texts_go_to_an_embeddings_api() -> None:
     assert job_slots(0, "openai") == (2, 8) and job_slots(0, "local") == (2, None)
     assert job_slots(3, "openai") == (3, None)  # a number set in the config (or `--jobs`) is kept
 
-    running: list[Path] = []
-    most = [0]
-    lock, gate = threading.Lock(), threading.Event()
+    jobs, gate = Jobs(), threading.Event()
 
-    def run(d: Path) -> DirResult:
-        with lock:
-            running.append(d)
-            most[0] = max(most[0], len(running))
-        gate.wait(5)
-        with lock:
-            running.remove(d)
-        return DirResult(d)
+    def queue(s: Scheduler, name: str, n: int) -> None:
+        dirs = [Path(f"/r/{name}{i}") for i in range(n)]
+        jobs.gates.update(dict.fromkeys(dirs, gate))
+        s.enqueue(dirs, urgent=False)
 
-    s = Scheduler(run, lambda *_: None, 2, widen_to=4)
-    s.enqueue([Path(f"/r/d{i}") for i in range(6)], urgent=False)  # nothing embedded yet: two at a time
-    _poll(lambda: len(running) == 2)
-    time.sleep(0.1)
-    assert most[0] == 2
+    def runs_at_once(n: int) -> None:
+        _poll(lambda: jobs.active == n)
+        time.sleep(0.1)
+        assert jobs.most_active == n
+
+    s = Scheduler(jobs.run, jobs.on_done, 2, widen_to=4)
+    queue(s, "d", 6)
+    runs_at_once(2)  # nothing embedded yet: two at a time
     s.widen()  # texts went to the embedder: four at a time from now on, the queued ones too
-    _poll(lambda: len(running) == 4)
-    time.sleep(0.1)
-    assert most[0] == 4
+    runs_at_once(4)
     gate.set()
     _poll(lambda: not s.busy())
     assert s.close(1.0)
     gate.clear()
-    most[0] = 0
-    fixed = Scheduler(run, lambda *_: None, 2)  # without `widen_to`: widen() changes nothing
-    fixed.enqueue([Path(f"/r/fixed{i}") for i in range(4)], urgent=False)
+    jobs.most_active = 0
+    fixed = Scheduler(jobs.run, jobs.on_done, 2)  # without `widen_to`: widen() changes nothing
+    queue(fixed, "fixed", 4)
     fixed.widen()
-    _poll(lambda: len(running) == 2)
-    time.sleep(0.1)
-    assert most[0] == 2
+    runs_at_once(2)
     gate.set()
     _poll(lambda: not fixed.busy())
     assert fixed.close(1.0)
