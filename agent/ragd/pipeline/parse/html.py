@@ -38,6 +38,11 @@ def _quote_path(path: str) -> str:
     return "".join([*out, quote(path[last:])])
 
 
+def _titled(title: str | None) -> str:
+    """A link's or image's title as markdown puts it after the target: ` "title"` (quotes escaped), or nothing."""
+    return ' "{}"'.format(title.replace('"', r"\"")) if title else ""
+
+
 class _Markdown(markdownify.MarkdownConverter):
     def __init__(self) -> None:
         super().__init__(heading_style=markdownify.ATX)
@@ -60,8 +65,7 @@ class _Markdown(markdownify.MarkdownConverter):
         autolinks = self.options["autolinks"]  # type: ignore[attr-defined]  # (not in its stub)
         if autolinks and text.replace(r"\_", "_") == href and not title:
             return f"<{href}>"
-        titled = ' "{}"'.format(title.replace('"', r"\"")) if title else ""
-        return f"{prefix}[{text}]({href}{titled}){suffix}" if href else str(text)
+        return f"{prefix}[{text}]({href}{_titled(title)}){suffix}" if href else str(text)
 
     def convert_img(self, el: Any, text: str, parent_tags: set[str]) -> str:
         alt = (el.attrs.get("alt") or "").replace("\n", " ")
@@ -72,8 +76,7 @@ class _Markdown(markdownify.MarkdownConverter):
         if src[:5].lower() == "data:":
             src = src.split(",")[0] + "..."
         title = el.attrs.get("title") or ""
-        titled = ' "{}"'.format(title.replace('"', r"\"")) if title else ""
-        return f"![{alt}]({src}{titled})"
+        return f"![{alt}]({src}{_titled(title)})"
 
     def convert_input(self, el: Any, text: str, parent_tags: set[str]) -> str:
         if el.get("type") == "checkbox":
