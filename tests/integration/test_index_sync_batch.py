@@ -119,6 +119,47 @@ def test_reconcile_repairs_what_the_chunk_record_cannot_see(
     assert_index_equals_sidecars(cfg, root)
 
 
+class _CountedWrites:
+    """The real index, with its `write_sources` calls counted (each one commits the keyword index)."""
+
+    def __init__(self, idx: ZvecIndex) -> None:
+        self._idx, self.calls, self.written = idx, 0, 0
+
+    def write_sources(self, writes: list) -> None:
+        self.calls += 1
+        self.written += len(writes)
+        self._idx.write_sources(writes)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._idx, name)
+
+
+def test_reconcile_fills_an_empty_index_in_batches_not_a_write_per_source(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    root = tmp_path / "kb"
+    for d in ("a", "b"):
+        (root / d).mkdir(parents=True)
+        for i in range(30):
+            (root / d / f"n{i}.md").write_text(body(f"{d}{i}", 3))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg).ok
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    try:
+        assert isinstance(idx, ZvecIndex)
+        for d in ("a", "b"):
+            idx.delete_subtree(str(root / d))
+        idx.flush()
+        assert idx.count() == 0
+        counted = _CountedWrites(idx)
+        report = IndexSync(counted, cfg.identity, [root], Ignore(cfg.ignore)).reconcile()  # type: ignore[arg-type]
+        assert report.repaired == 60 and counted.written == 60
+        assert counted.calls == 1  # 60 sources of 3 chunks: one write, one keyword commit
+    finally:
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
 def _shifted(idx: ZvecIndex, path: str, n: int) -> list:
     """Copies of the source's first chunks numbered n, n+1, … (as if a longer version had been there)."""
     from dataclasses import replace
