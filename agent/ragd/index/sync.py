@@ -8,7 +8,8 @@ has accepted its events; one that fails stays, is reported and is retried.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,19 @@ class IndexSync:
         return self._converge(expected, self.index.sources(str(top)))
 
     # -- staged writes -----------------------------------------------------------------------------------------
+    @contextmanager
+    def _gathered(self) -> Iterator[None]:
+        """Inside: writes are staged and made STAGE_CHUNKS chunks at a time (`_write_staged` writes the rest). When
+        the outermost block ends, whatever it left staged (a failure raised) is dropped, not left to a later write,
+        and no note is current."""
+        outer, self._batching = self._batching, True
+        try:
+            yield
+        finally:
+            self._batching = outer
+            if not outer:
+                self._note, self._staged, self._staged_chunks = None, {}, 0
+
     def _stage(self, write: SourceWrite) -> None:
         old = self._staged.pop(write.source_path, None)
         self._staged_chunks += len(write.chunks) - (len(old[0].chunks) if old else 0)
@@ -216,8 +230,8 @@ class IndexSync:
         flushes later and deletes them then (`flushed`)."""
         report = SyncReport()
         applied = []
-        self._batching, self._failed = True, {}
-        try:
+        self._failed = {}
+        with self._gathered():
             for p in paths:
                 self._note = p
                 try:
@@ -235,8 +249,6 @@ class IndexSync:
                     applied.append(p)
             self._note = None
             self._write_staged()
-        finally:
-            self._batching, self._note, self._staged, self._staged_chunks = False, None, {}, 0
         for p, why in self._failed.items():
             if p in applied:
                 log.error("mushroom %s not applied: %s", p, why)
@@ -296,8 +308,7 @@ class IndexSync:
         STAGE_CHUNKS chunks at a time, as a batch of notes is, not one call per source (each call commits the
         keyword index: filling a new index of 923 sources took 14 s that way, docs/benchmarks.md)."""
         changed = 0
-        batching, self._batching = self._batching, True
-        try:
+        with self._gathered():
             for path, want in expected.items():
                 have = indexed.get(path)
                 if have is None or have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count:
@@ -308,10 +319,6 @@ class IndexSync:
                 self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
                 changed += 1
             self._write_staged()
-        finally:
-            self._batching = batching
-            if not batching:  # a failure raised: nothing of it is left to a later write
-                self._staged, self._staged_chunks = {}, 0
         if changed:
             self.index.flush()
         return changed
