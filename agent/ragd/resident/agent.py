@@ -32,7 +32,7 @@ from ..index.verify import Verifier, VerifyHooks
 from ..index.writer import EDITING_S, Indexer
 from ..paths import is_under, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
-from ..pipeline.embed import LazyEmbedQueue
+from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
@@ -69,7 +69,7 @@ class Agent:
         self.changes = ChangeLog(history=self.history)
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
-        self.embed = LazyEmbedQueue(config.embedding, run=config.run)
+        self.embed = LazyEmbedQueue(config.embedding, run=config.run, models=self.data_dir / MODELS)
         self.scheduler = Scheduler(
             self._job, self._job_done, *job_slots(config.run.jobs, config.embedding.provider)
         )

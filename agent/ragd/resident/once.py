@@ -19,7 +19,7 @@ from ..errors import ConfigError, IndexBusy, IndexUnavailable
 from ..index import IndexBackend
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
-from ..pipeline.embed import LazyEmbedQueue
+from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.scan import Expected, Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
@@ -124,7 +124,7 @@ def run_once(
     tracker = Tracker()
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
-    queue = LazyEmbedQueue(config.embedding, run=config.run)
+    queue = LazyEmbedQueue(config.embedding, run=config.run, models=data_dir(config) / MODELS)
     parsers = Parsers(config.run, config.limits, config.parse)
     cache = StatCache.load(data_dir(config))
     history = open_history(config, data_dir(config))
@@ -133,7 +133,7 @@ def run_once(
                           identify=history.identify)  # fmt: skip
         report = _reporter(progress, tracker, roots)
         slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, warm_words=index)
     finally:
         parsers.close()
         queue.close()
@@ -153,8 +153,11 @@ def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) ->
 
 
 def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple[int, int | None],
-             report: Report, history: History, queue: LazyEmbedQueue) -> None:  # fmt: skip
-    """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done."""
+             report: Report, history: History, queue: LazyEmbedQueue, *, warm_words: bool) -> None:  # fmt: skip
+    """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done.
+
+    `warm_words`: once texts go to the embedder (the index will be written at the end), the keyword index's
+    Chinese dictionary is built in a thread meanwhile, not at the end, where the run waits for it (words.warm)."""
     lock = threading.Lock()
 
     def done(directory: Path, result: DirResult | None, err: BaseException | None) -> None:
@@ -165,7 +168,13 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple
             report(result)
 
     scheduler = Scheduler(lambda d: run_directory(ctx, d), done, *slots)
-    queue.when_used(scheduler.widen)  # texts to embed: more jobs at a time with an embeddings API
+
+    def used() -> None:  # texts to embed: more jobs at a time with an embeddings API
+        scheduler.widen()
+        if warm_words:
+            threading.Thread(target=_warm_words, name="words-warm", daemon=True).start()
+
+    queue.when_used(used)
     report(None)
     try:
         scheduler.enqueue(dirs, urgent=False)
@@ -175,6 +184,15 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple
         raise
     finally:  # no other job starts; those running finish (a second Ctrl-C closes the embedder under them)
         scheduler.close(timeout=None)
+
+
+def _warm_words() -> None:
+    from ..index import words
+
+    try:
+        words.warm()
+    except Exception as err:  # the thread's boundary: the index sync meets the same error and reports it
+        log.debug("could not build the keyword dictionary ahead: %s", err)
 
 
 def sync_index(

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +24,9 @@ from .queue import EmbedQueue, EmbedStats
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EmbedQueue", "EmbedStats", "Embedder", "LazyEmbedQueue", "make_embedder"]
+__all__ = ["MODELS", "EmbedQueue", "EmbedStats", "Embedder", "LazyEmbedQueue", "make_embedder"]
+
+MODELS = "models"  # the data directory's folder of the bundled model's unpacked weights (shared.py)
 
 # Texts per batch for the bundled model's workers: texts put at the head of the queue (an edit's) wait for at most
 # one batch per worker (about 0.25 s), and the model runs as fast as with 64 (it cuts every batch into
@@ -36,18 +39,21 @@ EXPRESS_TEXTS = 16
 
 
 def make_embedder(
-    cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None, pool: WorkerPool | None = None
+    cfg: EmbeddingConfig,
+    environ: Mapping[str, str] | None = None,
+    pool: WorkerPool | None = None,
+    models: Path | None = None,
 ) -> Embedder:
-    """The embedder `cfg` describes (the bundled model in `pool`'s workers, when given). No model is loaded and no
-    request is made until the first batch."""
+    """The embedder `cfg` describes (the bundled model in `pool`'s workers, when given; its weights shared through
+    `models`, when given: shared.py). No model is loaded and no request is made until the first batch."""
     if cfg.provider == "local" and pool is not None:
         from .pooled import PooledLocalEmbedder
 
-        return PooledLocalEmbedder(pool, threads=cfg.threads)
+        return PooledLocalEmbedder(pool, threads=cfg.threads, models=models)
     if cfg.provider == "local":
         from .local import LocalEmbedder
 
-        return LocalEmbedder(threads=cfg.threads)
+        return LocalEmbedder(threads=cfg.threads, models=models)
     from .openai_api import DEFAULT_BASE_URL, OpenAIEmbedder
 
     env = os.environ if environ is None else environ
@@ -62,20 +68,26 @@ class LazyEmbedQueue:
     Given `run` (the agent, `ragd run --once`), the bundled model embeds documents in `run.workers` worker
     processes (pooled.py), and `query()` embeds a search's question with a copy of the model in this process
     (loaded with the first question): a question never waits behind the documents' batches. Neither do the texts
-    of an edit (`priority`, at most EXPRESS_TEXTS): that copy embeds them too, in a queue of their own."""
+    of an edit (`priority`, at most EXPRESS_TEXTS): that copy embeds them too, in a queue of their own. Given
+    `models` (`<data dir>/models`), every copy of the bundled model maps the same unpacked weights (shared.py)."""
 
     def __init__(
-        self, cfg: EmbeddingConfig, environ: Mapping[str, str] | None = None, run: RunConfig | None = None
+        self,
+        cfg: EmbeddingConfig,
+        environ: Mapping[str, str] | None = None,
+        run: RunConfig | None = None,
+        models: Path | None = None,
     ) -> None:
         self.cfg = cfg
         self._environ = environ
+        self._models = models
         workers = worker_count(run.workers) if run is not None else 0
         self._pool: WorkerPool | None = None
         if run is not None and workers and cfg.provider == "local":
             from . import local, pooled
 
             # each worker loads its model as it starts: a batch never waits for a second worker's model
-            warm = (pooled.load_model, (cfg.threads, local.MAX_CHARS))
+            warm = (pooled.load_model, (cfg.threads, local.MAX_CHARS, models))
             self._pool = WorkerPool("embed", workers, run.worker_memory, run.worker_idle, warm=warm)
         self._queue: EmbedQueue | None = None
         self._when_used: Callable[[], object] | None = None
@@ -96,7 +108,7 @@ class LazyEmbedQueue:
                     workers, batch = self._pool.workers, min(batch, POOLED_BATCH)
                 else:
                     workers = 1 if self.cfg.provider == "local" else self.cfg.concurrency
-                embedder = make_embedder(self.cfg, self._environ, self._pool)
+                embedder = make_embedder(self.cfg, self._environ, self._pool, self._models)
                 self._queue = EmbedQueue(embedder, batch, workers)
             return self._queue
 
@@ -154,7 +166,7 @@ class LazyEmbedQueue:
         """The copy of the model in this process (loaded now if need be: about 0.7 s; others wait for it)."""
         with self._query_lock:
             if self._query_model is None:
-                self._query_model = make_embedder(self.cfg, self._environ)
+                self._query_model = make_embedder(self.cfg, self._environ, models=self._models)
             return self._query_model
 
     @property

