@@ -14,6 +14,7 @@ from ragd.pipeline import mushroom, sidecar
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.interrupt import with_sigint
 from tests.support.poll import poll
 
 
@@ -248,9 +249,8 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
     with FakeOpenAI(dim=8, delay=0.5) as server:
         cfg = write_api_config(tmp_path / "c.toml", server, batch_size=1, concurrency=1)
         env = {**os.environ, "RAGD_CONFIG": str(cfg)}
-        proc = subprocess.Popen([*RAGD, "run", "--once", "-j", "1", str(root)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        proc = subprocess.Popen(with_sigint([*RAGD, "run", "--once", "-j", "1", str(root)]), env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
         # d0's first text at the embeddings API: its job is under way, 15 files (7.5 s) still to embed (a first
         # sidecar came too late under load: once as d0 ended, and d1 had started before the signal was handled)
         poll(lambda: server.requests, timeout=60, every=0.02, what="a first embeddings request")

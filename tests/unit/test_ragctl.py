@@ -24,6 +24,7 @@ import pytest
 from ragctl import __version__, export, protocol, render
 from ragctl.main import build_parser, main
 from tests.support.fake_agent import FakeAgentServer
+from tests.support.interrupt import with_sigint
 from tests.support.poll import poll
 
 STATUS: dict[str, Any] = {
@@ -285,10 +286,9 @@ def test_stream_lines_stay_off_a_pipe(agent: FakeAgent, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(("argv", "exit_code"), [(["status", "--watch"], 0), (["wait"], 130)])
 def test_ctrl_c(agent: FakeAgent, argv: list[str], exit_code: int) -> None:
     agent.replies[argv[0]] = [("forever", STATUS if argv[0] == "status" else PROGRESS)]
-    # SIGINT as a terminal delivers it, also when this suite runs from a shell that ignores it (nohup, a background
-    # job, some CI runners): an ignored SIGINT is inherited, and Python then installs no handler of its own
-    proc = ragctl("--socket", str(agent.path), *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    # SIGINT as a terminal delivers it, also when this suite runs from a shell that ignores it (support/interrupt.py)
+    proc = subprocess.Popen(with_sigint([sys.executable, "-m", "ragctl", "--socket", str(agent.path), *argv]),
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     poll(lambda: agent.requests, timeout=10, what="the request to reach the fake agent")
     if argv[0] == "status":
         assert proc.stdout is not None and proc.stdout.readline().startswith("agent: ragd")
