@@ -133,7 +133,10 @@ def run_once(
                           identify=history.identify)  # fmt: skip
         report = _reporter(progress, tracker, roots)
         slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, warm_words=index)
+        # with the bundled model the main process has CPU to spare while the workers embed; with an API it is the
+        # bound, and an English-only run would build a dictionary it never uses
+        warm = index and config.embedding.provider == "local"
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, warm_words=warm)
     finally:
         parsers.close()
         queue.close()
