@@ -332,6 +332,21 @@ def test_workers_that_exit_leave_no_temp_dir(tmp_path: Path, sys_tmp: Path, end:
     assert ours_in(sys_tmp) == []
 
 
+def test_closing_while_idle_workers_exit_waits_for_their_temp_dirs_to_go(
+    tmp_path: Path, sys_tmp: Path
+) -> None:
+    """An agent stopping just as its idle workers exit: `close` returns once they are gone and their temp
+    directories too, not while the idle exit is still under way (the process would end and leave them)."""
+    workers = WorkerPool("test", 2, 0, 0.3)
+    try:
+        workers.submit(leave_a_temp_dir, (tmp_path / "where",)).result(timeout=60)
+        assert ours_in(sys_tmp)
+        poll(lambda: not workers.running, timeout=30, every=0.005, what="the idle exit to begin")
+    finally:
+        workers.close()
+    assert ours_in(sys_tmp) == [] and not workers_of(os.getpid())
+
+
 def gone_pid() -> int:
     """The pid of a process that has exited."""
     proc = subprocess.Popen(["true"])

@@ -96,6 +96,9 @@ class WorkerPool:
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
         self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
         self._idle_timer: threading.Timer | None = None
+        # held while an idle pool's workers exit and its temp directories go: `close` waits for that to finish (an
+        # agent stopping just then left the directories behind when its process ended first)
+        self._retiring = threading.Lock()
         self._closed = False
         self._free_until = 0.0  # until then, one worker is kept for `first` tasks (`keep_one_free`)
         self.started = 0  # pools started (one per busy period)
@@ -202,14 +205,15 @@ class WorkerPool:
             tmpdirs.sweep(tmp)
 
     def _close_if_idle(self) -> None:
-        with self._lock:
-            if self._under_way or self._pool is None or self._closed:
-                return
-            pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
-        pool.close()
-        pool.join()
-        if tmp is not None:
-            tmpdirs.remove(tmp)
+        with self._retiring:
+            with self._lock:
+                if self._under_way or self._pool is None or self._closed:
+                    return
+                pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
+            pool.close()
+            pool.join()
+            if tmp is not None:
+                tmpdirs.remove(tmp)
         log.debug("%s workers exited after %.0f s idle", self.name, self.idle_s)
 
     @property
@@ -231,6 +235,8 @@ class WorkerPool:
             ours.set_exception(CancelledError())
         if pool is not None:
             _retire(pool, tmp)
+        with self._retiring:  # an idle pool retiring meanwhile: its workers and temp directories are gone too
+            pass
 
 
 def _retire(pool: Any, tmp: Path | None) -> None:
