@@ -124,10 +124,11 @@ def run_once(
     tracker = Tracker()
     tracker.start_phase(PHASE, expected=index)
     tracker.add_to_phase(dirs)
-    queue = LazyEmbedQueue(config.embedding, run=config.run, models=data_dir(config) / MODELS)
+    home = data_dir(config)
+    queue = LazyEmbedQueue(config.embedding, run=config.run, models=home / MODELS)
     parsers = Parsers(config.run, config.limits, config.parse)
-    cache = StatCache.load(data_dir(config))
-    history = open_history(config, data_dir(config))
+    cache = StatCache.load(home)
+    history = open_history(config, home)
     try:
         ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers,
                           identify=history.identify)  # fmt: skip
