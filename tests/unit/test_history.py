@@ -133,3 +133,66 @@ def test_since_takes_durations_and_utc_dates() -> None:
     assert since_seconds("1970-01-02", now) == 86400 and since_seconds("1970-01-01T01:00:00Z", now) == 3600
     with pytest.raises(RagdError, match="neither a duration nor a date"):
         since_seconds("yesterday", now)
+
+
+def unchanged(name: str, doc: str, md5: str, recorded: str = "EMBEDDED") -> FileOutcome:
+    return FileOutcome(name, "UNCHANGED", chunks=2, md5=md5, document_id=doc, size=10, recorded=recorded,
+                       recorded_at="2026-01-02T03:04:05Z")  # fmt: skip
+
+
+def test_a_directory_is_recorded_as_its_files_would_be_one_by_one(tmp_path: Path) -> None:
+    """record() reads a directory's rows in one query and writes only what changed; the history it leaves is the
+    one the files recorded one at a time leave: a rescan writes nothing, a folder moved with its entries is a move,
+    and a second file of one id (an entry copied by hand) sees what the first wrote."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    (a / "x.md").write_text("x")
+    files = [
+        FileOutcome(f"{i}.md", "EMBEDDED", chunks=1, md5=f"m{i}", document_id=f"doc-{i}", size=1)
+        for i in range(1200)
+    ]  # fmt: skip  (more than one query's worth of ids)
+    rescan = [unchanged(f"{i}.md", f"doc-{i}", f"m{i}") for i in range(1200)]
+    steps = [
+        DirResult(a, tuple(files)),
+        DirResult(a, tuple(rescan)),  # nothing happened
+        DirResult(
+            b, (unchanged("0.md", "doc-0", "m0"), unchanged("1.md", "doc-1", "m1-new"))
+        ),  # moved; changed
+        DirResult(b, (unchanged("2.md", "doc-2", "m2", recorded="FAILED"),)),  # failed while away
+        DirResult(
+            a, (unchanged("x.md", "doc-x", "mx"), unchanged("y.md", "doc-x", "mx"))
+        ),  # one id, two files
+        DirResult(a, (unchanged("x.md", "doc-x", "mx"), unchanged("y.md", "doc-x", "mx"))),
+    ]
+    together = History(tmp_path / "together", HistoryConfig(), embedding="fake:8")
+    alone = History(tmp_path / "alone", HistoryConfig(), embedding="fake:8")
+    for step in steps:
+        together.record(step)
+        for f in step.files:
+            alone.record(DirResult(step.directory, (f,)))
+    assert len(kinds(together)) == 100  # the limit: 1,200 created at first
+
+    def everything(h: History) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        docs = h._db.execute("SELECT id, path, md5, state, deleted_at IS NULL FROM documents ORDER BY id")
+        events = h._db.execute("SELECT doc, kind, path, old_path, detail FROM events ORDER BY seq")
+        return docs.fetchall(), events.fetchall()
+
+    assert everything(together) == everything(alone)
+    docs, events = everything(together)
+    assert ("doc-x", str(a / "y.md"), "mx", "EMBEDDED", 1) in docs and (
+        "doc-0",
+        str(b / "0.md"),
+        "m0",
+        "EMBEDDED",
+        1,
+    ) in docs
+    assert ("doc-0", "moved", str(b / "0.md"), str(a / "0.md"), "") in events
+    assert ("doc-1", "changed", str(b / "1.md"), None, "from the sidecar") in events
+    assert ("doc-2", "failed", str(b / "2.md"), None, "") in events
+    assert [e for e in events if e[0] == "doc-x"] == [
+        ("doc-x", "created", str(a / "x.md"), None, "from the sidecar"),
+        ("doc-x", "moved", str(a / "y.md"), str(a / "x.md"), ""),
+        ("doc-x", "moved", str(a / "x.md"), str(a / "y.md"), ""),
+        ("doc-x", "moved", str(a / "y.md"), str(a / "x.md"), ""),
+    ]
+    assert sum(1 for e in events if e[1] == "created") == 1201  # the rescan of 1,200 files added no event

@@ -54,8 +54,9 @@ FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW = "failed", "recovered", "skip
 KINDS = (CREATED, CHANGED, MOVED, REMOVED, RESTORED, FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW)
 FROM_SIDECAR = "from the sidecar"  # a document first known from its entry, not seen changing
 DUPLICATES_TTL = 5.0  # seconds a `has_duplicates` answer is kept (searches ask it every time)
-SIZE_CHECK_EVERY = 200
-_AT_PATH = "SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC LIMIT 1"  # record() calls between two checks of the file's size
+SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
+_IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
+_AT_PATH = "SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC LIMIT 1"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -267,9 +268,10 @@ class History:
         try:
             with self._tx() as db:
                 now = time.time()
-                for f in result.files:
-                    if f.document_id and f.state != ABANDONED:
-                        self._file(db, now, str(result.directory / f.name), f)
+                files = [f for f in result.files if f.document_id and f.state != ABANDONED]
+                known = self._known(db, [f.document_id for f in files])
+                for f in files:  # (a second file of one id, an entry copied by hand, reads the row afresh)
+                    self._file(db, now, str(result.directory / f.name), f, known.pop(f.document_id, None))
                 for ev in result.events:
                     if ev.status == mushroom.DELETE:
                         self._deleted(db, now, str(result.directory / ev.file), whole_dir=False)
@@ -290,13 +292,29 @@ class History:
         except sqlite3.Error as err:
             log.warning("history: cannot record the removal of %s: %s", directory, err)
 
-    def _file(self, db: sqlite3.Connection, now: float, path: str, f: FileOutcome) -> None:
+    @staticmethod
+    def _known(db: sqlite3.Connection, ids: list[str]) -> dict[str, Document]:
+        """The rows of these documents, in a few queries (a rescan reports every file of a directory)."""
+        known: dict[str, Document] = {}
+        for i in range(0, len(ids), _IDS_PER_QUERY):
+            part = ids[i : i + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(part))
+            for row in db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", part):
+                known[row[0]] = Document(*row)
+        return known
+
+    def _file(
+        self, db: sqlite3.Connection, now: float, path: str, f: FileOutcome, seen: Document | None
+    ) -> None:
+        """One file's outcome; `seen`: its row as read before the batch, if it had one."""
         state = f.final_state
         if state not in (EMBEDDED, SKIPPED, FAILED):
             return
-        row = db.execute("SELECT * FROM documents WHERE id = ?", (f.document_id,)).fetchone()
-        doc = Document(*row) if row is not None else None
         seen_only = f.state == "UNCHANGED"  # known from its entry: nothing happened now
+        if seen_only and seen and (seen.path, seen.state, seen.md5) == (path, state, f.md5 or seen.md5):
+            return  # known as it is (every rescan reports every file): nothing to write
+        row = db.execute("SELECT * FROM documents WHERE id = ?", (f.document_id,)).fetchone()  # as it is now
+        doc = Document(*row) if row is not None else None
         at = (_stamp(f.recorded_at) or now) if seen_only else now
         mtime = _mtime(path) if state == EMBEDDED else None
         if doc is None:
@@ -310,8 +328,6 @@ class History:
                 self._event(db, f.document_id, at, FAILED_NOW if state == FAILED else SKIPPED_NOW, path, None,
                             f.reason)  # fmt: skip
             return
-        if seen_only and doc.path == path and doc.state == state and doc.md5 == (f.md5 or doc.md5):
-            return  # known as it is (every rescan reports every file): nothing to write
         # another document at this path (its file replaced by one with its own entry): that one is gone
         db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE path = ? AND id != ? "
                    "AND state != 'deleted'", (now, path, f.document_id))  # fmt: skip
