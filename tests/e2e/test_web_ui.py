@@ -409,17 +409,24 @@ def test_the_overview_follows_files_being_added_without_a_reload(
     site.api.delay = 0.25  # each request of 4 texts: the new files are indexed over a few seconds
     seen: set[tuple[int, int, str]] = set()
 
-    def all_shown() -> bool:
+    def shown(added: int) -> bool:
         now = (shown_int(page, "#chunks"), indexed_count(page, site.root), page.inner_text("#phase"))
         if now not in seen and chunks < now[0] < chunks + HUNDREDS and now[2] == "working on changes":
             shots.take(page, "overview")  # the latest one taken while indexing stays
         seen.add(now)
-        return now[:2] == (chunks + HUNDREDS, indexed + HUNDREDS)
+        return now[:2] == (chunks + added, indexed + added)
 
+    # in three waves, each waited for: the page must show the counts in between, however the agent batches a wave
+    wave = HUNDREDS // 3
     try:
-        for n in range(HUNDREDS):
-            write_doc(site.root / "incoming" / f"batch-{n % 6}" / f"note-{n}.md", f"incoming{n}x")
-        poll(all_shown, timeout=90, what=f"the overview to show {HUNDREDS} more documents")
+        for first in range(0, HUNDREDS, wave):
+            for n in range(first, first + wave):
+                write_doc(site.root / "incoming" / f"batch-{n % 6}" / f"note-{n}.md", f"incoming{n}x")
+            poll(
+                lambda added=first + wave: shown(added),
+                timeout=90,
+                what=f"the overview to show {first + wave} more documents",
+            )
     finally:
         site.api.delay = 0.0
     during = sorted({c for c, _, _ in seen if chunks < c < chunks + HUNDREDS})
