@@ -215,6 +215,17 @@ def test_html_tags_find_their_pre_parent_as_beautifulsoup_does_and_lone_surrogat
     assert H.html_to_markdown("<h1>T</h1><p>a\udc80b</p>")[0] == "# T\n\na\udc80b"
 
 
+def test_xhtml_and_a_page_that_looks_like_a_file_name_print_no_advice_into_the_log() -> None:
+    """BeautifulSoup warns when an HTML parser reads XHTML (on purpose here) or when a page's whole text looks like
+    a file name: printed once by each parse worker into the agent's log, it was noise. With warnings as errors:"""
+    code = (
+        "from ragd.pipeline.parse.html import html_to_markdown as h; "
+        'assert h(\'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body><p>x</p></body>'
+        "</html>') == ('x', None); assert h('notes.html') == ('notes.html', None)"
+    )
+    subprocess.run([sys.executable, "-W", "error", "-c", code], check=True)
+
+
 def test_an_html_file_is_parsed_without_importing_markitdown(tmp_path: Path) -> None:
     path = docgen.make_html(tmp_path / "p.html", "Page", "<h1>Heading</h1><p>text</p>")
     code = (

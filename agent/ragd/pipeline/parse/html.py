@@ -31,9 +31,13 @@ from typing import Any
 from urllib.parse import quote, urlparse, urlunparse
 
 import markdownify
-from bs4 import BeautifulSoup, Tag, builder_registry
+from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning, builder_registry
 
 _LXML = builder_registry.lookup("lxml") is not None
+# Advice for programmers, printed once per process into the agent's log: an XHTML page is read as HTML on purpose,
+# and a tiny page whose text looks like a file name or a URL is still a page.
+warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
+warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
 _LINK_SCHEMES = frozenset({"http", "https", "file"})
 
