@@ -140,3 +140,32 @@ def test_entries_of_older_split_rules_are_split_again_reusing_vectors(tmp_path: 
     assert ("User Manual", "Installing") in {tuple(p) for p in _paths(root, "manual.rst")}
     assert _hit("numbatinstall")["heading_path"] == ["User Manual", "Installing"]
     assert ragd_json("run", "--once", str(root))["embedded"] == 0  # split once: now it is current
+
+
+def test_a_chunk_of_markup_alone_leaves_the_entry_and_the_index_at_the_next_run(
+    tmp_path: Path, sections: Path
+) -> None:
+    """A layout table of empty cells, converted from HTML, made a chunk of its own before split revision 4 (here
+    the section before the first heading), whose vector came first for unrelated questions. Now it makes none; an
+    entry as that version wrote it (revision 3, the chunk in it) is split again at the next run, nothing embedded,
+    and the chunk leaves the entry and the index."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    cells = "<table>" + "<tr>" + "<td></td>" * 6 + "</tr>" * 3 + "</table>"
+    docgen.make_html(root / "files.html", "Files", f"{cells}<h1>Files</h1><p>The wombatfiles list.</p>")
+    ragd("run", "--once", str(root))
+    path = sidecar.entry_path(root, "files.html")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert [c["content"] for c in data["chunks"]] == ["# Files\n\nThe wombatfiles list."]
+    table = dict(data["chunks"][0], content="|  |  |  |  |  |  |\n| --- | --- | --- | --- | --- | --- |")
+    data["chunks"].insert(0, table)  # as revision 3 wrote it
+    data["split_revision"] = 3
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+    again = ragd_json("run", "--once", str(root))
+    assert again["embedded"] == 1 and again["texts_embedded"] == 0
+    entry = sidecar.read_entry(path)
+    assert entry is not None and entry.split_revision == 4
+    assert [c.content for c in entry.chunks] == ["# Files\n\nThe wombatfiles list."]
+    hits = ragd_json("search", "which files are listed", "--mode", "vector", "-k", "10")["results"]
+    assert [h["chunk_index"] for h in hits if str(h["path"]).endswith("files.html")] == [0]

@@ -228,6 +228,29 @@ def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp
     assert verdict("d.md", ["**x**"], parser="text", split_revision=SPLIT_REVISION) == Change.UNCHANGED
 
 
+def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alone(tmp_path: Path) -> None:
+    """Revision 4 makes no chunk without a letter, a digit or an ideograph: entries holding one are split again
+    (not those OCR read); what revision 3 already did (metadata, front matter) is not done again."""
+    old = time.time() - 100
+
+    def verdict(name: str, *texts: str, **kw: object) -> Change:
+        f = tmp_path / name
+        f.write_text("\n\n".join(texts))
+        os.utime(f, (old, old))
+        chunks = tuple(sidecar.StoredChunk(t, f"h{i}", 0, "AAAAAA==", {}) for i, t in enumerate(texts))
+        e = _entry(f, chunks=chunks, split_revision=3, **kw)
+        return classify(e, f, f.stat(), IDENT, "p", time.time())
+
+    assert verdict("a.html", "# Files", "|  |  |\n| --- | --- |", "text", parser="html") == Change.RETRY
+    assert verdict("b.md", "text", "---", parser="text") == Change.RETRY
+    assert verdict("c.md", "|  |\n| --- |", "表格", parser="text") == Change.RETRY
+    assert verdict("d.md", "# D", "| a |\n| --- |", "文字 🍄", parser="text") == Change.UNCHANGED
+    assert verdict("e.md", "---\ntags: [x]\n---\n# E", parser="text") == Change.UNCHANGED  # done in 3
+    assert verdict("f.pdf", "text", parser="pdfium") == Change.UNCHANGED  # its metadata: done in 3
+    assert verdict("g.pdf", "text", "· · ·", parser="pdfium+ocr") == Change.UNCHANGED  # OCR again: minutes
+    assert verdict("h.md", "text", "---", parser=None) == Change.UNCHANGED  # the ragjson tool's
+
+
 def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp_path: Path) -> None:
     """Revision 3 adds document metadata: Markdown files that open with front matter, and PDF and Office files
     (not those OCR read), are parsed again; other entries of revision 2, and other tools' entries, stay."""

@@ -81,7 +81,7 @@ def check_invariants(doc: Document, settings: SplitterSettings, chunks: list[Chu
     prev: Chunk | None = None
     for c in chunks:
         assert text[c.start_index : c.end_index] == c.content
-        assert c.content and c.content == c.content.strip()
+        assert c.content == c.content.strip() and re.search(r"[^\W_]", c.content), c.content
         assert c.start_line == text.count("\n", 0, c.start_index) + 1
         assert c.end_line == text.count("\n", 0, c.end_index - 1) + 1
         assert c.header == context_header(doc.path.name, doc.title, c.heading_path)
@@ -95,7 +95,8 @@ def check_invariants(doc: Document, settings: SplitterSettings, chunks: list[Chu
     covered = bytearray(len(text))
     for c in chunks:
         covered[c.start_index : c.end_index] = b"\x01" * (c.end_index - c.start_index)
-    missing = [i for i, ch in enumerate(text) if not covered[i] and not ch.isspace()]
+    # every letter, digit and ideograph is in a chunk (what is left out is whitespace, or markup alone)
+    missing = [i for i, ch in enumerate(text) if not covered[i] and re.match(r"[^\W_]", ch)]
     assert not missing, f"text not covered at {missing[:5]}"
 
 
@@ -145,6 +146,21 @@ def test_empty_and_whitespace_documents_give_no_chunks() -> None:
     for text in ["", " ", "\n\n\t  \n", "\u3000\n"]:
         for kind in ("recursive", "markdown"):
             assert split(doc_of(text), SplitterSettings(kind, 100, 10)) == []
+
+
+def test_a_piece_of_markup_alone_is_no_chunk() -> None:
+    """A layout table's empty cells, converted from HTML, or a rule of dashes: no chunk (its vector came first for
+    unrelated questions); the text around it is chunked as before."""
+    empty_table = "\n".join(
+        ["|  |  |  |  |  |  |"] + ["| --- | --- | --- | --- | --- | --- |"] + ["|  |  |  |  |  |  |"] * 3
+    )
+    text = f"# Files\n\nThe list of files.\n\n{empty_table}\n\n---\n\n_ * _ 🍄\n\n## 文件\n\n文件列表。"
+    for kind in ("recursive", "markdown"):
+        settings = SplitterSettings(kind, 60, 0)
+        chunks = split(doc_of(text), settings)
+        check_invariants(doc_of(text), settings, chunks)
+        assert [c.content for c in chunks] == ["# Files\n\nThe list of files.", "## 文件\n\n文件列表。"]
+    assert split(doc_of(empty_table), SplitterSettings("recursive", 1000, 100)) == []
 
 
 def test_chinese_punctuation_stays_at_the_end_of_its_sentence() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .sidecar import FileEntry, SourceInfo
-from .structure import needs_resplit
+from .structure import has_words, needs_resplit
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ def outdated(entry: FileEntry | Digest, name: str) -> bool:
         return entry.outdated
     paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
     first = entry.chunks[0].content if entry.chunks else ""
+    wordless = not all(has_words(c.content) for c in entry.chunks)
     return needs_resplit(
-        name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths], first
+        name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths], first, wordless
     )

@@ -28,7 +28,9 @@ A text that already holds characters of Unicode planes 15-16 (the placeholders),
 heading runs together, is split without the masking (a warning is logged): fences may then be cut.
 
 Every chunk is an exact substring of `doc.text` (`doc.text[c.start_index:c.end_index] == c.content`),
-stripped of leading/trailing whitespace; whitespace-only chunks are dropped.
+stripped of leading/trailing whitespace. A chunk without a letter, a digit or an ideograph is dropped (blank, or
+markup alone: the rules and empty cells of a layout table, a line of dashes): nothing in it can be asked for, and
+its vector, the model's reading of punctuation, came first for unrelated questions.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:  # langchain is imported on first use: it costs ~0.2 s at start-up
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 from ..model import Chunk, Document, SplitterSettings
-from .structure import Heading, Structure, scan
+from .structure import Heading, Structure, has_words, scan
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +332,7 @@ def _chunks(doc: Document, spans: list[tuple[int, int]], where: _Locator) -> lis
     for raw_start, raw_end in spans:
         raw = doc.text[raw_start:raw_end]
         content = raw.strip()  # a glued line break may end up at an edge
-        if not content:
+        if not has_words(content):
             continue
         start = raw_start + len(raw) - len(raw.lstrip())
         end = start + len(content)

@@ -30,10 +30,19 @@ MARKUPS = ("markdown", "rst", "org")
 # The revision of these rules, recorded in each entry ragd writes (`split_revision`; none recorded = 1).
 # 2: clean heading paths; RST and Org section titles; no permalink anchors in HTML text.
 # 3: document metadata (front matter, PDF and Office properties) in the entry, its title in the context header.
-SPLIT_REVISION = 3
+# 4: no chunk of markup alone (the rules and empty cells of a layout table, a line of dashes).
+SPLIT_REVISION = 4
 _CHANGED_IN_2 = frozenset({".rst", ".rest", ".org", ".html", ".htm"})  # their chunks or heading paths differ
 _MARKDOWN = frozenset({".md", ".markdown"})
 _PROPERTIES_IN_3 = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".doc", ".ppt"})  # document properties
+
+_WORD = re.compile(r"[^\W_]")  # a letter, a digit or an ideograph
+
+
+def has_words(text: str) -> bool:
+    """Whether `text` holds anything to search for: a chunk without a letter, a digit or an ideograph is not made."""
+    return _WORD.search(text) is not None
+
 
 # Lines that open/close a fence or are an ATX heading.
 _MARK = re.compile(r"^([ \t]*)(`{3,}|~{3,}|#{1,6}(?=[ \t]|$))(.*)$", re.MULTILINE)
@@ -114,22 +123,28 @@ def needs_resplit(
     revision: int | None,
     heading_paths: Iterable[Sequence[str]],
     first: str = "",
+    wordless: bool = False,
 ) -> bool:
     """Whether an entry ragd wrote under older rules holds chunks (or metadata) these rules would make differently.
 
     Only those are split again (their vectors are reused wherever a chunk's text is unchanged): from revision 2,
     RST, Org and HTML files, and any other file with a heading these rules clean; from revision 3, Markdown files
     whose text (`first`: their first chunk) opens with front matter, and PDF and Office files, whose properties
-    are metadata, except those OCR read (reading them again costs minutes; they get theirs when they change or
-    with `ragctl sync --force`). An entry another tool wrote (no `parser`) is left as it is.
+    are metadata; from revision 4, files with a chunk of markup alone (`wordless`). Not those OCR read (reading
+    them again costs minutes; they get the new rules when they change or with `ragctl sync --force`). An entry
+    another tool wrote (no `parser`) is left as it is.
     """
     revision = revision or 1
-    if parser is None or revision >= SPLIT_REVISION:
+    if parser is None or revision >= SPLIT_REVISION or "ocr" in parser:
+        return False
+    if wordless:
+        return True
+    if revision >= 3:
         return False
     ext = PurePath(file_name).suffix.lower()
     if ext in _MARKDOWN and first.startswith(("---", "+++")):
         return True
-    if ext in _PROPERTIES_IN_3 and "ocr" not in parser:
+    if ext in _PROPERTIES_IN_3:
         return True
     if revision >= 2:
         return False
