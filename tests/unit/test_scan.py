@@ -229,15 +229,17 @@ def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp
 
 
 def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alone(tmp_path: Path) -> None:
-    """Revision 4 makes no chunk without a letter, a digit or an ideograph: entries holding one are split again
-    (not those OCR read); what revision 3 already did (metadata, front matter) is not done again."""
+    """Revision 4 makes no chunk without a letter, a digit or an ideograph, and drops a bracketed link from a
+    heading path: entries holding either are split again (not those OCR read); what revision 3 already did
+    (metadata, front matter) is not done again."""
     old = time.time() - 100
 
-    def verdict(name: str, *texts: str, **kw: object) -> Change:
+    def verdict(name: str, *texts: str, heading: tuple[str, ...] = (), **kw: object) -> Change:
         f = tmp_path / name
         f.write_text("\n\n".join(texts))
         os.utime(f, (old, old))
-        chunks = tuple(sidecar.StoredChunk(t, f"h{i}", 0, "AAAAAA==", {}) for i, t in enumerate(texts))
+        meta = {"heading_path": list(heading)} if heading else {}
+        chunks = tuple(sidecar.StoredChunk(t, f"h{i}", 0, "AAAAAA==", meta) for i, t in enumerate(texts))
         e = _entry(f, chunks=chunks, split_revision=3, **kw)
         return classify(e, f, f.stat(), IDENT, "p", time.time())
 
@@ -249,6 +251,9 @@ def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alo
     assert verdict("f.pdf", "text", parser="pdfium") == Change.UNCHANGED  # its metadata: done in 3
     assert verdict("g.pdf", "text", "· · ·", parser="pdfium+ocr") == Change.UNCHANGED  # OCR again: minutes
     assert verdict("h.md", "text", "---", parser=None) == Change.UNCHANGED  # the ragjson tool's
+    src = "Stream[[src]](https://github.com/nodejs/node/blob/3626fea/lib/stream.js#L55)"
+    assert verdict("i.html", "text", heading=("Node.js", src), parser="html") == Change.RETRY
+    assert verdict("j.html", "text", heading=("Node.js", "Stream"), parser="html") == Change.UNCHANGED
 
 
 def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp_path: Path) -> None:

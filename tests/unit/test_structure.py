@@ -24,6 +24,10 @@ from ragd.pipeline.structure import clean_heading, drop_permalinks, scan_org, sc
         ("[](#install)Install", "Install"),
         ("Install [#](#install)", "Install"),
         ("Install 🔗", "Install"),
+        # a link in brackets beside the heading: Node.js's source link, a wiki's edit link
+        ("Stream[[src]](https://github.com/nodejs/node/blob/3626fea/lib/stream.js#L55)", "Stream"),
+        ("History [[edit]](https://w.org/edit?section=2) ", "History"),
+        ("See [[1]](#note-1) and [a [b] c](x.md)", "See and a [b] c"),
         ("Title¶", "Title"),
         # links, images, emphasis, code, entities, HTML, escapes
         ("See [the guide](https://x.org/guide) first", "See the guide first"),

@@ -30,7 +30,8 @@ MARKUPS = ("markdown", "rst", "org")
 # The revision of these rules, recorded in each entry ragd writes (`split_revision`; none recorded = 1).
 # 2: clean heading paths; RST and Org section titles; no permalink anchors in HTML text.
 # 3: document metadata (front matter, PDF and Office properties) in the entry, its title in the context header.
-# 4: no chunk of markup alone (the rules and empty cells of a layout table, a line of dashes).
+# 4: no chunk of markup alone (the rules and empty cells of a layout table, a line of dashes); a heading's link
+#    whose text is in brackets (`[src]`, `[edit]`) is not part of its heading path.
 SPLIT_REVISION = 4
 _CHANGED_IN_2 = frozenset({".rst", ".rest", ".org", ".html", ".htm"})  # their chunks or heading paths differ
 _MARKDOWN = frozenset({".md", ".markdown"})
@@ -53,7 +54,11 @@ _PERMALINK_TITLE = re.compile(r"perma(?:link|nent link)|direct link|link to this
 _CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")  # opening and closing runs of the same length
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]")
-_LINK = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]*)>?(?:\s+(?:\"([^\"]*)\"|'([^']*)'))?\s*\)")
+# (a label may hold one level of brackets: Node.js's `[[src]](https://...)` beside each heading)
+_LINK = re.compile(
+    r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+(?:\"([^\"]*)\"|'([^']*)'))?\s*\)"
+)
+_MARKER = re.compile(r"\s*\[[^\[\]]*\]\s*")  # a label in brackets: `[src]`, `[edit]`, `[source]`
 _REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
 _RST_LINK = re.compile(r"`([^`<]*?)\s*<[^>`]*>`_{1,2}")
 _INLINE_TAGS = (
@@ -109,6 +114,8 @@ def _link_text(m: re.Match[str]) -> str:
         return ""
     if href.startswith("#") and not label.strip(PERMALINK_TEXT + " \t"):
         return ""
+    if _MARKER.fullmatch(label):  # a link to the source or an edit page beside the heading, not its text
+        return ""
     return label
 
 
@@ -127,17 +134,19 @@ def needs_resplit(
 ) -> bool:
     """Whether an entry ragd wrote under older rules holds chunks (or metadata) these rules would make differently.
 
-    Only those are split again (their vectors are reused wherever a chunk's text is unchanged): from revision 2,
-    RST, Org and HTML files, and any other file with a heading these rules clean; from revision 3, Markdown files
-    whose text (`first`: their first chunk) opens with front matter, and PDF and Office files, whose properties
-    are metadata; from revision 4, files with a chunk of markup alone (`wordless`). Not those OCR read (reading
-    them again costs minutes; they get the new rules when they change or with `ragctl sync --force`). An entry
-    another tool wrote (no `parser`) is left as it is.
+    Only those are split again (their vectors are reused wherever a chunk's text is unchanged): any file with a
+    heading these rules clean (revisions 2 and 4: permalinks, emphasis, a bracketed link beside it) or with a
+    chunk of markup alone (`wordless`, revision 4); from revision 2, RST, Org and HTML files; from revision 3,
+    Markdown files whose text (`first`: their first chunk) opens with front matter, and PDF and Office files,
+    whose properties are metadata. Not those OCR read (reading them again costs minutes; they get the new rules
+    when they change or with `ragctl sync --force`). An entry another tool wrote (no `parser`) is left as it is.
     """
     revision = revision or 1
     if parser is None or revision >= SPLIT_REVISION or "ocr" in parser:
         return False
     if wordless:
+        return True
+    if any(clean_heading(h) != h for path in heading_paths for h in path):
         return True
     if revision >= 3:
         return False
@@ -148,9 +157,7 @@ def needs_resplit(
         return True
     if revision >= 2:
         return False
-    if ext in _CHANGED_IN_2:
-        return True
-    return any(clean_heading(h) != h for path in heading_paths for h in path)
+    return ext in _CHANGED_IN_2
 
 
 # -- structures --------------------------------------------------------------------------------------------------
