@@ -110,6 +110,33 @@ def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentP
     assert _root_files(agent.call("status"), tree)["EMBEDDED"] == len(files)
 
 
+def test_a_root_removed_while_its_job_waits_for_a_failing_api_is_indexed_at_once_when_added_again(
+    agent: AgentProcess, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Found by the model-based test: `roots remove` while the root's first job waited for the embeddings API, which
+    then failed. The job went on and wrote the file FAILED with a retry time, so adding the root again left it
+    unsearchable until then (a minute, doubling with each attempt). A job whose root is removed now leaves its files
+    alone, and its outcome is dropped."""
+    other = tmp_path / "papers"
+    write_doc(other / "p1.md", "papaya")
+    fake_openai_server.hold_next(1, status=503, message="upstream overloaded")
+    fake_openai_server.fail_next(100, status=503, message="upstream overloaded")  # the client's retries too
+    ragctl("roots", "add", str(other))
+    poll(lambda: any("papaya" in t for t in fake_openai_server.texts), timeout=30, what="the job's request")
+    ragctl("roots", "remove", str(other))
+    fake_openai_server.release()
+    agent.wait_idle()
+    assert not any(r["path"] == str(other) for r in agent.call("status")["roots"])
+    entry = sidecar.read_entry(sidecar.entry_path(other, "p1.md"))
+    assert entry is not None and entry.status == sidecar.CHUNKED, entry  # not FAILED: nothing recorded
+    fake_openai_server.reset()
+    ragctl("roots", "add", str(other))
+    agent.wait_idle()
+    files = _root_files(agent.call("status"), other)
+    assert files["EMBEDDED"] == 1 and not files.get("FAILED"), files
+    assert keyword_hits("papaya") == [str(other / "p1.md")]
+
+
 def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) -> None:
     ragctl_json("pause")
     done = ragctl("wait", check=None)  # nothing to do: idle, even though paused

@@ -365,3 +365,52 @@ def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
     assert big.error["code"] == "timeout" and big.error["message"].startswith("timed out after 0.3 s")
     assert big.error["retry_at"] and big.error["attempts"] == 1
     assert entry(root, "good.md").status == EMBEDDED and entry(root, "also.md").status == EMBEDDED
+
+
+def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """`roots remove` while a job of the root waits for the embedder, which then fails: the files were written
+    FAILED with a backoff, so adding the root again left them FAILED (and unsearchable) for up to the backoff. Now
+    whatever the job has not recorded yet is left as it was: the file whose texts went out stays CHUNKED (done again
+    when the root comes back), the others keep their old entry, or none."""
+    import threading
+    from dataclasses import replace
+
+    from ragd.pipeline.dirjob import run_directory
+    from ragd.pipeline.filejob import ABANDONED, ROOT_REMOVED
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    for name in ("a.md", "b.md", "c.md"):
+        (root / name).write_text(f"{name} before\n")
+    cfg = api_config(fake_openai_server, [root], retries=0)
+    assert run(cfg).embedded == 3
+    for name in ("a.md", "b.md", "c.md"):
+        (root / name).write_text(f"{name} after, with other words\n")
+    before = {n: entry(root, n) for n in ("a.md", "b.md", "c.md")}
+    fake_openai_server.fail_next(100, status=503, message="upstream overloaded")
+    ctx, queue = helpers.context(cfg)
+    removed = threading.Event()
+
+    def submit(texts: object) -> object:  # the root is removed as soon as the first texts went out
+        fut = queue.submit(texts)  # type: ignore[arg-type]
+        removed.set()
+        return fut
+
+    try:
+        result = run_directory(replace(ctx, submit=submit, dropped=removed.is_set), root)  # type: ignore[arg-type]
+    finally:
+        queue.close()
+    assert sorted((f.name, f.state, f.reason) for f in result.files) == [
+        (n, ABANDONED, ROOT_REMOVED) for n in ("a.md", "b.md", "c.md")
+    ]
+    assert fake_openai_server.requests[-1].status == 503  # the embedder did fail
+    after = {n: entry(root, n) for n in before}
+    (sent,) = [n for n in before if after[n] != before[n]]  # the file whose texts went to the embedder
+    assert after[sent].status == sidecar.CHUNKED and after[sent].error is None
+    assert all(after[n].status == EMBEDDED for n in before if n != sent)
+    # the root comes back, and the API: every file is done at once, none waits for a retry time
+    fake_openai_server.reset()
+    s = run(cfg)
+    assert s.ok and s.embedded == 3 and all(entry(root, n).status == EMBEDDED for n in before)

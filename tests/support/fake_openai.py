@@ -181,11 +181,12 @@ class FakeOpenAI:
         with self._lock:
             self._plans.extend(_Plan(trickle=bytes_per_s, trickle_head=head) for _ in range(n))
 
-    def hold_next(self, n: int = 1) -> None:
-        """Keep the next `n` requests unanswered until `release()` (or the server stops)."""
+    def hold_next(self, n: int = 1, status: int = 200, *, message: str | None = None) -> None:
+        """Keep the next `n` requests unanswered until `release()` (or the server stops); then answer them
+        normally, or with `status` and an error carrying `message`."""
         with self._lock:
             self._released.clear()
-            self._plans.extend(_Plan(hold=True) for _ in range(n))
+            self._plans.extend(_Plan(status, hold=True, message=message) for _ in range(n))
 
     def release(self) -> None:
         self._released.set()

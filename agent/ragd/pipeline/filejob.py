@@ -48,7 +48,10 @@ log = logging.getLogger(__name__)
 
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
-ABANDONED = "ABANDONED"  # left CHUNKED because the agent stopped; redone at the next start
+# left as it was (CHUNKED, or its old entry) because the agent stopped or the file's root was removed while its job
+# ran: redone at the next start, or when the root is added again
+ABANDONED = "ABANDONED"
+ROOT_REMOVED = "its root was removed while its directory's job ran"
 # unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
 RELABELED = "RELABELED"
 VANISHED = "vanished during the job"
@@ -71,6 +74,9 @@ class JobContext:
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
     express: bool = False  # a change was seen in this directory: its files go to the parse workers first
     identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
+    # True once the directory has left the roots (`ragctl roots remove` while its job ran): its files not yet
+    # recorded are left alone (ABANDONED), so that no FAILED verdict and its backoff outlive the root
+    dropped: Callable[[], bool] = lambda: False
 
     @cached_property
     def identity(self) -> EmbeddingIdentity:
@@ -187,6 +193,8 @@ class FileTask:
 
     def begin(self) -> FileOutcome | None:
         """The cheap checks, then the file to the parsers. None: it is being parsed, call prepare()."""
+        if self.ctx.dropped():
+            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
         try:
             self.st = os.stat(self.path)
         except OSError:
@@ -237,6 +245,8 @@ class FileTask:
         stop = self._parsed(self._chunks)
         if stop is not None:
             return stop
+        if self.ctx.dropped():  # nothing written yet: its entry stays as it was
+            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
         known = reuse([c.content_hash for c in self.chunks])
         self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
                                    chunk_meta(c)) for c in self.chunks]  # fmt: skip
@@ -342,7 +352,11 @@ class FileTask:
                            size=self.st.st_size, parser=self.parser)  # fmt: skip
 
     def failed(self, err: RagdError) -> FileOutcome:
-        """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change)."""
+        """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change); nothing
+        once the file's root is gone (the embedder failed after `roots remove`, say): adding the root again redoes
+        the file at once, as a root added for the first time."""
+        if self.ctx.dropped():
+            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
         old = self.old
         attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
         backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -79,6 +80,9 @@ class Agent:
         self.rebuilding = False
         self._rescans = 0  # rescan threads still walking
         self._lock = threading.RLock()
+        # held while the roots change and while a job's outcome is taken in (taken before _lock, never after): the
+        # outcome of a job whose root was removed meanwhile is dropped, never recorded after the root was forgotten
+        self._roots_lock = threading.Lock()
         self._forced: set[Path] = set()
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
@@ -160,10 +164,12 @@ class Agent:
     # -- roots ----------------------------------------------------------------------------------------------
     def set_roots(self, wanted: list[Path], phase: str = "rescan") -> tuple[list[Path], list[Path]]:
         """Watch and index `wanted`; stop watching and drop from the index the roots no longer wanted."""
-        with self._lock:
+        with self._roots_lock, self._lock:  # in this order: a job's outcome may start a rescan (_lock)
             current = list(self.roots)
             added = [r for r in wanted if r not in current]
             removed = [r for r in current if r not in wanted]
+            # the removed ones leave first: a job of theirs that ends from now on is dropped (_job_done)
+            self.roots[:] = [r for r in current if r in wanted]
             for r in removed:
                 self._drop_root(r, [w for w in wanted if w in current])
             ok = [r for r in added if self._add_root(r)]
@@ -289,8 +295,9 @@ class Agent:
             self._forced.discard(directory)
         self._job_dir.path = directory
         self._job_dir.express = express = self.scheduler.express(directory)
+        ctx = replace(self._job_context(forced), express=express, dropped=partial(self._unwatched, directory))
         try:
-            return run_directory(replace(self._job_context(forced), express=express), directory)
+            return run_directory(ctx, directory)
         finally:
             self._job_dir.path = None
             self._job_dir.express = False
@@ -350,8 +357,16 @@ class Agent:
         sync.index.flush()
         return {"chunks": sync.index.count(), "sources": report.repaired}
 
+    def _unwatched(self, directory: Path) -> bool:
+        """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""
+        return not under_any(directory, list(self.roots))
+
     def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
-        self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
+        with self._roots_lock:
+            if self._unwatched(directory):  # its root was removed while it ran: its files were left alone
+                log.debug("job for %s ended after its root was removed; its outcome is dropped", directory)
+                return
+            self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:
