@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def weight(i: int) -> float:
-        return 1.0 if fts.identifier_like(queries[i]["query"]) else fusion.KEYWORD_WEIGHT
+        return fusion.keyword_weight(queries[i]["query"])
 
     def fused(i: int, dense_hits: list[Hit], field: str = "shipped", glosses: bool = True) -> list[Hit]:
         translated = evidence["glosses"][i] if glosses else None

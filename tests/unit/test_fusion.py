@@ -5,10 +5,12 @@ from ragd.index.fts import identifier_like
 from ragd.index.fusion import (
     KEYWORD_FLOOR,
     KEYWORD_WEIGHT,
+    LOOKUP_WEIGHT,
     PASSAGE_DECAY,
     fuse,
     fuse_documents,
     keyword_evidence,
+    keyword_weight,
 )
 
 
@@ -80,6 +82,26 @@ def test_the_keyword_side_counts_in_full_only_for_identifiers() -> None:
     assert not identifier_like("delete a directory and everything in it") and not identifier_like(
         "怎么查看磁盘空间"
     )
+
+
+def test_a_lookup_of_a_word_or_two_goes_by_its_keyword_matches() -> None:
+    """`LLMNR` alone: the sentence model's nearest chunk was `ln`'s page; BM25 names the resolver's pages. A lookup
+    (at most two words, no CJK) lets the keyword side lead; a question, or a Chinese term (whose answer may be an
+    English page no keyword reaches), keeps the weights it had."""
+    dense = [_sized("ln", 0.41), _sized("hostname", 0.40)]  # the answer is not among the nearest chunks
+    keyword = [_sized("zh/resolved", 9.0), _sized("nss-resolve", 8.5), _sized("resolved", 8.0)]
+
+    def answer_before_ln(text: str) -> bool:
+        order = [h.source_path for h in fuse_documents(dense, keyword, 5, keyword_weight(text))]
+        return order.index("/kb/resolved") < order.index("/kb/ln")
+
+    assert answer_before_ln("LLMNR") and answer_before_ln("git stash")
+    assert not answer_before_ln("which service answers LLMNR queries")  # identifiers: 1, as before
+    for text in ("ETIMEDOUT", "Pin-Priority", "ls --time-style", "  tar   -x  "):
+        assert keyword_weight(text) == LOOKUP_WEIGHT, text
+    assert keyword_weight("磁盘配额") == KEYWORD_WEIGHT and keyword_weight("DNS 解析") == 1.0
+    assert keyword_weight("delete a directory") == KEYWORD_WEIGHT
+    assert keyword_weight("look up DNS records") == 1.0
 
 
 def test_the_english_glosses_of_a_chinese_question_bring_the_english_answer_up() -> None:

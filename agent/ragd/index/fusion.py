@@ -12,7 +12,10 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
   1 + KEYWORD_SIZE_PENALTY × ln(its chunks).
 - The keyword side weighs in full for a query with identifiers (flags, snake_case, codes like E1042: `fts.
   identifier_like`), at KEYWORD_WEIGHT otherwise: words of a question in one language never match a document in
-  the other, so at full weight they pushed same-language documents above the cross-lingual answer.
+  the other, so at full weight they pushed same-language documents above the cross-lingual answer. A lookup (at
+  most LOOKUP_WORDS words, no CJK: `ETIMEDOUT`, `Pin-Priority`, `git stash`) weighs LOOKUP_WEIGHT: a sentence
+  model has nothing to go on in one word (for `LLMNR` its nearest chunk was `ln`'s), BM25 everything
+  (`keyword_weight`).
 - A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
   answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
   (its evidence only).
@@ -24,13 +27,19 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
-from . import Hit
+from . import Hit, fts
+
+_CJK = re.compile(f"[{fts.CJK}]")
 
 RRF_RANK_CONSTANT = 60  # chunk-level fusion (kept for the ragjson tool's `query` semantics: see `fuse`)
 DOC_RANK_CONSTANT = 10
 KEYWORD_WEIGHT = 0.5  # the keyword side's weight for a query without identifiers
+# ... and for a lookup of a word or two: 2 and 3 scored the same on the development set, 1 as an identifier
+LOOKUP_WEIGHT = 2.0
+LOOKUP_WORDS = 2  # (3 scored the same; a short Chinese question loses: its answer is often an English page)
 DENSE_SIZE_PENALTY = 0.01  # cosine taken off per ln(chunks) of a document
 KEYWORD_SIZE_PENALTY = 0.2
 PASSAGE_DECAY = 0.5
@@ -40,6 +49,14 @@ TRANSLATED_DEPTH = (
 )
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
+
+
+def keyword_weight(text: str) -> float:
+    """The keyword side's weight for the query `text`: LOOKUP_WEIGHT for a lookup, 1 with identifiers, else
+    KEYWORD_WEIGHT."""
+    if len(text.split()) <= LOOKUP_WORDS and not _CJK.search(text):
+        return LOOKUP_WEIGHT
+    return 1.0 if fts.identifier_like(text) else KEYWORD_WEIGHT
 
 
 def keyword_evidence(hits: list[Hit]) -> list[Hit]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from . import MAX_K, Hit, fts, lexicon
-from .fusion import KEYWORD_WEIGHT, TRANSLATED_DEPTH, fuse_documents, keyword_evidence
+from .fusion import TRANSLATED_DEPTH, fuse_documents, keyword_evidence, keyword_weight
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
 Keyword = Callable[[list[fts.Term], int, bool], list[Hit]]  # (terms, top k, evidence only) -> BM25 hits
@@ -24,7 +24,7 @@ def query(dense: Dense | None, keyword: Keyword, text: str | None, k: int) -> li
         return dense(k)
     depth = min(max(4 * k, 20), MAX_K)
     cosine = dense(depth)
-    weight = 1.0 if fts.identifier_like(text or "") else KEYWORD_WEIGHT
+    weight = keyword_weight(text or "")
     found = keyword_evidence(keyword(terms, depth, True))
     translated: list[Hit] = []
     if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
