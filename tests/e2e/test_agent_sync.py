@@ -137,6 +137,26 @@ def test_a_root_removed_while_its_job_waits_for_a_failing_api_is_indexed_at_once
     assert keyword_hits("papaya") == [str(other / "p1.md")]
 
 
+def test_a_root_added_again_is_back_in_the_index_from_its_sidecars(agent: AgentProcess, tmp_path: Path) -> None:
+    """Found by the model-based test: a root removed and added again (its sidecars all there, nothing to embed) came
+    back into the index only through the verification after its rescan, as a repair; a folder of it still busy then
+    (a file moved in) was left for a later pass, hours away, and its files stayed out of search. Its sidecars now
+    fill the index when the root is added."""
+    other = tmp_path / "papers"
+    write_doc(other / "p1.md", "papaya")
+    write_doc(other / "sub" / "p2.md", "pomelo")
+    ragctl("roots", "add", str(other))
+    agent.wait_idle()
+    ragctl("roots", "remove", str(other))
+    agent.wait_idle()
+    assert keyword_hits("papaya") == []
+    ragctl("roots", "add", str(other))
+    agent.wait_idle()
+    assert keyword_hits("papaya") == [str(other / "p1.md")]
+    assert keyword_hits("pomelo") == [str(other / "sub" / "p2.md")]
+    assert "missing from the index" not in agent.log()  # nothing the verification had to repair
+
+
 def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) -> None:
     ragctl_json("pause")
     done = ragctl("wait", check=None)  # nothing to do: idle, even though paused

@@ -176,6 +176,10 @@ class Agent:
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
             self._searcher = self._search_over(self.indexer.index)
+            if phase != "initial":  # (at start-up the index holds what it held, or is refilled: start())
+                for r in ok:
+                    if not any(is_under(r, o) for o in current if o in wanted):
+                        self.indexer.call(partial(_fill_root, root=r))
         if ok:
             self.rescan(ok, phase)
         return ok, removed
@@ -455,6 +459,18 @@ def _refill(sync: IndexSync) -> int:
     if report.repaired:
         log.info("the index was filled from the sidecars already there: %d sources", report.repaired)
     return report.repaired
+
+
+def _fill_root(sync: IndexSync, root: Path) -> int:
+    """A root added while the agent runs: what its sidecars already hold (a root removed and added again, a folder
+    the ragjson tool indexed) is served at once, not left to the verification after its rescan, which found it
+    missing and repaired it, or skipped a folder busy at that moment and left its files out of search until a
+    later pass. Its directory jobs then change only what changed; a root nested in it is left as it is (its sources
+    are already right)."""
+    n = sync.sync_subtree(root)
+    if n:
+        log.info("%s: %d sources served from the sidecars already there", root, n)
+    return n
 
 
 def _drop_subtree(sync: IndexSync, root: Path, keep: list[Path]) -> int:
