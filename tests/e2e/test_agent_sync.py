@@ -137,7 +137,9 @@ def test_a_root_removed_while_its_job_waits_for_a_failing_api_is_indexed_at_once
     assert keyword_hits("papaya") == [str(other / "p1.md")]
 
 
-def test_a_root_added_again_is_back_in_the_index_from_its_sidecars(agent: AgentProcess, tmp_path: Path) -> None:
+def test_a_root_added_again_is_back_in_the_index_from_its_sidecars(
+    agent: AgentProcess, tmp_path: Path
+) -> None:
     """Found by the model-based test: a root removed and added again (its sidecars all there, nothing to embed) came
     back into the index only through the verification after its rescan, as a repair; a folder of it still busy then
     (a file moved in) was left for a later pass, hours away, and its files stayed out of search. Its sidecars now
