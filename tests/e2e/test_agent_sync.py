@@ -142,8 +142,8 @@ def test_a_root_added_again_is_back_in_the_index_from_its_sidecars(
 ) -> None:
     """Found by the model-based test: a root removed and added again (its sidecars all there, nothing to embed) came
     back into the index only through the verification after its rescan, as a repair; a folder of it still busy then
-    (a file moved in) was left for a later pass, hours away, and its files stayed out of search. Its sidecars now
-    fill the index when the root is added."""
+    (a file moved in) was left for the next periodic check (`watch.verify_interval`, 10 minutes), its files out of
+    search until then. Its sidecars now fill the index when the root is added."""
     other = tmp_path / "papers"
     write_doc(other / "p1.md", "papaya")
     write_doc(other / "sub" / "p2.md", "pomelo")

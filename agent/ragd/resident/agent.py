@@ -464,8 +464,8 @@ def _refill(sync: IndexSync) -> int:
 def _fill_root(sync: IndexSync, root: Path) -> int:
     """A root added while the agent runs: what its sidecars already hold (a root removed and added again, a folder
     the ragjson tool indexed) is served at once, not left to the verification after its rescan, which found it
-    missing and repaired it, or skipped a folder busy at that moment and left its files out of search until a
-    later pass. Its directory jobs then change only what changed; a root nested in it is left as it is (its sources
+    missing and repaired it, or skipped a folder busy at that moment and left its files out of search until the
+    next periodic check. Its directory jobs then change only what changed; a root nested in it is left as it is (its sources
     are already right)."""
     n = sync.sync_subtree(root)
     if n:
