@@ -465,8 +465,8 @@ def _fill_root(sync: IndexSync, root: Path) -> int:
     """A root added while the agent runs: what its sidecars already hold (a root removed and added again, a folder
     the ragjson tool indexed) is served at once, not left to the verification after its rescan, which found it
     missing and repaired it, or skipped a folder busy at that moment and left its files out of search until the
-    next periodic check. Its directory jobs then change only what changed; a root nested in it is left as it is (its sources
-    are already right)."""
+    next periodic check. Its directory jobs then change only what changed; the sources of a root nested in it are
+    already right and stay as they are."""
     n = sync.sync_subtree(root)
     if n:
         log.info("%s: %d sources served from the sidecars already there", root, n)
