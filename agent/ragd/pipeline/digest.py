@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .sidecar import FileEntry, SourceInfo
-from .structure import has_words, needs_resplit
+from .structure import needs_resplit
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,8 @@ def outdated(entry: FileEntry | Digest, name: str) -> bool:
     """Chunks made by older parse/split rules that now differ (structure.needs_resplit)."""
     if isinstance(entry, Digest):
         return entry.outdated
-    paths = [p for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list)]
+    # generators: an entry of today's rules (the common case) is decided before any chunk is looked at
+    paths = ([str(h) for h in p] for c in entry.chunks if isinstance(p := c.meta.get("heading_path"), list))
     first = entry.chunks[0].content if entry.chunks else ""
-    wordless = not all(has_words(c.content) for c in entry.chunks)
-    return needs_resplit(
-        name, entry.parser, entry.split_revision, [[str(h) for h in p] for p in paths], first, wordless
-    )
+    texts = (c.content for c in entry.chunks)
+    return needs_resplit(name, entry.parser, entry.split_revision, paths, first, texts)

@@ -130,21 +130,21 @@ def needs_resplit(
     revision: int | None,
     heading_paths: Iterable[Sequence[str]],
     first: str = "",
-    wordless: bool = False,
+    texts: Iterable[str] = (),
 ) -> bool:
     """Whether an entry ragd wrote under older rules holds chunks (or metadata) these rules would make differently.
 
     Only those are split again (their vectors are reused wherever a chunk's text is unchanged): any file with a
     heading these rules clean (revisions 2 and 4: permalinks, emphasis, a bracketed link beside it) or with a
-    chunk of markup alone (`wordless`, revision 4); from revision 2, RST, Org and HTML files; from revision 3,
-    Markdown files whose text (`first`: their first chunk) opens with front matter, and PDF and Office files,
-    whose properties are metadata. Not those OCR read (reading them again costs minutes; they get the new rules
+    chunk of markup alone (one of `texts`, the chunks' contents, without words: revision 4); from revision 2, RST,
+    Org and HTML files; from revision 3, Markdown files whose text (`first`: their first chunk) opens with front
+    matter, and PDF and Office files, whose properties are metadata. Not those OCR read (reading them again costs minutes; they get the new rules
     when they change or with `ragctl sync --force`). An entry another tool wrote (no `parser`) is left as it is.
     """
     revision = revision or 1
     if parser is None or revision >= SPLIT_REVISION or "ocr" in parser:
         return False
-    if wordless:
+    if not all(has_words(t) for t in texts):
         return True
     if any(clean_heading(h) != h for path in heading_paths for h in path):
         return True
