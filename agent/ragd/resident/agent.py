@@ -168,17 +168,18 @@ class Agent:
             current = list(self.roots)
             added = [r for r in wanted if r not in current]
             removed = [r for r in current if r not in wanted]
+            staying = [r for r in current if r in wanted]
             # the removed ones leave first: a job of theirs that ends from now on is dropped (_job_done)
-            self.roots[:] = [r for r in current if r in wanted]
+            self.roots[:] = staying
             for r in removed:
-                self._drop_root(r, [w for w in wanted if w in current])
+                self._drop_root(r, staying)
             ok = [r for r in added if self._add_root(r)]
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
             self._searcher = self._search_over(self.indexer.index)
             if phase != "initial":  # (at start-up the index holds what it held, or is refilled: start())
                 for r in ok:
-                    if not any(is_under(r, o) for o in current if o in wanted):
+                    if not under_any(r, staying):
                         self.indexer.call(partial(_fill_root, root=r))
         if ok:
             self.rescan(ok, phase)
