@@ -159,6 +159,45 @@ def test_a_root_added_again_is_back_in_the_index_from_its_sidecars(
     assert "missing from the index" not in agent.log()  # nothing the verification had to repair
 
 
+def test_a_root_new_at_start_up_is_served_from_its_sidecars(tmp_path: Path, config: Path, tree: Path) -> None:
+    """A root added to the configuration while the agent was stopped, its sidecars already there (a tree indexed
+    before, or by the ragjson tool), is served from them as the agent starts, not repaired by the verification."""
+    other = tmp_path / "papers"
+    write_doc(other / "p1.md", "papaya")
+    write_doc(other / "sub" / "p2.md", "pomelo")
+    with running_agent(tmp_path / "first.log", str(tree), idle=True) as proc:
+        ragctl("roots", "add", str(other))  # its sidecars are made...
+        proc.wait_idle()
+        ragctl("roots", "remove", str(other))  # ...and it leaves the index
+        proc.wait_idle()
+        assert proc.stop() == 0
+    with running_agent(tmp_path / "agent.log", str(tree), str(other), idle=True) as proc:
+        assert keyword_hits("papaya") == [str(other / "p1.md")]
+        assert keyword_hits("pomelo") == [str(other / "sub" / "p2.md")]
+        assert keyword_hits("alpha") == [str(tree / "a.md")]
+        assert "missing from the index" not in proc.log(), proc.log()
+        assert "2 sources served from the sidecars already there" in proc.log()
+
+
+def test_a_root_dropped_while_stopped_leaves_the_index_at_start_up(
+    tmp_path: Path, config: Path, tree: Path
+) -> None:
+    """A root taken out of the configuration while the agent was stopped leaves the index as the agent starts,
+    but not what a root that stays, nested in it, holds."""
+    other = tmp_path / "papers"
+    write_doc(other / "p1.md", "papaya")
+    write_doc(other / "inner" / "p2.md", "pomelo")
+    with running_agent(tmp_path / "first.log", str(tree), str(other), idle=True) as proc:
+        assert keyword_hits("papaya") == [str(other / "p1.md")]
+        assert proc.stop() == 0
+    with running_agent(tmp_path / "agent.log", str(tree), str(other / "inner"), idle=True) as proc:
+        paths = proc.sources()
+        assert str(other / "p1.md") not in paths
+        assert str(other / "inner" / "p2.md") in paths and str(tree / "a.md") in paths
+        assert keyword_hits("pomelo") == [str(other / "inner" / "p2.md")]
+        assert "verify:" not in proc.log(), proc.log()  # nothing the verification had to remove or repair
+
+
 def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) -> None:
     ragctl_json("pause")
     done = ragctl("wait", check=None)  # nothing to do: idle, even though paused

@@ -31,7 +31,7 @@ from ..index.search import SearchService
 from ..index.sync import IndexSync
 from ..index.verify import Verifier, VerifyHooks
 from ..index.writer import EDITING_S, Indexer
-from ..paths import is_under, root_of, under_any
+from ..paths import is_under, outermost, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
@@ -154,12 +154,29 @@ class Agent:
         except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back
             log.warning("%s; the agent indexes into the sidecars meanwhile", err.message)
             empty = False
+        served = rootstate.load_served(self.data_dir)  # before set_roots records today's
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(self.resolve_roots(), phase="initial")
         if rebuilt or empty:  # filled from the sidecars before the first verification, which would otherwise
             self.indexer.call(_refill)  # "repair" every source that its unchanged sidecars already describe
+        elif served is not None:
+            self._serve_since(served)
         self.state = "indexing"
+
+    def _serve_since(self, served: list[Path]) -> None:
+        """At start-up, what changed in the roots while the agent was stopped (the config file edited): a root
+        gone leaves the index, a new one is filled from the sidecars already there (a tree indexed before, or by
+        the ragjson tool). Both before the first verification, which would otherwise remove or repair their
+        sources one by one, each a warning, and skip a folder busy at that moment until the next periodic pass."""
+        for gone in outermost(served):
+            if not under_any(gone, self.roots):
+                log.info("%s is no longer a root; its entries leave the index", gone)
+                nested = [r for r in self.roots if is_under(r, gone)]
+                self.indexer.call(partial(_drop_subtree, root=gone, keep=nested))
+        for r in outermost(self.roots):
+            if not under_any(r, served):
+                self.indexer.call(partial(_fill_root, root=r))
 
     # -- roots ----------------------------------------------------------------------------------------------
     def set_roots(self, wanted: list[Path], phase: str = "rescan") -> tuple[list[Path], list[Path]]:
@@ -177,13 +194,21 @@ class Agent:
             self.roots[:] = [r for r in wanted if r in current or r in ok]
             self.indexer.sync.roots = list(self.roots)
             self._searcher = self._search_over(self.indexer.index)
-            if phase != "initial":  # (at start-up the index holds what it held, or is refilled: start())
+            if phase != "initial":  # (at start-up: start())
                 for r in ok:
                     if not under_any(r, staying):
                         self.indexer.call(partial(_fill_root, root=r))
+            if added or removed:
+                self._record_served()
         if ok:
             self.rescan(ok, phase)
         return ok, removed
+
+    def _record_served(self) -> None:
+        try:
+            rootstate.save_served(self.data_dir, self.roots)
+        except OSError as err:  # the next start then leaves the roots to the verification
+            log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
 
     def _add_root(self, root: Path) -> bool:
         if not root.is_dir():

@@ -2,11 +2,17 @@
 
 They apply on top of the config file's roots and the command line's, so they survive restarts and reloads:
     effective = (config roots + command-line roots + added) - removed
+
+Beside them, `<data dir>/served-roots.json` records the roots whose sources the agent last had the index hold, so
+that at the next start a root new since then (added to the config file while the agent was stopped) is filled from
+its sidecars, and one gone since then leaves the index, before the first verification (which would otherwise
+repair or remove their sources one by one, each a warning).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +20,9 @@ from pathlib import Path
 from ..errors import ConfigError
 
 FILE_NAME = "roots.json"
+SERVED_FILE = "served-roots.json"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,9 +63,34 @@ def load(data_dir: Path) -> RootOverlay:
 
 
 def save(data_dir: Path, overlay: RootOverlay) -> None:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / FILE_NAME
-    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
     payload = {"added": [str(p) for p in overlay.added], "removed": [str(p) for p in overlay.removed]}
+    _write(data_dir / FILE_NAME, payload)
+
+
+def load_served(data_dir: Path) -> list[Path] | None:
+    """The roots the index held the sources of when the agent last changed its roots; None when there is no
+    usable record (an index an older version made, or a record damaged: the verification then sees to it)."""
+    path = data_dir / SERVED_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        log.warning("cannot read %s (%s); the roots are checked by the verification instead", path, err)
+        return None
+    roots = raw.get("roots") if isinstance(raw, dict) else None
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
+        log.warning("%s is not a list of roots; the roots are checked by the verification instead", path)
+        return None
+    return [Path(r) for r in roots]
+
+
+def save_served(data_dir: Path, roots: list[Path]) -> None:
+    _write(data_dir / SERVED_FILE, {"roots": [str(r) for r in roots]})
+
+
+def _write(path: Path, payload: dict[str, list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ragd.errors import ConfigError
+from ragd.resident import rootstate
+
+
+def test_the_overlay_applies_over_the_configured_roots_and_survives_a_save(tmp_path: Path) -> None:
+    overlay = rootstate.RootOverlay()
+    overlay.add(Path("/kb/new"))
+    overlay.remove(Path("/kb/old"), configured=True)
+    rootstate.save(tmp_path, overlay)
+    again = rootstate.load(tmp_path)
+    assert again.apply([Path("/kb/old"), Path("/kb/kept")]) == [Path("/kb/kept"), Path("/kb/new")]
+
+
+def test_a_damaged_overlay_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / rootstate.FILE_NAME).write_text("{", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        rootstate.load(tmp_path)
+    assert rootstate.FILE_NAME in err.value.message
+
+
+def test_the_roots_served_round_trip_with_odd_names(tmp_path: Path) -> None:
+    assert rootstate.load_served(tmp_path) is None  # no record: an index an older version made
+    roots = [Path("/kb/笔记"), Path('/kb/a "b" %_'), Path("/kb/line\nbreak")]
+    rootstate.save_served(tmp_path / "new-dir", roots)
+    assert rootstate.load_served(tmp_path / "new-dir") == roots
+    rootstate.save_served(tmp_path, [])
+    assert rootstate.load_served(tmp_path) == []  # no root served: every root is new at the next start
+
+
+@pytest.mark.parametrize(
+    "text", ["{", "[]", '{"roots": "/kb"}', '{"roots": ["relative/dir"]}', '{"roots": [1]}']
+)
+def test_a_damaged_record_of_the_roots_served_is_no_record(
+    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record is the agent's own; damaged, the roots are left to the verification (as with no record), and
+    the agent still starts."""
+    (tmp_path / rootstate.SERVED_FILE).write_text(text, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="ragd.resident.rootstate"):
+        assert rootstate.load_served(tmp_path) is None
+    assert rootstate.SERVED_FILE in caplog.text and "verification" in caplog.text
