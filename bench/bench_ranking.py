@@ -15,7 +15,10 @@ Then, for every question:
 - the glosses list: the English glosses of a question's Chinese words (`lexicon`) against the shipped keyword
   index, `fusion.TRANSLATED_DEPTH` hits as the search asks for;
 - each variant's lists go through the shipped `fusion.fuse_documents` (or, for the dense-side variants, a document
-  score built the same way with one term added), and `evaluate` scores the document ranking.
+  score built the same way with one term added), and `evaluate` scores the document ranking;
+- a document's lead (`lead_text`: its title and the first paragraphs of prose of its first three chunks, headings,
+  tables and markup skipped, at most LEAD_CHARS characters) embedded once per document, as one more passage of it on the dense
+  side, or added to its dense score.
 
 The row "hybrid as shipped" reproduces `ragd eval --mode hybrid`; the others say what a change would buy. Figures: MRR@10 per
 group, and over all questions recall@5, nDCG@10 and hit@5 (any answer among the first five).
@@ -44,6 +47,9 @@ from ragd.pipeline.embed.local import LocalEmbedder
 
 QUERIES = Path(__file__).parent / "devset" / "queries.jsonl"
 DEPTH = 100  # candidates per side, as the search asks for
+LEAD_CHARS = 200
+_NOT_PROSE = re.compile(r"^\s*(#|\||---|```|\[!\[|!\[|<)")  # headings, tables, rules, code, images, HTML
+_TITLE = re.compile(r"Title: ([^|]*)")
 GROUPS = ("all", "zh", "en", "mixed", "cross", "identifier", "list")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
@@ -129,6 +135,23 @@ def keyword_lists(
                       for q in questions]  # fmt: skip
     shipped.close()
     return out
+
+
+def lead_text(opening: Sequence[Chunk], limit: int = LEAD_CHARS) -> str:
+    """A document's title and its first paragraphs of prose (from its opening chunks), up to `limit` characters:
+    what the document says it is about, without the headings its kind repeats in every document (NAME, 概述)."""
+    title = _TITLE.search(opening[0].header) if opening else None
+    prose: list[str] = []
+    size = 0
+    for para in (p.strip() for c in opening for p in re.split(r"\n\s*\n", c.content)):
+        if len(para) < 8 or _NOT_PROSE.match(para) or para in prose:  # (chunks overlap)
+            continue
+        prose.append(para)
+        size += len(para)
+        if size >= limit:
+            break
+    text = " ".join(prose)[:limit]
+    return f"{title.group(1).strip()}\n{text}" if title else text
 
 
 def hits(chunks: list[Chunk], ranked: Sequence[tuple[int, float]]) -> list[Hit]:
@@ -222,6 +245,34 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
+    firsts = {c.path: n for n, c in enumerate(chunks) if c.index == 0}
+    lead = np.zeros_like(centroid)
+    by_doc: dict[str, list[Chunk]] = defaultdict(list)
+    for c in chunks:
+        if c.index < 3:
+            by_doc[c.path].append(c)
+    lead_vectors = embedder.embed([lead_text(by_doc[p]) for p in firsts])
+    lead[[doc_of[p] for p in firsts]] = lead_vectors / np.linalg.norm(lead_vectors, axis=1, keepdims=True)
+    lead_cos = qv @ lead.T
+    paths = list(doc_of)
+
+    def dense_lead(a: float) -> Variant:  # a x the lead's cosine added to the document's dense score
+        def run(i: int) -> list[str]:
+            lifted = [
+                replace(h, score=h.score + a * float(lead_cos[i, doc_of[h.source_path]])) for h in dense[i]
+            ]
+            return ranking(fused(i, lifted))
+
+        return run
+
+    def lead_passage(i: int) -> list[str]:  # the lead as one more passage of its document
+        cand = [(h.score, h) for h in dense[i]]
+        cand += [(float(lead_cos[i, n]), Hit(paths[n], -1, float(lead_cos[i, n]), "", (), None, 0, 0,
+                                             source_chunks=chunks[firsts[paths[n]]].chunks))
+                 for n in np.argsort(-lead_cos[i])[:DEPTH]]  # fmt: skip
+        cand.sort(key=lambda t: -t[0])
+        return ranking(fused(i, [h for _, h in cand[:DEPTH]]))
+
     print(
         f"\n{'variant':<44} {' '.join(f'{g[:6]:>6}' for g in GROUPS)} | R@5   nDCG  hit@5   (MRR@10 per group)"
     )
@@ -236,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         report(f"hybrid + header list x{w}", plus("header", w), queries, root)
     for a, b in ((0.1, 0.0), (0.0, 0.2), (0.1, 0.1)):
         report(f"hybrid, dense + {a} opening + {b} centroid", dense_plus(a, b), queries, root)
+    report("the lead alone", lambda i: [paths[n] for n in np.argsort(-lead_cos[i])[:10]], queries, root)
+    report("hybrid, the lead as one more passage", lead_passage, queries, root)
+    for a in (0.1, 0.2, 0.3):
+        report(f"hybrid, dense + {a} x the lead", dense_lead(a), queries, root)
     return 0
 
 
