@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  steps run         {figures.get('steps', '?')}")
     print(f"  quiet-point checks {figures.get('checks', '?')}")
     print(f"  examples diverged {figures.get('failures', '?')} (shrinking runs count too)")
+    print(f"  examples dropped  {figures.get('dropped', '?')} (by hypothesis: out of data, not checked)")
     print(f"  seed              {figures.get('seed', '?')}")
     print(f"  time              {wall:.0f} s")
     print(

@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, note, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
@@ -97,6 +98,9 @@ def step(fn: F) -> F:
         self.changed = self.changed or name != "check"
         try:
             return fn(self, *args, **kwargs)
+        except StopTest:  # hypothesis ran out of data for this example and drops it: no failure, no checks
+            self.broken = self.dropped = True
+            raise
         except BaseException:
             self.broken = True
             raise
@@ -114,12 +118,13 @@ def say(message: str) -> None:
 class ModelSync(RuleBasedStateMachine):
     server: ClassVar[PoisonedOpenAI]
     workdir: ClassVar[Path]
-    stats: ClassVar[dict[str, int]] = {"examples": 0, "steps": 0, "checks": 0, "failures": 0}
+    stats: ClassVar[dict[str, int]] = {"examples": 0, "steps": 0, "checks": 0, "failures": 0, "dropped": 0}
 
     def __init__(self) -> None:
         super().__init__()
         ModelSync.stats["examples"] += 1
         self.broken = False
+        self.dropped = False  # by hypothesis, out of data
         self.changed = True  # something happened since the last check
         self.paused = False
         self.checks = 0
@@ -327,16 +332,20 @@ class ModelSync(RuleBasedStateMachine):
         self.model.remove_root(rel)
         self.tree.touch_under(rel)
 
-    @rule(data=st.data())
-    @step
-    def reload(self, data: st.DataObject) -> None:
-        """`ragctl reload`, with the config file's roots changed or not."""
+    def _change_config_roots(self, data: st.DataObject) -> None:
+        """Maybe give the config file other roots (the agent sees them at a reload or a start)."""
         if data.draw(st.booleans(), label="change the config's roots"):
             dirs = sorted(d for d in self.model.dirs if any(ms.tracked_dir_under(d, t) for t in ms.ROOT_TOPS))
             self.model.config_roots = data.draw(st.lists(st.sampled_from(dirs), max_size=2, unique=True),
                                                 label="config roots")  # fmt: skip
             self._write_config()
             self.tree.touch_under("")
+
+    @rule(data=st.data())
+    @step
+    def reload(self, data: st.DataObject) -> None:
+        """`ragctl reload`, with the config file's roots changed or not."""
+        self._change_config_roots(data)
         say(f"ragctl reload (config roots {self.model.config_roots})")
         ragctl("reload")
 
@@ -368,15 +377,17 @@ class ModelSync(RuleBasedStateMachine):
             raise AssertionError("`ragctl wait` hangs while the agent is paused") from None
         assert done.returncode == 0 or (done.returncode == 1 and "paused" in done.stderr), done
 
-    @rule(how=st.sampled_from(["SIGTERM", "SIGKILL"]))
+    @rule(data=st.data(), how=st.sampled_from(["SIGTERM", "SIGKILL"]))
     @step
-    def restart(self, how: str) -> None:
-        say(f"restart with {how}")
+    def restart(self, data: st.DataObject, how: str) -> None:
+        """Stop the agent, maybe change the config file's roots while it is stopped, start it again."""
         if how == "SIGTERM":
             code = self.agent.stop()
             assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
         else:
             self.agent.kill()
+        self._change_config_roots(data)
+        say(f"restart with {how} (config roots {self.model.config_roots})")
         self.agent = self._start()
 
     @rule()
@@ -459,7 +470,9 @@ class ModelSync(RuleBasedStateMachine):
             self.agent.kill()
             os.environ.clear()
             os.environ.update(self.saved_env)
-            if self.broken:
+            if self.dropped:
+                ModelSync.stats["dropped"] += 1
+            elif self.broken:
                 ModelSync.stats["failures"] += 1
             shutil.rmtree(self.home, ignore_errors=True)
 
@@ -497,7 +510,7 @@ def test_agent_follows_the_model(api: PoisonedOpenAI, tmp_path: Path) -> None:
     print(f"model-sync: profile {PROFILE}, {EXAMPLES} examples x {STEPS} steps, seed {run_seed} "
           f"(replay: RAGD_MODEL_SEED={run_seed})")  # fmt: skip
     ModelSync.server, ModelSync.workdir = api, tmp_path
-    ModelSync.stats.update(examples=0, steps=0, checks=0, failures=0)
+    ModelSync.stats.update(examples=0, steps=0, checks=0, failures=0, dropped=0)
     started = time.monotonic()
     try:
         run_state_machine_as_test(seed(run_seed)(ModelSync), settings=_settings())

@@ -26,12 +26,18 @@ def test_a_damaged_overlay_is_a_config_error_naming_the_file(tmp_path: Path) -> 
 
 
 def test_the_roots_served_round_trip_with_odd_names(tmp_path: Path) -> None:
-    assert rootstate.load_served(tmp_path) is None  # no record: an index an older version made
+    assert rootstate.load_served(tmp_path, "/data/index") is None  # no record: an index an older version made
     roots = [Path("/kb/笔记"), Path('/kb/a "b" %_'), Path("/kb/line\nbreak")]
-    rootstate.save_served(tmp_path / "new-dir", roots)
-    assert rootstate.load_served(tmp_path / "new-dir") == roots
-    rootstate.save_served(tmp_path, [])
-    assert rootstate.load_served(tmp_path) == []  # no root served: every root is new at the next start
+    rootstate.save_served(tmp_path / "new-dir", "/data/index", roots)
+    assert rootstate.load_served(tmp_path / "new-dir", "/data/index") == roots
+    rootstate.save_served(tmp_path, "/data/index", [])
+    assert rootstate.load_served(tmp_path, "/data/index") == []  # none served: every root is new at a start
+
+
+def test_the_roots_served_by_another_index_are_no_record(tmp_path: Path) -> None:
+    """Another embedding model or backend: another index, whose roots this record does not describe."""
+    rootstate.save_served(tmp_path, "/data/index-model-a", [Path("/kb")])
+    assert rootstate.load_served(tmp_path, "/data/index-model-b") is None
 
 
 @pytest.mark.parametrize(
@@ -44,5 +50,5 @@ def test_a_damaged_record_of_the_roots_served_is_no_record(
     the agent still starts."""
     (tmp_path / rootstate.SERVED_FILE).write_text(text, encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="ragd.resident.rootstate"):
-        assert rootstate.load_served(tmp_path) is None
+        assert rootstate.load_served(tmp_path, "/data/index") is None
     assert rootstate.SERVED_FILE in caplog.text and "verification" in caplog.text

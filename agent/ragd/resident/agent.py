@@ -154,7 +154,8 @@ class Agent:
         except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back
             log.warning("%s; the agent indexes into the sidecars meanwhile", err.message)
             empty = False
-        served = rootstate.load_served(self.data_dir)  # before set_roots records today's
+        # the roots the index was last made to hold, read before set_roots records today's
+        served = rootstate.load_served(self.data_dir, str(self.indexer.index.path))
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(self.resolve_roots(), phase="initial")
@@ -206,7 +207,7 @@ class Agent:
 
     def _record_served(self) -> None:
         try:
-            rootstate.save_served(self.data_dir, self.roots)
+            rootstate.save_served(self.data_dir, str(self.indexer.index.path), self.roots)
         except OSError as err:  # the next start then leaves the roots to the verification
             log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,9 +68,10 @@ def save(data_dir: Path, overlay: RootOverlay) -> None:
     _write(data_dir / FILE_NAME, payload)
 
 
-def load_served(data_dir: Path) -> list[Path] | None:
-    """The roots the index held the sources of when the agent last changed its roots; None when there is no
-    usable record (an index an older version made, or a record damaged: the verification then sees to it)."""
+def load_served(data_dir: Path, index: str) -> list[Path] | None:
+    """The roots the index `index` held the sources of when the agent last changed its roots; None when there is
+    no usable record (an index an older version made, a record of another index, or a damaged one: the
+    verification then sees to the roots)."""
     path = data_dir / SERVED_FILE
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -82,14 +84,16 @@ def load_served(data_dir: Path) -> list[Path] | None:
     if not isinstance(roots, list) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
         log.warning("%s is not a list of roots; the roots are checked by the verification instead", path)
         return None
+    if raw.get("index") != index:  # recorded for another index (the embedding model or the backend changed)
+        return None
     return [Path(r) for r in roots]
 
 
-def save_served(data_dir: Path, roots: list[Path]) -> None:
-    _write(data_dir / SERVED_FILE, {"roots": [str(r) for r in roots]})
+def save_served(data_dir: Path, index: str, roots: list[Path]) -> None:
+    _write(data_dir / SERVED_FILE, {"index": index, "roots": [str(r) for r in roots]})
 
 
-def _write(path: Path, payload: dict[str, list[str]]) -> None:
+def _write(path: Path, payload: Mapping[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
