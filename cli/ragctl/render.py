@@ -270,8 +270,8 @@ def verified(result: Obj) -> str:
         lines.append(f"… and {fixed - listed} more (see the agent's log)")
     if _int(result.get("busy_dirs")):
         lines.append(
-            f"{_count(result['busy_dirs'], 'directory', 'directories')} had work in progress and were left for the "
-            "next pass"
+            f"{_count(result['busy_dirs'], 'directory', 'directories')} had work in progress: checked again once "
+            "the agent is idle"
         )
     lines.append("the index matches the sidecars" if not fixed else f"{plural(fixed, 'source')} repaired")
     return "\n".join(lines) + "\n"

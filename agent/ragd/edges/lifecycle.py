@@ -52,6 +52,7 @@ STOP_GRACE_S = (
     3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
 )
 COVERAGE_CHECK_S = 30.0
+RECHECK_S = 10.0  # at most this often, the folders a verification left busy are checked again while idle
 PROGRESS_EVERY_S = (
     10.0  # a progress line in the log this often while indexing (the log may be all a user sees)
 )
@@ -137,6 +138,7 @@ class Lifecycle:
         next_coverage = time.monotonic() + COVERAGE_CHECK_S
         verify_every = self.config.watch.verify_interval
         next_verify = time.monotonic() + verify_every if verify_every else None
+        next_recheck = time.monotonic()
         while not self.stop_requested.wait(TICK_S):
             now = time.monotonic()
             try:
@@ -151,6 +153,9 @@ class Lifecycle:
                 if next_verify is not None and now >= next_verify and self.agent.current_state() == "idle":
                     self.agent.verifier.request("periodic")
                     next_verify = now + verify_every
+                elif now >= next_recheck and self._recheck_due():
+                    self.agent.verifier.request("recheck")
+                    next_recheck = now + RECHECK_S
                 self._rest()
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
@@ -162,6 +167,12 @@ class Lifecycle:
                 log.exception("internal error in the main loop")
                 self.main_loop_error = f"{type(err).__name__}: {err}"
             self.notifier.tick(healthy=self.healthy())
+
+    def _recheck_due(self) -> bool:
+        """The last verification left folders where work was under way, and the agent is now idle: they are
+        checked again on their own (not left to the next periodic pass, `watch.verify_interval`)."""
+        verifier = self.agent.verifier
+        return bool(verifier.skipped) and not verifier.running and self.agent.current_state() == "idle"
 
     def _say_progress(self, now: float) -> None:
         """What the agent is doing, in its log: a line every PROGRESS_EVERY_S while it indexes, and one when it

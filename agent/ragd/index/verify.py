@@ -10,6 +10,9 @@ logged as a warning with its path.
 
 The walk runs on its own thread and reads only, so search goes on while it runs; the index writer lists the index
 at the start of a pass (so a rebuild never swaps the index under the listing) and makes the repairs.
+
+The directories a pass left for want of quiet (`Verifier.skipped`) are checked again on their own by a "recheck"
+pass, which the agent asks for once it is idle (edges/lifecycle.py), not left to the next periodic pass.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class VerifyReport:
     dirs: int  # directories walked
     sources: int  # sources the sidecars say the index should hold (in the directories checked)
     indexed: int  # sources the index held when the pass began
-    busy_dirs: int  # skipped: a job or a change note was pending there (checked by the next pass)
+    busy_dirs: int  # skipped: a job or a change note was pending there (checked again once the agent is idle)
     notes: int  # change notes found on disk that the index writer did not know of (handed to it)
     repaired: tuple[str, ...] = ()  # sources re-synced from their sidecars
     removed: tuple[str, ...] = ()  # indexed sources with no EMBEDDED sidecar under a current root
@@ -70,7 +73,7 @@ class VerifyReport:
 class _Pass:
     dirs: int = 0
     sources: int = 0
-    busy: int = 0
+    busy: set[Path] = field(default_factory=set)  # directories left for want of quiet
     notes: int = 0
     suspects: list[str] = field(default_factory=list)
 
@@ -143,6 +146,7 @@ class Verifier:
         self._state = threading.Lock()
         self._running = False
         self._again: str | None = None
+        self.skipped: frozenset[Path] = frozenset()  # the directories the last pass left (work under way)
 
     # -- triggers ---------------------------------------------------------------------------------------------
     @property
@@ -172,16 +176,24 @@ class Verifier:
 
     # -- a pass -----------------------------------------------------------------------------------------------
     def run(self, trigger: str, progress: Callable[[int], None] | None = None) -> VerifyReport:
+        """A pass over every root; trigger "recheck": over the directories the last pass left only."""
         with self._lock:
             started = time.monotonic()
             roots = list(self.hooks.roots())
-            # listed on the writer thread: a rebuild (which swaps the index) never runs under the listing
-            indexed = self.hooks.write(lambda s: s.index.sources(None)).result()
-            found = self._walk(roots, indexed, progress)
-            repaired, removed = self.hooks.write(lambda s: self._repair(s, found.suspects)).result()
-            self.cache.end_pass()
+            if trigger == "recheck":
+                dirs = sorted(d for d in self.skipped if self._tracked(d, roots, directory=True))
+                # listed on the writer thread: a rebuild (which swaps the index) never runs under the listing
+                indexed = self.hooks.write(lambda s: _listing(s, dirs)).result()
+                found = self._check_dirs(dirs, indexed)
+            else:
+                indexed = self.hooks.write(lambda s: s.index.sources(None)).result()
+                found = self._walk(roots, indexed, progress)
+            repaired, removed = self.hooks.write(lambda s: self._repair(s, found)).result()
+            if trigger != "recheck":
+                self.cache.end_pass()
+            self.skipped = frozenset(found.busy)
             report = VerifyReport(trigger, sidecar.utc_stamp(), round(time.monotonic() - started, 3),
-                                  found.dirs, found.sources, len(indexed), found.busy, found.notes,
+                                  found.dirs, found.sources, len(indexed), len(found.busy), found.notes,
                                   tuple(repaired), tuple(removed))  # fmt: skip
             self.last = report
             self.passes += 1
@@ -195,6 +207,16 @@ class Verifier:
                 "index verified (%s): %d sources repaired, %d removed", trigger, len(repaired), len(removed)
             )
         return report
+
+    def _check_dirs(self, dirs: list[Path], indexed: dict[str, SourceSummary]) -> _Pass:
+        by_dir: dict[Path, dict[str, SourceSummary]] = {}
+        for path, summary in indexed.items():
+            by_dir.setdefault(Path(path).parent, {})[path] = summary
+        found = _Pass()
+        for d in dirs:
+            found.dirs += 1
+            self._check_dir(d, by_dir.get(d, {}), found)
+        return found
 
     def _walk(
         self, roots: list[Path], indexed: dict[str, SourceSummary], progress: Callable[[int], None] | None
@@ -220,12 +242,12 @@ class Verifier:
 
     def _check_dir(self, d: Path, have: dict[str, SourceSummary], found: _Pass) -> None:
         if self.hooks.busy(d):
-            found.busy += 1
+            found.busy.add(d)
             return
         notes = mushroom.pending(d)
         if notes:  # not applied yet: the index may lag here for now. Notes the watcher missed are handed over
             found.notes += sum(1 for note in notes if self.hooks.hand_note(note))
-            found.busy += 1
+            found.busy.add(d)
             return
         try:
             files = list(list_dir(d, self.ignore).files)
@@ -236,15 +258,18 @@ class Verifier:
         found.suspects += [p for p in {*want, *have} if differs(want.get(p), have.get(p))]
 
     # -- repairs, on the index writer thread ------------------------------------------------------------------
-    def _repair(self, sync: IndexSync, suspects: list[str]) -> tuple[list[str], list[str]]:
+    def _repair(self, sync: IndexSync, found: _Pass) -> tuple[list[str], list[str]]:
         repaired: list[str] = []
         removed: list[str] = []
         roots = outermost(self.hooks.roots())
-        for path in sorted(suspects):
+        for path in sorted(found.suspects):
             p = Path(path)
             with _try_lock(p.parent) as locked:
                 if not locked or self._in_progress(p.parent):
-                    continue  # work in progress there: the next pass looks again
+                    # work in progress there: looked at again (a folder gone: its parent's job records it)
+                    if p.parent.is_dir():
+                        found.busy.add(p.parent)
+                    continue
                 want = self._expected_now(p, roots)
                 have = sync.index.sources(path).get(path)
                 if not differs(want, have):
@@ -279,13 +304,26 @@ class Verifier:
             return None
         return Expected(entry.source.md5_hash, len(entry.chunks))
 
-    def _tracked(self, path: Path, roots: list[Path]) -> bool:
-        """Under a root, with no ignored folder between the root and the file, and not an ignored name."""
+    def _tracked(self, path: Path, roots: list[Path], *, directory: bool = False) -> bool:
+        """Under a root, with no ignored folder between the root and the file, and not an ignored name; for a
+        `directory`, the root itself counts, and the path must still be a directory."""
         for root in roots:
+            if directory and path == root:
+                return path.is_dir()
             if is_under(path, root) and path != root:
                 parts = path.relative_to(root).parts
+                if directory:
+                    return not any(self.ignore.dir(x) for x in parts) and path.is_dir()
                 return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
         return False
+
+
+def _listing(sync: IndexSync, dirs: list[Path]) -> dict[str, SourceSummary]:
+    """What the index holds for the files directly in each of `dirs`."""
+    out: dict[str, SourceSummary] = {}
+    for d in dirs:
+        out.update((p, s) for p, s in sync.index.sources(str(d)).items() if Path(p).parent == d)
+    return out
 
 
 @contextlib.contextmanager
