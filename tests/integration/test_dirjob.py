@@ -414,3 +414,37 @@ def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
     fake_openai_server.reset()
     s = run(cfg)
     assert s.ok and s.embedded == 3 and all(entry(root, n).status == EMBEDDED for n in before)
+
+
+def test_a_folder_deleted_while_its_job_waits_for_vectors_is_no_error(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`rm -r` of a folder while its job waits for the embedder: the entries cannot be written any more, and the
+    folder's parent job records the deletion. Found by the model-based test: each file was logged as an ERROR,
+    "cannot write …: No such file or directory (check free space and write permission on the directory)"."""
+    import logging
+    import shutil
+    from dataclasses import replace
+
+    from ragd.pipeline.dirjob import run_directory
+
+    folder = tmp_path / "kb" / "gone"
+    folder.mkdir(parents=True)
+    for name in ("a.md", "b.md"):
+        (folder / name).write_text(f"{name}: words to embed\n")
+    cfg = api_config(fake_openai_server, [tmp_path / "kb"], retries=0)
+    ctx, queue = helpers.context(cfg)
+
+    def submit(texts: object) -> object:  # the folder goes as soon as the first texts went out
+        fut = queue.submit(texts)  # type: ignore[arg-type]
+        shutil.rmtree(folder)
+        return fut
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            result = run_directory(replace(ctx, submit=submit), folder)  # type: ignore[arg-type]
+    finally:
+        queue.close()
+    assert not folder.exists()
+    assert [(f.state, f.reason) for f in result.files] == [("UNCHANGED", "vanished during the job")] * 2
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text

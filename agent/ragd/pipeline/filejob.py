@@ -179,13 +179,13 @@ class FileTask:
         try:
             return step()
         except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
+            if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
+                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on
             if isinstance(err, FileNotFoundError) and not os.path.lexists(self.path):
-                return FileOutcome(
-                    self.name, "UNCHANGED", reason="vanished during the job"
-                )  # the next job records it
+                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
                                  "please report this with the log", code="internal")  # fmt: skip

@@ -424,6 +424,8 @@ def _keep_private(directory: Path, tmp_fd: int) -> None:
         if os.fstat(tmp_fd).st_mode & 0o077:
             os.fchmod(tmp_fd, 0o700)
         modes.restrict(rag_dir(directory), os.stat(directory))
+    except FileNotFoundError:  # the folder was deleted meanwhile: nothing left to narrow
+        return
     except OSError as err:
         log.warning("cannot narrow the permissions of %s: %s", rag_dir(directory), err.strerror or err)
 
