@@ -209,9 +209,7 @@ class Verifier:
         return report
 
     def _check_dirs(self, dirs: list[Path], indexed: dict[str, SourceSummary]) -> _Pass:
-        by_dir: dict[Path, dict[str, SourceSummary]] = {}
-        for path, summary in indexed.items():
-            by_dir.setdefault(Path(path).parent, {})[path] = summary
+        by_dir = _by_dir(indexed)
         found = _Pass()
         for d in dirs:
             found.dirs += 1
@@ -221,9 +219,7 @@ class Verifier:
     def _walk(
         self, roots: list[Path], indexed: dict[str, SourceSummary], progress: Callable[[int], None] | None
     ) -> _Pass:
-        by_dir: dict[Path, dict[str, SourceSummary]] = {}
-        for path, summary in indexed.items():
-            by_dir.setdefault(Path(path).parent, {})[path] = summary
+        by_dir = _by_dir(indexed)
         found = _Pass()
         walked: set[Path] = set()
         for root in outermost(roots):
@@ -316,6 +312,13 @@ class Verifier:
                     return not any(self.ignore.dir(x) for x in parts) and path.is_dir()
                 return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
         return False
+
+
+def _by_dir(indexed: dict[str, SourceSummary]) -> dict[Path, dict[str, SourceSummary]]:
+    by_dir: dict[Path, dict[str, SourceSummary]] = {}
+    for path, summary in indexed.items():
+        by_dir.setdefault(Path(path).parent, {})[path] = summary
+    return by_dir
 
 
 def _listing(sync: IndexSync, dirs: list[Path]) -> dict[str, SourceSummary]:
