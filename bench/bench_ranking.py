@@ -17,8 +17,8 @@ Then, for every question:
 - each variant's lists go through the shipped `fusion.fuse_documents` (or, for the dense-side variants, a document
   score built the same way with one term added), and `evaluate` scores the document ranking;
 - a document's lead (`lead_text`: its title and the first paragraphs of prose of its first three chunks, headings,
-  tables and markup skipped, at most LEAD_CHARS characters) embedded once per document, as one more passage of it on the dense
-  side, or added to its dense score.
+  tables and markup skipped, at most LEAD_CHARS characters) embedded once per document, as one more passage of it
+  on the dense side, added to its dense score, or the leads nearest to the question as a list of their own.
 
 The row "hybrid as shipped" reproduces `ragd eval --mode hybrid`; the others say what a change would buy. Figures: MRR@10 per
 group, and over all questions recall@5, nDCG@10 and hit@5 (any answer among the first five).
@@ -217,15 +217,18 @@ def main(argv: list[str] | None = None) -> int:
     def hybrid(field: str, glosses: bool = True) -> Variant:
         return lambda i: ranking(fused(i, dense[i], field, glosses))
 
-    def plus(field: str, w: float) -> Variant:  # a second keyword list, its share added per document
+    def plus_list(lists: list[list[Hit]], w: float) -> Variant:  # one more list, its share added per document
         def run(i: int) -> list[str]:
             base = fused(i, dense[i])
             score = {h.source_path: h.score for h in reversed(base)}  # a document's best passage
-            for rank, path in enumerate(ev.documents(h.source_path for h in evidence[field][i]), 1):
+            for rank, path in enumerate(ev.documents(h.source_path for h in lists[i]), 1):
                 score[path] = score.get(path, 0.0) + w / (fusion.DOC_RANK_CONSTANT + rank)
             return sorted(score, key=lambda p: -score[p])
 
         return run
+
+    def plus(field: str, w: float) -> Variant:  # a second keyword list
+        return plus_list(evidence[field], w)
 
     doc_of = {path: n for n, path in enumerate(dict.fromkeys(c.path for c in chunks))}
     owner = np.array([doc_of[c.path] for c in chunks])
@@ -289,6 +292,16 @@ def main(argv: list[str] | None = None) -> int:
         report(f"hybrid, dense + {a} opening + {b} centroid", dense_plus(a, b), queries, root)
     report("the lead alone", lambda i: [paths[n] for n in np.argsort(-lead_cos[i])[:10]], queries, root)
     report("hybrid, the lead as one more passage", lead_passage, queries, root)
+    for w in (0.3, 0.5):
+        for depth in (10, 20):
+            lead_list = [
+                [
+                    Hit(paths[n], -1, float(lead_cos[i, n]), "", (), None, 0, 0)
+                    for n in np.argsort(-lead_cos[i])[:depth]
+                ]
+                for i in range(len(queries))
+            ]
+            report(f"hybrid + the leads' list (top {depth}) x{w}", plus_list(lead_list, w), queries, root)
     for a in (0.1, 0.2, 0.3):
         report(f"hybrid, dense + {a} x the lead", dense_lead(a), queries, root)
     return 0
