@@ -238,12 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     opening = np.zeros_like(centroid)
     opening[owner[[c.index == 0 for c in chunks]]] = matrix[[c.index == 0 for c in chunks]]
 
-    def dense_plus(
-        a: float, b: float
-    ) -> Variant:  # document cosine + a x its opening chunk + b x its centroid
+    def dense_plus(extra: np.ndarray) -> Variant:  # each dense hit's cosine + extra[question, its document]
         def run(i: int) -> list[str]:
-            extra = a * (opening @ qv[i]) + b * (centroid @ qv[i])
-            lifted = [replace(h, score=h.score + float(extra[doc_of[h.source_path]])) for h in dense[i]]
+            lifted = [replace(h, score=h.score + float(extra[i, doc_of[h.source_path]])) for h in dense[i]]
             return ranking(fused(i, lifted))
 
         return run
@@ -257,22 +254,16 @@ def main(argv: list[str] | None = None) -> int:
     lead_vectors = embedder.embed([lead_text(by_doc[p]) for p in firsts])
     lead[[doc_of[p] for p in firsts]] = lead_vectors / np.linalg.norm(lead_vectors, axis=1, keepdims=True)
     lead_cos = qv @ lead.T
+    nearest_leads = np.argsort(-lead_cos, axis=1)[
+        :, :DEPTH
+    ]  # per question, documents by their lead, best first
     paths = list(doc_of)
-
-    def dense_lead(a: float) -> Variant:  # a x the lead's cosine added to the document's dense score
-        def run(i: int) -> list[str]:
-            lifted = [
-                replace(h, score=h.score + a * float(lead_cos[i, doc_of[h.source_path]])) for h in dense[i]
-            ]
-            return ranking(fused(i, lifted))
-
-        return run
 
     def lead_passage(i: int) -> list[str]:  # the lead as one more passage of its document
         cand = [(h.score, h) for h in dense[i]]
         cand += [(float(lead_cos[i, n]), Hit(paths[n], -1, float(lead_cos[i, n]), "", (), None, 0, 0,
                                              source_chunks=chunks[firsts[paths[n]]].chunks))
-                 for n in np.argsort(-lead_cos[i])[:DEPTH]]  # fmt: skip
+                 for n in nearest_leads[i]]  # fmt: skip
         cand.sort(key=lambda t: -t[0])
         return ranking(fused(i, [h for _, h in cand[:DEPTH]]))
 
@@ -289,21 +280,22 @@ def main(argv: list[str] | None = None) -> int:
         report(f"hybrid + CJK bigram list x{w}", plus("bigrams", w), queries, root)
         report(f"hybrid + header list x{w}", plus("header", w), queries, root)
     for a, b in ((0.1, 0.0), (0.0, 0.2), (0.1, 0.1)):
-        report(f"hybrid, dense + {a} opening + {b} centroid", dense_plus(a, b), queries, root)
-    report("the lead alone", lambda i: [paths[n] for n in np.argsort(-lead_cos[i])[:10]], queries, root)
+        extra = a * (qv @ opening.T) + b * (qv @ centroid.T)
+        report(f"hybrid, dense + {a} opening + {b} centroid", dense_plus(extra), queries, root)
+    report("the lead alone", lambda i: [paths[n] for n in nearest_leads[i][:10]], queries, root)
     report("hybrid, the lead as one more passage", lead_passage, queries, root)
     for w in (0.3, 0.5):
         for depth in (10, 20):
             lead_list = [
                 [
                     Hit(paths[n], -1, float(lead_cos[i, n]), "", (), None, 0, 0)
-                    for n in np.argsort(-lead_cos[i])[:depth]
+                    for n in nearest_leads[i][:depth]
                 ]
                 for i in range(len(queries))
             ]
             report(f"hybrid + the leads' list (top {depth}) x{w}", plus_list(lead_list, w), queries, root)
     for a in (0.1, 0.2, 0.3):
-        report(f"hybrid, dense + {a} x the lead", dense_lead(a), queries, root)
+        report(f"hybrid, dense + {a} x the lead", dense_plus(a * lead_cos), queries, root)
     return 0
 
 
