@@ -52,7 +52,8 @@ STOP_GRACE_S = (
     3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
 )
 COVERAGE_CHECK_S = 30.0
-RECHECK_S = 10.0  # at most this often, the folders a verification left busy are checked again while idle
+RECHECK_S = 10.0  # the folders a verification left busy are checked again this long after, while idle;
+RECHECK_MAX_S = 600.0  # the wait doubles up to this while some stay busy (a note the index cannot take yet)
 PROGRESS_EVERY_S = (
     10.0  # a progress line in the log this often while indexing (the log may be all a user sees)
 )
@@ -138,7 +139,7 @@ class Lifecycle:
         next_coverage = time.monotonic() + COVERAGE_CHECK_S
         verify_every = self.config.watch.verify_interval
         next_verify = time.monotonic() + verify_every if verify_every else None
-        next_recheck = time.monotonic()
+        next_recheck, recheck_wait = time.monotonic(), RECHECK_S
         while not self.stop_requested.wait(TICK_S):
             now = time.monotonic()
             try:
@@ -155,7 +156,9 @@ class Lifecycle:
                     next_verify = now + verify_every
                 elif now >= next_recheck and self._recheck_due():
                     self.agent.verifier.request("recheck")
-                    next_recheck = now + RECHECK_S
+                    next_recheck, recheck_wait = now + recheck_wait, min(2 * recheck_wait, RECHECK_MAX_S)
+                if not self.agent.verifier.skipped:
+                    recheck_wait = RECHECK_S
                 self._rest()
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
