@@ -16,11 +16,13 @@ Then, for every question:
   index, `fusion.TRANSLATED_DEPTH` hits as the search asks for;
 - each variant's lists go through the shipped `fusion.fuse_documents` (or, for the dense-side variants, a document
   score built the same way with one term added), and `evaluate` scores the document ranking;
-- a document's lead (`lead_text`: its title and the first paragraphs of prose of its first three chunks, headings,
-  tables and markup skipped, at most LEAD_CHARS characters) embedded once per document, as one more passage of it
-  on the dense side, added to its dense score, or the leads nearest to the question as a list of their own.
+- a document's lead (`ragd.pipeline.lead`: its title and the first paragraphs of prose of its first three chunks,
+  headings, tables and markup skipped, at most LEAD_CHARS characters) embedded once per document, as one more
+  passage of it on the dense side, added to its dense score, or the leads nearest to the question as a list of
+  their own (the search as shipped since: the leads of the documents found, ranked, `fusion.LEAD_WEIGHT`).
 
-The row "hybrid as shipped" reproduces `ragd eval --mode hybrid`; the others say what a change would buy. Figures: MRR@10 per
+The row "hybrid as shipped" reproduces `ragd eval --mode hybrid` (up to the keyword side's depth: DEPTH here, 40
+for ten results there); the others say what a change would buy. Figures: MRR@10 per
 group, and over all questions recall@5, nDCG@10 and hit@5 (any answer among the first five).
 """
 
@@ -42,14 +44,11 @@ import zvec
 
 from ragd.index import Hit, fts, fusion, keywords, lexicon
 from ragd.index import evaluate as ev
-from ragd.pipeline import sidecar
+from ragd.pipeline import lead, sidecar
 from ragd.pipeline.embed.local import LocalEmbedder
 
 QUERIES = Path(__file__).parent / "devset" / "queries.jsonl"
 DEPTH = 100  # candidates per side, as the search asks for
-LEAD_CHARS = 200
-_NOT_PROSE = re.compile(r"^\s*(#|\||---|```|\[!\[|!\[|<)")  # headings, tables, rules, code, images, HTML
-_TITLE = re.compile(r"Title: ([^|]*)")
 GROUPS = ("all", "zh", "en", "mixed", "cross", "identifier", "list")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
@@ -137,21 +136,9 @@ def keyword_lists(
     return out
 
 
-def lead_text(opening: Sequence[Chunk], limit: int = LEAD_CHARS) -> str:
-    """A document's title and its first paragraphs of prose (from its opening chunks), up to `limit` characters:
-    what the document says it is about, without the headings its kind repeats in every document (NAME, 概述)."""
-    title = _TITLE.search(opening[0].header) if opening else None
-    prose: list[str] = []
-    size = 0
-    for para in (p.strip() for c in opening for p in re.split(r"\n\s*\n", c.content)):
-        if len(para) < 8 or _NOT_PROSE.match(para) or para in prose:  # (chunks overlap)
-            continue
-        prose.append(para)
-        size += len(para)
-        if size >= limit:
-            break
-    text = " ".join(prose)[:limit]
-    return f"{title.group(1).strip()}\n{text}" if title else text
+def lead_text(opening: Sequence[Chunk]) -> str:
+    """A document's lead as the agent makes it (pipeline/lead.py), from its opening chunks."""
+    return lead.lead_text(opening[0].header if opening else "", [c.content for c in opening])
 
 
 def hits(chunks: list[Chunk], ranked: Sequence[tuple[int, float]]) -> list[Hit]:
@@ -272,7 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     report("vector alone (exact)", lambda i: ranking(dense[i]), queries, root)
     report("keyword alone (shipped field)", lambda i: ranking(evidence["shipped"][i]), queries, root)
-    report("hybrid as shipped", hybrid("shipped"), queries, root)
+    def shipped(i: int) -> list[str]:  # the leads of the documents found (fusion.LEAD_WEIGHT, LEAD_DEPTH)
+        translated = evidence["glosses"][i]
+        leads = {p: float(lead_cos[i, doc_of[p]]) for p in doc_of}
+        return ranking(fusion.fuse_documents(dense[i], evidence["shipped"][i], 10**6, weight(i), translated, leads))
+
+    report("hybrid as shipped", shipped, queries, root)
+    report("hybrid without the leads", hybrid("shipped"), queries, root)
     report("hybrid without the glosses list", hybrid("shipped", glosses=False), queries, root)
     for field in ("zvec", "mix", "full", "header"):
         report(f"hybrid, keyword field: {field}", hybrid(field), queries, root)

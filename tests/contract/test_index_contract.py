@@ -764,3 +764,32 @@ def test_an_unreachable_milvus_server_raises_index_unavailable(tmp_path: Path, d
             ix.count()
     finally:
         ix.close()
+
+
+def test_a_documents_lead_is_held_by_each_chunk_and_ranks_the_documents_found(ix: IndexBackend) -> None:
+    """Every chunk of a source carries its document's lead vector (a rewrite without one clears it). A hybrid
+    query ranks the documents found by their leads once more: the answer, second by its chunks, whose lead is the
+    question's own, comes first; the reference, first by its chunks, has a lead below the first LEAD_DEPTH."""
+    from ragd.index.fusion import LEAD_DEPTH
+    from ragd.index.records import decode_lead
+
+    def put(path: str, vec: np.ndarray, lead: np.ndarray | None, texts: int = 1) -> None:
+        chunks = [chunk(path, i, f"passage {i} of {path}", vector=vec) for i in range(texts)]
+        ix.write_sources([SourceWrite(path, md5_hex(path), "/l", chunks, lead=lead)])
+
+    fillers = [f"/l/filler{i}.md" for i in range(LEAD_DEPTH + 1)]
+    for n, path in enumerate(fillers):
+        put(path, unit(1.0, 0.3 + 0.02 * n), unit(0.5, 1.0 + 0.1 * n))
+    put("/l/answer.md", unit(1.0, 0.15), basis(0), texts=3)
+    put("/l/reference.md", unit(1.0, 0.1), basis(3))
+    held = ix.chunks("/l/answer.md")
+    assert len(held) == 3
+    for hit in held:
+        lead = decode_lead(hit.lead, DIM)
+        assert lead is not None and abs(float(lead @ basis(0)) - 1.0) < 1e-3
+    assert paths_of(ix.query(vector=basis(0), text=None, k=2)) == ["/l/reference.md", "/l/answer.md"]
+    assert paths_of(ix.query(vector=basis(0), text="zebra", k=1)) == ["/l/answer.md"]
+
+    put("/l/answer.md", unit(1.0, 0.15), None, texts=3)  # written again without a lead: none held
+    assert [h.lead for h in ix.chunks("/l/answer.md")] == ["", "", ""]
+    assert paths_of(ix.query(vector=basis(0), text="zebra", k=1)) != ["/l/answer.md"]

@@ -253,7 +253,7 @@ def test_identity_change_reembeds(tmp_path: Path) -> None:
         run(api_config(s8, [root]))
     with FakeOpenAI(dim=16) as s16:
         s = run(api_config(s16, [root], model="fake-embed-16"))
-        assert s.embedded == 1 and len(s16.texts) == 1
+        assert s.embedded == 1 and len(s16.texts) == 2  # its chunk and its lead
     e = entry(root, "a.md")
     assert e.model_name == "fake-embed-16" and e.dimension == 16
 

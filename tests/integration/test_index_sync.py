@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragd.config import Config, data_dir
@@ -248,3 +249,68 @@ def test_a_note_whose_folder_was_deleted_before_it_was_applied_is_gone_not_faile
         assert not note_kept.exists() and set(idx.sources()) == {str(root / "kept.md")}
     finally:
         idx.close()
+
+
+def _strip_lead(root: Path, name: str) -> None:
+    """The entry as a ragd from before leads wrote it."""
+    path = root / ".rag" / f"{name}.ragjson"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["lead"]
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def test_a_documents_lead_is_embedded_with_it_and_held_by_each_of_its_chunks(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The lead (title and first prose) goes to the embedder with the file's chunks, into its entry, and onto each
+    of its chunks in the index. An entry of an earlier ragd (no lead) gets one at the next run: one text embedded,
+    its chunks and their vectors as they were; when the embedder fails then, the entry stays EMBEDDED and served."""
+    from ragd.index.records import decode_lead
+    from ragd.pipeline.lead import lead_text
+    from tests.integration.helpers import entry
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    body = "".join(
+        f"## Part {i}\n\nSection {i} of the manual, 第{i}节。 " + "more words " * 60 + "\n\n"
+        for i in range(6)
+    )
+    (root / "guide.md").write_text("# Backup guide\n\nHow to back up a laptop to a USB disk.\n\n" + body)
+    cfg = api_config(fake_openai_server, [root])
+    assert run(cfg).ok
+    first = entry(root, "guide.md")
+    assert first.lead is not None and first.lead.vector is not None
+    assert first.lead.content == lead_text(first.chunks[0].meta["header"], [c.content for c in first.chunks])
+    assert first.lead.content.startswith("Backup guide\nHow to back up a laptop to a USB disk.")
+    assert fake_openai_server.texts[-1] == first.lead.content  # one request: the chunks, then the lead
+    idx = _open(cfg)
+    try:
+        held = idx.chunks(str(root / "guide.md"))
+        assert len(held) == len(first.chunks) > 3
+        want = first.lead.vector / np.linalg.norm(first.lead.vector)
+        for hit in held:
+            lead = decode_lead(hit.lead, 8)
+            assert lead is not None and float(lead @ want) > 0.999
+    finally:
+        idx.close()
+
+    _strip_lead(root, "guide.md")
+    sent = len(fake_openai_server.texts)
+    assert run(cfg).ok
+    again = entry(root, "guide.md")
+    assert fake_openai_server.texts[sent:] == [first.lead.content]  # the lead alone: no chunk embedded again
+    assert again.lead == first.lead and again.chunks == first.chunks and again.status == "EMBEDDED"
+    idx = _open(cfg)
+    try:
+        assert all(h.lead for h in idx.chunks(str(root / "guide.md")))
+    finally:
+        idx.close()
+
+    _strip_lead(root, "guide.md")
+    fake_openai_server.fail_next(20, status=500)
+    run(cfg)
+    kept = entry(root, "guide.md")
+    assert (
+        kept.status == "EMBEDDED" and kept.lead is None and kept.chunks == first.chunks and kept.error is None
+    )
+    assert_index_equals_sidecars(cfg, root)  # still served, without a lead until the next job

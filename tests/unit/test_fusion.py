@@ -3,8 +3,11 @@ from __future__ import annotations
 from ragd.index import Hit
 from ragd.index.fts import identifier_like
 from ragd.index.fusion import (
+    DOC_RANK_CONSTANT,
     KEYWORD_FLOOR,
     KEYWORD_WEIGHT,
+    LEAD_DEPTH,
+    LEAD_WEIGHT,
     LOOKUP_WEIGHT,
     PASSAGE_DECAY,
     fuse,
@@ -117,3 +120,27 @@ def test_the_english_glosses_of_a_chinese_question_bring_the_english_answer_up()
         h.source_path for h in fused
     ]  # a document only the glosses found is a candidate
     assert fuse_documents(dense, [], 5, translated=[]) == fuse_documents(dense, [], 5)
+
+
+def test_the_leads_of_the_documents_found_rank_them_once_more() -> None:
+    """The vector side ranks a long reference first and the answer second; the answer's lead (what the whole
+    document is about) is the nearest to the question, the reference's below the first LEAD_DEPTH: fused with the
+    leads, the answer comes first. A lead takes part only for a document some list found (`elsewhere` has the
+    best lead but was not found)."""
+    others = [_sized(f"other{i}", 0.5 - i / 100, 0, 30) for i in range(LEAD_DEPTH)]
+    dense = [_sized("reference", 0.62, 7, 30), _sized("answer", 0.61, 0, 30), *others]
+    leads = {h.source_path: 0.5 - i / 100 for i, h in enumerate(others)}
+    leads |= {"/kb/reference": 0.1, "/kb/answer": 0.8, "/kb/elsewhere": 0.9}
+    assert [h.source_path for h in fuse_documents(dense, [], 2)] == ["/kb/reference", "/kb/answer"]
+    assert fuse_documents(dense, [], 2, leads=leads)[0].source_path == "/kb/answer"
+    assert "/kb/elsewhere" not in {h.source_path for h in fuse_documents(dense, [], 20, leads=leads)}
+    assert fuse_documents(dense, [], 2, leads={}) == fuse_documents(dense, [], 2)
+    # the lift is LEAD_WEIGHT / (DOC_RANK_CONSTANT + rank) for the first LEAD_DEPTH documents by lead only
+    many = [_sized(f"d{i:02}", 0.5 - i / 1000) for i in range(LEAD_DEPTH + 2)]
+    by_lead = {h.source_path: i / 1000 for i, h in enumerate(many)}  # the last found has the best lead
+    scores = {h.source_path: h.score for h in fuse_documents(many, [], len(many), leads=by_lead)}
+    plain = {h.source_path: h.score for h in fuse_documents(many, [], len(many))}
+    lifted = sorted((p for p in scores if scores[p] > plain[p]), key=lambda p: -by_lead[p])
+    assert lifted == sorted(by_lead, key=lambda p: -by_lead[p])[:LEAD_DEPTH]
+    best = lifted[0]
+    assert abs(scores[best] - plain[best] - LEAD_WEIGHT / (DOC_RANK_CONSTANT + 1)) < 1e-12

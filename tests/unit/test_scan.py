@@ -10,6 +10,7 @@ from ragd.config import IgnoreConfig
 from ragd.errors import FileSkipped
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
+from ragd.pipeline.digest import Digest
 from ragd.pipeline.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
 
@@ -199,6 +200,39 @@ def test_an_unreadable_file_is_changed_not_an_error(tmp_path: Path) -> None:
     assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
 
 
+LEAD = sidecar.StoredLead("A title\nits first words", "h", "AAAAAA==")
+
+
+def test_an_entry_without_a_lead_gets_one_and_nothing_else(tmp_path: Path) -> None:
+    """An EMBEDDED entry of an earlier ragd (no `lead`) is LEAD: its lead made from its chunks, nothing parsed.
+    Not an entry of another tool (no parser), nor one with no chunks, nor one whose file changed (CHANGED: the
+    whole file is redone), nor one that has a lead, even an empty one (a document with no title nor prose). A
+    file touched since is LEAD too (its job records the new stat, as a touch's would)."""
+    old = time.time() - 100
+    f = tmp_path / "a.md"
+    f.write_text("text")
+    os.utime(f, (old, old))
+    chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==")
+
+    def verdict(**kw: object) -> Change:
+        kw.setdefault("chunks", (chunk,))
+        return classify(_entry(f, **kw), f, f.stat(), IDENT, "p", time.time())
+
+    assert verdict(parser="text") == Change.LEAD
+    assert verdict(parser="text", lead=LEAD) == Change.UNCHANGED
+    assert verdict(parser="text", lead=sidecar.StoredLead("", "h", "")) == Change.UNCHANGED
+    assert verdict(parser=None) == Change.UNCHANGED
+    assert verdict(parser="text", chunks=()) == Change.UNCHANGED
+    assert verdict(parser="text", md5="0" * 32, recorded=old - 10) == Change.CHANGED
+    assert verdict(parser="text", recorded=old - 10) == Change.LEAD  # a touch too: the lead's job records it
+    assert verdict(parser="text", lead=LEAD, recorded=old - 10) == Change.TOUCHED
+    digest = Digest.of(_entry(f, chunks=(chunk,), parser="text"), "a.md")
+    assert not digest.has_lead and Digest.from_json(digest.to_json()) == digest
+    assert classify(digest, f, f.stat(), IDENT, "p", time.time()) == Change.LEAD
+    with_lead = Digest.of(_entry(f, chunks=(chunk,), parser="text", lead=LEAD), "a.md")
+    assert with_lead.has_lead and Digest.from_json(with_lead.to_json()) == with_lead
+
+
 def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp_path: Path) -> None:
     """Entries ragd wrote before split revision 2: RST/Org/HTML files and unclean heading paths are redone
     (RETRY: parsed and split again, vectors reused by content); the rest, and other tools' entries, stay."""
@@ -211,7 +245,7 @@ def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp
         f.write_text("text")
         os.utime(f, (old, old))
         chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==", {"heading_path": heading} if heading else {})
-        e = _entry(f, chunks=(chunk,), **kw)
+        e = _entry(f, chunks=(chunk,), lead=LEAD, **kw)
         return classify(e, f, f.stat(), IDENT, "p", time.time())
 
     assert verdict("a.rst", parser="text") == Change.RETRY
@@ -240,7 +274,7 @@ def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alo
         os.utime(f, (old, old))
         meta = {"heading_path": list(heading)} if heading else {}
         chunks = tuple(sidecar.StoredChunk(t, f"h{i}", 0, "AAAAAA==", meta) for i, t in enumerate(texts))
-        e = _entry(f, chunks=chunks, split_revision=3, **kw)
+        e = _entry(f, chunks=chunks, split_revision=3, lead=LEAD, **kw)
         return classify(e, f, f.stat(), IDENT, "p", time.time())
 
     assert verdict("a.html", "# Files", "|  |  |\n| --- | --- |", "text", parser="html") == Change.RETRY
@@ -266,7 +300,7 @@ def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp
         f.write_text(first)
         os.utime(f, (old, old))
         chunk = sidecar.StoredChunk(first, "h", 0, "AAAAAA==", {})
-        e = _entry(f, chunks=(chunk,), split_revision=2, **kw)
+        e = _entry(f, chunks=(chunk,), split_revision=2, lead=LEAD, **kw)
         return classify(e, f, f.stat(), IDENT, "p", time.time())
 
     assert verdict("a.md", "---\ntags: [x]\n---\n# A", parser="text") == Change.RETRY

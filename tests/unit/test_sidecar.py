@@ -264,3 +264,37 @@ def test_split_revision_round_trips_and_junk_reads_as_none(tmp_path: Path) -> No
     data = {**json.loads(path.read_text(encoding="utf-8")), "split_revision": "2"}
     again = sidecar.entry_from_json(data)
     assert again is not None and again.split_revision is None
+
+
+def test_the_lead_key_round_trips_and_a_malformed_one_reads_as_none(tmp_path: Path) -> None:
+    """`lead` is an additional key (RAG-Storage-Spec v2.4 readers ignore it); one of another shape is no lead (the
+    next job makes it again), never an unreadable entry."""
+    vec = sidecar.encode_vector(np.ones(4, dtype=np.float32))
+    lead = sidecar.StoredLead("A title\nits first words", "h9", vec)
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, replace(_entry(), lead=lead))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["lead"] == {"content": "A title\nits first words", "content_hash": "h9", "vector_base64": vec}
+    assert set(data) >= REQUIRED
+    entry = sidecar.read_entry(path)
+    assert entry is not None and entry.lead == lead
+    assert entry.lead.vector is not None and entry.lead.vector.tolist() == [1.0] * 4
+    empty = sidecar.StoredLead("", "h0", "")  # a document with nothing to say: no vector, and no lead to make
+    assert sidecar.StoredLead.from_json(empty.to_json()) == empty and empty.vector is None
+    for junk in ("text", [], {"content": "x", "content_hash": "h"}, {"content": "x", "content_hash": "h",
+                 "vector_base64": ""}, {"content": "", "content_hash": "h", "vector_base64": vec},
+                 {"content": 1, "content_hash": "h", "vector_base64": vec}):  # fmt: skip
+        data["lead"] = junk
+        path.write_text(json.dumps(data), encoding="utf-8")
+        again = sidecar.read_entry(path)
+        assert again is not None and again.lead is None and again.chunks == entry.chunks
+
+
+def test_vectors_by_hash_passes_on_leads_apart_from_chunks() -> None:
+    """A lead whose text is a chunk's has another vector (the chunk's is of its text with its header): the two
+    are kept apart, the lead's under LEAD_KEY."""
+    lead = sidecar.StoredLead("hello 你好", "h1", sidecar.encode_vector(np.full(4, 2.0, dtype=np.float32)))
+    found = sidecar.vectors_by_hash([replace(_entry(), lead=lead)], "m", 4)
+    assert set(found) == {"h1", sidecar.LEAD_KEY + "h1"} and found["h1"] != found[sidecar.LEAD_KEY + "h1"]
+    bad = replace(lead, vector_base64=sidecar.encode_vector(np.zeros(4, dtype=np.float32)))
+    assert set(sidecar.vectors_by_hash([replace(_entry(), lead=bad)], "m", 4)) == {"h1"}

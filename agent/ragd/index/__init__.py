@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 # Bump when the collection's fields, or how its text is cut into words, change: a new version is a new collection,
 # filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py). 4: document metadata
 # (`meta_terms` for filters, `metadata` for results: where.py). 5: the keyword index moved out of zvec into tantivy
-# beside the collection (keywords.py); `fts_text` is a plain field.
-SCHEMA_VERSION = 5
+# beside the collection (keywords.py); `fts_text` is a plain field. 6: `lead`, the vector of the document's lead on
+# each of its chunks (hybrid.py).
+SCHEMA_VERSION = 6
 MAX_K = 100  # the largest number of hits one query returns
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"  # an index held elsewhere
 
@@ -66,6 +67,7 @@ class SourceWrite:
     chunks: Sequence[IndexChunk]
     held: int | None = None
     metadata: Mapping[str, Sequence[str]] = field(default_factory=dict)  # the document's fields (where.py)
+    lead: np.ndarray | None = None  # the vector of the document's lead (pipeline/lead.py), held by each chunk
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class Hit:
     source_chunks: int = 1  # how many chunks its document has (hybrid ranking weighs a document's size)
     agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
     metadata: Mapping[str, Any] = field(default_factory=dict)  # its document's fields (metadata.fields_json)
+    lead: str = ""  # its document's lead vector as stored (records.encode_lead; "" for none): hybrid ranking
 
 
 class IndexBackend(Protocol):

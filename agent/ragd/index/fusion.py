@@ -19,6 +19,11 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
 - A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
   answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
   (its evidence only).
+- A document's lead (its title and opening prose, embedded once: pipeline/lead.py) says what the whole document is
+  about, which none of a long document's chunks may say alone. The documents found (by any list) are ranked by
+  their lead's cosine to the question; the first LEAD_DEPTH add a share at LEAD_WEIGHT, as one more list. Only
+  documents the other lists found take part, so filters and scopes hold as they are; a document without a lead
+  (written by another tool, or by an earlier ragd until its next job) takes no share.
 - Results stay passages: a document's passages follow in their chunk-level order, the i-th carrying the document's
   score × PASSAGE_DECAY^i, so a second passage of the best document comes before the next document only when the
   best document is far ahead.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 
 from . import Hit, fts
@@ -47,6 +53,8 @@ TRANSLATED_WEIGHT = 1.0  # the share of the keyword hits of a Chinese question's
 TRANSLATED_DEPTH = (
     30  # glosses hits asked for: deeper ones are noise (30 scored 0.747, 100 0.740) and cost 3x
 )
+LEAD_WEIGHT = 0.3  # the leads' share (0.5 lifted hit@5 but cost English questions 0.04 MRR)
+LEAD_DEPTH = 10  # documents of the leads' ranking that take a share (20 and 5 scored about the same)
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 
@@ -105,10 +113,12 @@ def fuse_documents(
     k: int,
     keyword_weight: float = KEYWORD_WEIGHT,
     translated: list[Hit] | None = None,
+    leads: Mapping[str, float] | None = None,
 ) -> list[Hit]:
     """The best `k` passages of a hybrid query: `dense` (cosine similarities), `keyword` and `translated` (BM25
     evidence, see `keyword_evidence`; `translated`: the hits of the question's English glosses) fused per document,
-    each document's passages then in their chunk-level (RRF) order."""
+    each document's passages then in their chunk-level (RRF) order. `leads`: the cosine of the question to the
+    lead of each document that has one (documents in no list are ignored)."""
     translated = translated or []
     cosine: dict[str, float] = {}
     for h in dense:
@@ -121,6 +131,10 @@ def fuse_documents(
         for rank, path in enumerate(dict.fromkeys(h.source_path for h in hits), 1):
             share = weight / (DOC_RANK_CONSTANT + rank) / (1.0 + KEYWORD_SIZE_PENALTY * sizes[path])
             doc_score[path] = doc_score.get(path, 0.0) + share
+    if leads:
+        found = sorted((p for p in doc_score if p in leads), key=lambda p: -leads[p])
+        for rank, path in enumerate(found[:LEAD_DEPTH], 1):
+            doc_score[path] += LEAD_WEIGHT / (DOC_RANK_CONSTANT + rank)
     passages: dict[str, list[Hit]] = {}
     lists = [dense, keyword, translated]
     for hit in _rrf(lists, sum(map(len, lists))):  # chunk-level order within each document

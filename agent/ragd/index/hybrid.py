@@ -1,20 +1,28 @@
 """One hybrid query over any backend: the dense list, the keyword evidence and the glosses of a Chinese question,
-fused by document (fusion.py). The backends differ only in how they run one dense or one keyword search."""
+fused by document with the leads of the documents found (fusion.py). The backends differ only in how they run one
+dense or one keyword search."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
 from . import MAX_K, Hit, fts, lexicon
 from .fusion import TRANSLATED_DEPTH, fuse_documents, keyword_evidence, keyword_weight
+from .records import decode_lead
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
 Keyword = Callable[[list[fts.Term], int, bool], list[Hit]]  # (terms, top k, evidence only) -> BM25 hits
 
 
-def query(dense: Dense | None, keyword: Keyword, text: str | None, k: int) -> list[Hit]:
-    """Vector only (no text), keyword only (no dense side), or both fused."""
+def query(
+    dense: Dense | None, keyword: Keyword, text: str | None, k: int, vector: np.ndarray | None = None
+) -> list[Hit]:
+    """Vector only (no text), keyword only (no dense side), or both fused. `vector`: the question's, for the leads
+    of the documents found (hybrid only). The dense side asks for MAX_K hits whatever `k`: a deeper pool of
+    documents for the leads to rank (40 hits for k=10 found fewer answers: docs/benchmarks.md), at little cost."""
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}")
     terms = fts.terms(text) if text else []
@@ -23,13 +31,25 @@ def query(dense: Dense | None, keyword: Keyword, text: str | None, k: int) -> li
     if not terms:
         return dense(k)
     depth = min(max(4 * k, 20), MAX_K)
-    cosine = dense(depth)
+    cosine = dense(MAX_K if vector is not None else depth)
     weight = keyword_weight(text or "")
     found = keyword_evidence(keyword(terms, depth, True))
     translated: list[Hit] = []
     if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
         translated = keyword_evidence(keyword(glosses, min(depth, TRANSLATED_DEPTH), True))
-    return fuse_documents(cosine, found, k, weight, translated)
+    leads = lead_cosines(vector, [*cosine, *found, *translated]) if vector is not None else None
+    return fuse_documents(cosine, found, k, weight, translated, leads)
+
+
+def lead_cosines(vector: np.ndarray, hits: list[Hit]) -> dict[str, float]:
+    """The cosine of `vector` to the lead of each document of `hits` that has one."""
+    q = np.asarray(vector, dtype=np.float32).reshape(-1)
+    q = q / (np.linalg.norm(q) or 1.0)
+    out: dict[str, float] = {}
+    for h in hits:
+        if h.lead and h.source_path not in out and (lead := decode_lead(h.lead, q.shape[0])) is not None:
+            out[h.source_path] = float(lead @ q)
+    return out
 
 
 def similarity(hits: list[Hit]) -> list[Hit]:

@@ -311,7 +311,7 @@ class MilvusIndex:
             return [to_hit(row, score) for row, score in rows
                     if score > 0 and (holds is None or holds(str(row.get(FTS_TEXT, ""))))]  # fmt: skip
 
-        return hybrid.query(dense, keyword, text, k)
+        return hybrid.query(dense, keyword, text, k, vector)
 
     def _search(self, data: Any, field: str, top: int, *, flt: str) -> list[Hit]:
         return [to_hit(row, score) for row, score in self._found(data, field, top, flt, HIT_FIELDS)]

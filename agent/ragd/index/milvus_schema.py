@@ -4,7 +4,8 @@ Fields: `pk` (primary key: the agent's key, "-", the ragjson document id), `doc_
 `source_dir`, `root`, `ext`, `source_md5`, `content_hash`, `content`, `fts_text` (header + content, `fts.normalize`d,
 analysed by jieba for BM25), `sparse` (its BM25 vector, made by Milvus), `heading_path`, `chunk_index`,
 `source_chunks`, `start_line`, `end_line`, `page` (nullable), `meta_terms` (the document's metadata as filter terms,
-where.py), `metadata` (the same fields as JSON, for results) and `embedding` (COSINE; FLAT or HNSW per IndexConfig).
+where.py), `metadata` (the same fields as JSON, for results), `lead` (the vector of the document's lead, the same on
+each of its chunks: records.encode_lead, hybrid.py) and `embedding` (COSINE; FLAT or HNSW per IndexConfig).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from ..errors import IndexError_
 from ..model import EmbeddingIdentity
 from . import Hit, SourceWrite, collection_name
 from .fts import normalize
-from .records import HEADING_SEP, check_vector, doc_id, extension, metadata_columns, read_metadata
+from .records import (
+    HEADING_SEP,
+    check_vector,
+    doc_id,
+    encode_lead,
+    extension,
+    metadata_columns,
+    read_metadata,
+)
 
 PK, DOC_ID, AGENT = "pk", "doc_id", "agent"
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
@@ -33,12 +42,12 @@ SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX, SOURCE_CHUNKS = (
 )
 CONTENT, FTS_TEXT, SPARSE, HEADING_PATH = "content", "fts_text", "sparse", "heading_path"
 PAGE, START_LINE, END_LINE, EMBEDDING = "page", "start_line", "end_line", "embedding"
-META_TERMS, METADATA = "meta_terms", "metadata"
+META_TERMS, METADATA, LEAD = "meta_terms", "metadata", "lead"
 HIT_FIELDS = [SOURCE_PATH, ROOT, AGENT, CHUNK_INDEX, CONTENT, HEADING_PATH, PAGE, START_LINE, END_LINE,
-              SOURCE_CHUNKS, METADATA]  # fmt: skip
+              SOURCE_CHUNKS, METADATA, LEAD]  # fmt: skip
 REQUIRED = {PK, DOC_ID, AGENT, SOURCE_PATH, SOURCE_DIR, ROOT, EXT, SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX,
             SOURCE_CHUNKS, CONTENT, FTS_TEXT, SPARSE, HEADING_PATH, PAGE, START_LINE, END_LINE, EMBEDDING,
-            META_TERMS, METADATA}  # fmt: skip
+            META_TERMS, METADATA, LEAD}  # fmt: skip
 # English words stemmed on a Milvus server (run finds running); Milvus Lite 3.2 accepts the filter, applies none
 ANALYZER = {"tokenizer": "jieba", "filter": ["lowercase", {"type": "stemmer", "language": "english"}]}
 MAX_TEXT = 65_535  # bytes in a VARCHAR (Milvus's largest)
@@ -96,10 +105,16 @@ def build_schema(dimension: int) -> Any:
     s.add_field(PAGE, DataType.INT32, nullable=True)
     s.add_field(META_TERMS, DataType.VARCHAR, max_length=MAX_TERMS)
     s.add_field(METADATA, DataType.VARCHAR, max_length=MAX_TEXT)
+    s.add_field(LEAD, DataType.VARCHAR, max_length=lead_length(dimension))
     s.add_field(EMBEDDING, DataType.FLOAT_VECTOR, dim=dimension)
     s.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=[FTS_TEXT],
                             output_field_names=[SPARSE]))  # fmt: skip
     return s
+
+
+def lead_length(dimension: int) -> int:
+    """The base64 characters of a lead vector of `dimension` (records.encode_lead: two bytes a coordinate)."""
+    return 4 * ((2 * dimension + 2) // 3)
 
 
 def index_params(client: Any, cfg: IndexConfig) -> Any:
@@ -136,6 +151,7 @@ def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[s
     """A source's chunks as rows of `agent` (whose key starts every primary key); checked, nothing written."""
     checked_text(w.source_path, MAX_PATH, "the path")
     meta_terms, meta_json = metadata_columns(w.metadata)
+    lead = encode_lead(w.lead, dimension, w.source_path)
     checked_text(meta_terms, MAX_TERMS, f"the metadata of {w.source_path}")
     checked_text(meta_json, MAX_TEXT, f"the metadata of {w.source_path}")
     out = []
@@ -164,6 +180,7 @@ def to_rows(w: SourceWrite, agent: str, key: str, dimension: int) -> list[dict[s
             PAGE: chunk.page,
             META_TERMS: meta_terms,
             METADATA: meta_json,
+            LEAD: lead,
             EMBEDDING: check_vector(chunk.vector, dimension, where).tolist(),
         })  # fmt: skip
     return out
@@ -185,4 +202,5 @@ def to_hit(row: dict[str, Any], score: float) -> Hit:
         source_chunks=int(row.get(SOURCE_CHUNKS) or 1),
         agent=row.get(AGENT, ""),
         metadata=read_metadata(row.get(METADATA)),
+        lead=str(row.get(LEAD) or ""),
     )

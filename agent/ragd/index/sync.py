@@ -58,6 +58,20 @@ def bad_vector(entry: FileEntry) -> str | None:
     return None
 
 
+def lead_vector(entry: FileEntry) -> np.ndarray | None:
+    """The vector of the entry's lead, None when it has none or one that cannot be served (made again at the
+    file's next job: a lead ranks, it never decides whether a document is served)."""
+    if entry.lead is None:
+        return None
+    try:
+        vec = entry.lead.vector
+    except ValueError:  # not base64
+        return None
+    return (
+        vec if vec is not None and vec.shape[0] == entry.dimension and vector_problem(vec) is None else None
+    )
+
+
 def servable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
     """The entry's chunks belong in the index: indexable (EMBEDDED, same identity, all vectors) and valid."""
     return indexable(entry, identity) and entry is not None and bad_vector(entry) is None
@@ -119,7 +133,9 @@ class IndexSync:
             if why is None:
                 chunks = to_index_chunks(path, entry)
                 fields = entry.metadata.fields if entry.metadata else {}
-                write = SourceWrite(str(path), entry.source.md5_hash, str(root), chunks, held, fields)
+                write = SourceWrite(
+                    str(path), entry.source.md5_hash, str(root), chunks, held, fields, lead_vector(entry)
+                )
             else:
                 log.error("not serving %s: its sidecar holds invalid vectors (%s); re-embed it with "
                           "`ragctl sync %s --force`", path, why, path)  # fmt: skip

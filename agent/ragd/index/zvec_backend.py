@@ -36,7 +36,7 @@ from . import (
 )
 from . import filters as F
 from .keywords import KeywordDoc, KeywordIndex, open_keywords
-from .records import extension, metadata_columns
+from .records import encode_lead, extension, metadata_columns
 from .rwlock import ReadWriteLock
 from .zvec_open import Resting, check_statuses, open_collection, zvec_errors
 from .zvec_reads import ZvecReads
@@ -272,13 +272,16 @@ class ZvecIndex(ZvecReads):
     def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
         check_text(w.source_path, "the path")
         metadata = metadata_columns(w.metadata)
+        lead = encode_lead(w.lead, self._identity.dimension, w.source_path)
         docs = []
         for i, chunk in enumerate(w.chunks):
             if chunk.chunk_index != i or chunk.source_path != w.source_path:
                 raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
             size = len(w.chunks)
             docs.append(
-                to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size, metadata)
+                to_doc(
+                    w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size, metadata, lead
+                )
             )
         return docs
 

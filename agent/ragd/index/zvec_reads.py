@@ -126,7 +126,7 @@ class ZvecReads:
         def keyword_side(terms: list[fts.Term], top: int, evidence: bool) -> list[Hit]:
             return self._keyword(terms, top, path_prefixes, exts, where)
 
-        return hybrid.query(dense, keyword_side, text, k)
+        return hybrid.query(dense, keyword_side, text, k, vector)
 
     def _hnsw_ef(self) -> int:
         """IndexConfig.hnsw_ef, or (0) one by size: 512 up to 256k chunks, then one per 500 chunks up to zvec's

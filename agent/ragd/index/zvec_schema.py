@@ -3,7 +3,8 @@
 Fields: `source_path`, `source_dir`, `root`, `ext` (inverted indexes, for filters), `source_md5`, `content_hash`,
 `chunk_index`, `content` (the exact chunk text), `fts_text` (header + content, `fts.normalize`d: what the keyword
 index beside the collection cuts into words, kept here so that it can be rebuilt: keywords.py), `heading_path` (" > " joined), `page` (nullable), `start_line`, `end_line`, `meta_terms` (the document's
-metadata as filter terms, where.py), `metadata` (the same fields as JSON, for results), and the dense vector
+metadata as filter terms, where.py), `metadata` (the same fields as JSON, for results), `lead` (the vector of the
+document's lead, the same on each of its chunks: records.encode_lead, hybrid.py), and the dense vector
 `embedding` (cosine; flat or HNSW per IndexConfig). Document id: uuid5(NAMESPACE_DNS, f"{source_path}#{chunk_index}"),
 the scheme of the ragjson tool.
 """
@@ -26,7 +27,7 @@ SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
 SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"
 CONTENT, FTS_TEXT, HEADING_PATH = "content", "fts_text", "heading_path"
 PAGE, START_LINE, END_LINE, SOURCE_CHUNKS = "page", "start_line", "end_line", "source_chunks"
-META_TERMS, METADATA = "meta_terms", "metadata"
+META_TERMS, METADATA, LEAD = "meta_terms", "metadata", "lead"
 EMBEDDING = "embedding"
 HIT_FIELDS = [
     METADATA,
@@ -39,6 +40,7 @@ HIT_FIELDS = [
     START_LINE,
     END_LINE,
     SOURCE_CHUNKS,
+    LEAD,
 ]
 
 
@@ -65,7 +67,7 @@ def build_schema(
     ]
     fields += [
         zvec.FieldSchema(name, string)
-        for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, FTS_TEXT, HEADING_PATH, META_TERMS, METADATA)
+        for name in (SOURCE_MD5, CONTENT_HASH, CONTENT, FTS_TEXT, HEADING_PATH, META_TERMS, METADATA, LEAD)
     ]
     fields += [zvec.FieldSchema(name, int32) for name in (CHUNK_INDEX, START_LINE, END_LINE, SOURCE_CHUNKS)]
     fields.append(zvec.FieldSchema(PAGE, int32, nullable=True))
@@ -98,6 +100,7 @@ def schema_problem(schema: zvec.CollectionSchema, identity: EmbeddingIdentity) -
         SOURCE_CHUNKS,
         META_TERMS,
         METADATA,
+        LEAD,
     } - names
     if missing:
         return f"it lacks the fields {sorted(missing)}"
@@ -128,6 +131,7 @@ def to_doc(
     dimension: int,
     source_chunks: int,
     metadata: tuple[str, str] = ("", ""),
+    lead: str = "",
 ) -> zvec.Doc:
     where = f"{source_path}#{chunk.chunk_index}"
     fields: dict[str, Any] = {
@@ -147,6 +151,7 @@ def to_doc(
         SOURCE_CHUNKS: source_chunks,
         META_TERMS: metadata[0],
         METADATA: metadata[1],
+        LEAD: lead,
     }
     if chunk.page is None:
         del fields[PAGE]
@@ -169,4 +174,5 @@ def to_hit(doc: zvec.Doc, score: float) -> Hit:
         root=f.get(ROOT, ""),
         source_chunks=int(f.get(SOURCE_CHUNKS) or 1),
         metadata=read_metadata(f.get(METADATA)),
+        lead=str(f.get(LEAD) or ""),
     )

@@ -31,6 +31,7 @@ class Digest:
     error: Mapping[str, Any] | None = None
     document_id: str | None = None
     meta_basis: str | None = None  # the folder defaults and keys its metadata was made with (metadata.basis)
+    has_lead: bool = False  # the entry holds its document's lead (lead.py)
 
     @classmethod
     def of(cls, entry: FileEntry, name: str) -> Digest:
@@ -38,14 +39,15 @@ class Digest:
         return cls(entry.status, entry.modify_dt, entry.source, entry.model_name, entry.dimension,
                    len(entry.chunks), entry.all_vectors, outdated(entry, name), entry.splitter, entry.parser,
                    entry.split_revision, entry.error, entry.document_id,
-                   entry.metadata.basis if entry.metadata else None)  # fmt: skip
+                   entry.metadata.basis if entry.metadata else None, entry.lead is not None)  # fmt: skip
 
     def to_json(self) -> list[Any]:
         s = self.source
         source = [s.file_name, s.md5_hash, s.size_bytes, s.mtime, s.inode, s.mtime_ns, s.ctime_ns]
         return [self.status, self.modify_dt, source, self.model_name, self.dimension, self.chunk_count,
                 self.all_vectors, self.outdated, self.splitter, self.parser, self.split_revision,
-                None if self.error is None else dict(self.error), self.document_id, self.meta_basis]  # fmt: skip
+                None if self.error is None else dict(self.error), self.document_id, self.meta_basis,
+                self.has_lead]  # fmt: skip
 
     @classmethod
     def from_json(cls, raw: Any) -> Digest:
@@ -66,9 +68,10 @@ class Digest:
             error,
             doc,
             basis,
+            lead,
         ) = raw
         return cls(status, modify_dt, SourceInfo(*src), model, dim, count, vectors, old, splitter, parser,
-                   revision, error, doc, basis)  # fmt: skip
+                   revision, error, doc, basis, bool(lead))  # fmt: skip
 
 
 def outdated(entry: FileEntry | Digest, name: str) -> bool:
@@ -80,3 +83,10 @@ def outdated(entry: FileEntry | Digest, name: str) -> bool:
     first = entry.chunks[0].content if entry.chunks else ""
     texts = (c.content for c in entry.chunks)
     return needs_resplit(name, entry.parser, entry.split_revision, paths, first, texts)
+
+
+def lacks_lead(entry: FileEntry | Digest) -> bool:
+    """An entry ragd made (it names its parser), with chunks but no lead: of a ragd from before leads (lead.py)."""
+    if isinstance(entry, Digest):
+        return entry.parser is not None and entry.chunk_count > 0 and not entry.has_lead
+    return entry.parser is not None and bool(entry.chunks) and entry.lead is None

@@ -106,12 +106,16 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         change = (
             Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
         )
-        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL):
+        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL, Change.LEAD):
             plan.work.append((name, change))
         else:
             plan.unchanged.append(name)
         relabel = change == Change.TOUCHED and entry is not None and entry_basis(entry) != basis
-        if recovered or relabel or change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.RELABEL):
+        if (
+            recovered
+            or relabel
+            or change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.RELABEL, Change.LEAD)
+        ):
             plan.events.append(Event(name, mushroom.UPSERT))
     return plan
 
@@ -257,7 +261,9 @@ class _ReusePool:
             ident = self._ctx.identity
             self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
         found = {h: self._pool[h] for h in hashes if h in self._pool}
-        missing = [h for h in hashes if h not in found]
+        missing = [
+            h for h in hashes if h not in found and not h.startswith(sidecar.LEAD_KEY)
+        ]  # no lead in the index
         if missing and self._ctx.reuse is not None:
             found.update(self._ctx.reuse(missing))
         return found

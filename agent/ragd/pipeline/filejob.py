@@ -1,8 +1,11 @@
 """One file's way through the pipeline, in two steps so that a directory's files share embedding requests:
 
     begin():   stat/precheck -> md5 -> hand the file to a parse worker (workers.py)
-    prepare(): wait for its chunks -> reuse stored vectors -> CHUNKED entry -> submit texts
+    prepare(): wait for its chunks -> reuse stored vectors -> CHUNKED entry -> submit texts (and its lead's)
     finish():  wait for the vectors -> EMBEDDED entry
+
+An EMBEDDED entry of an earlier ragd, with no lead (lead.py), gets one from its stored chunks (`Change.LEAD`):
+nothing is parsed, one text is embedded.
 
 Every outcome is recorded in the file's entry (EMBEDDED, SKIPPED or FAILED with the reason). `guard` is the
 per-file boundary: nothing a single file does can stop its directory's job. A FAILED file is retried with a
@@ -21,7 +24,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,13 +34,14 @@ import numpy as np
 from .. import modes
 from ..config import Config
 from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, StorageError
-from ..model import Chunk, EmbeddingIdentity
+from ..model import Chunk, EmbeddingIdentity, vector_problem
 from . import sidecar
 from .identity import Identify, fallback
+from .lead import lead_hash, lead_text
 from .metadata import Extracted, Labels, fields_json
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import Change, Ignore, md5_file, not_regular
-from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk
+from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
 from .statcache import StatCache
 from .structure import SPLIT_REVISION
 from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending, parse_here
@@ -156,6 +160,7 @@ class FileTask:
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
+    lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
     future: Future[np.ndarray] | None = None
     _document_id: str | None = None
 
@@ -203,6 +208,8 @@ class FileTask:
             return self._touch(self.old, self.st)
         if self.change == Change.RELABEL and self.old is not None:
             return self._relabel(self.old, self.st)
+        if self.change == Change.LEAD and self.old is not None:
+            return None  # nothing to parse: prepare() makes the lead from the stored chunks
         return self._parsed(self._start)
 
     def _start(self) -> None:
@@ -242,6 +249,8 @@ class FileTask:
 
     def prepare(self, reuse: ReuseFn) -> FileOutcome | None:
         """Everything after begin() up to the embedder. None: texts were submitted, call finish()."""
+        if self.change == Change.LEAD and self.old is not None:
+            return self._prepare_lead(self.old)
         stop = self._parsed(self._chunks)
         if stop is not None:
             return stop
@@ -251,16 +260,59 @@ class FileTask:
         self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
                                    chunk_meta(c)) for c in self.chunks]  # fmt: skip
         self.todo = [i for i, c in enumerate(self.stored) if c.vector_base64 is None]
-        if not self.todo:
+        self.lead = self._lead(self.chunks[0].header, [c.content for c in self.chunks], reuse)
+        texts = [self.chunks[i].embed_text for i in self.todo] + self._lead_todo()
+        if not texts:
             return self.finish()
         self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
+        return self._submit(texts)
+
+    def _submit(self, texts: list[str]) -> FileOutcome | None:
         try:
-            self.future = self.ctx.submit([self.chunks[i].embed_text for i in self.todo])
+            self.future = self.ctx.submit(texts)
         except EmbedError as err:  # the embedder closed before this file got to it (the agent is stopping)
             if err.code == SHUTDOWN:
                 return FileOutcome(self.name, ABANDONED, reason=err.message)
             return self.failed(err)
         return None
+
+    def _lead(self, header: str, contents: Sequence[str], reuse: ReuseFn | None = None) -> StoredLead:
+        """The document's lead (lead.py): the old entry's while its text is the same and its vector sound, or one
+        whose vector `reuse` finds (the directory's other entries: a file renamed), else one whose vector the
+        embedder is to make ("" for a document with no title nor prose: nothing to embed)."""
+        text = lead_text(header, contents)
+        digest = lead_hash(text)
+        old, ident = self.old, self.ctx.identity
+        if old is not None and (old.model_name, old.dimension) == (ident.model_name, ident.dimension):
+            kept = old.lead
+            if kept is not None and kept.content == text and (not text or self._sound(kept)):
+                return kept
+        found = reuse([sidecar.LEAD_KEY + digest]) if reuse is not None and text else {}
+        return StoredLead(text, digest, found.get(sidecar.LEAD_KEY + digest, ""))
+
+    def _sound(self, lead: StoredLead) -> bool:
+        try:
+            vec = lead.vector
+        except ValueError:  # not base64
+            return False
+        return vec is not None and vec.shape[0] == self.ctx.identity.dimension and vector_problem(vec) is None
+
+    def _lead_todo(self) -> list[str]:
+        """The lead's text when its vector is still to be made (it goes last in the file's request)."""
+        return [self.lead.content] if self.lead is not None and self.lead.content and not self.lead.vector_base64 \
+            else []  # fmt: skip
+
+    def _prepare_lead(self, old: FileEntry) -> FileOutcome | None:
+        """An entry with no lead (of an earlier ragd): the lead made from its stored chunks, nothing parsed."""
+        assert (
+            self.st is not None
+        )  # same content (classify), maybe a new stat: recorded as a touch records it
+        self.source = source_info(self.name, self.st, old.source.md5_hash)
+        self.parser, self.stored = old.parser, list(old.chunks)
+        first = old.chunks[0].meta.get("header") if old.chunks else None
+        self.lead = self._lead(str(first or ""), [c.content for c in old.chunks])
+        texts = self._lead_todo()
+        return self._submit(texts) if texts else self.finish()
 
     def _touch(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
         """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
@@ -301,15 +353,46 @@ class FileTask:
                 if err.code == SHUTDOWN:  # the agent is stopping: the CHUNKED entry says "not done yet"
                     return FileOutcome(self.name, ABANDONED, reason=err.message)
                 return self.failed(err)
+            if self._lead_todo():
+                assert self.lead is not None
+                self.lead = replace(self.lead, vector_base64=sidecar.encode_vector(vectors[-1]))
+                vectors = vectors[:-1]
             for i, vec in zip(self.todo, vectors, strict=True):
                 c = self.stored[i]
                 self.stored[i] = StoredChunk(c.content, c.content_hash, c.overlap_size,
                                              sidecar.encode_vector(vec), c.meta)  # fmt: skip
-        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
+        if self.change == Change.LEAD and self.old is not None:
+            return self._finish_lead(self.old)
+        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr, lead=self.lead)
         n = len(self.stored)
         md5 = self.source.md5_hash if self.source else ""
         return FileOutcome(self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo),
                            md5=md5, document_id=self.document_id(), size=self._size(), parser=self.parser)  # fmt: skip
+
+    def _finish_lead(self, old: FileEntry) -> FileOutcome:
+        """The old entry with its lead (and its metadata made again, as a touch does), the rest as it was."""
+        assert self.st is not None
+        entry = old.with_status(EMBEDDED, lead=self.lead, source=self.source, metadata=self.labels.again(old.metadata),
+                                document_id=self.document_id())  # fmt: skip
+        try:
+            sidecar.write_entry(self.directory, entry, like=self.st)
+        except StorageError as err:  # still served as it was, without a lead: the next job tries again
+            log.error("%s", err)
+            return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
+        relabeled = entry.metadata != old.metadata
+        return FileOutcome(self.name, RELABELED if relabeled else "TOUCHED", chunks=len(old.chunks),
+                           embedded=1 if self.future is not None else 0, reused=len(old.chunks),
+                           md5=old.source.md5_hash, document_id=self.document_id(), size=self.st.st_size,
+                           parser=old.parser, reason=_labels_changed(old.metadata, entry.metadata) if relabeled
+                           else "")  # fmt: skip
+
+    def _lead_failed(self, err: RagdError) -> FileOutcome:
+        """An old entry's lead could not be made (the embedder failed): the entry is left as it is (EMBEDDED,
+        served without a lead) and the next job tries again; nothing is recorded as FAILED."""
+        log.warning("cannot make the lead of %s yet: %s", self.path, err.message)
+        assert self.old is not None
+        return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(self.old.chunks),
+                           md5=self.old.source.md5_hash, reason=err.message)  # fmt: skip
 
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""
@@ -357,6 +440,8 @@ class FileTask:
         the file at once, as a root added for the first time."""
         if self.ctx.dropped():
             return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
+        if self.change == Change.LEAD and self.old is not None:  # its entry is served as it is: kept
+            return self._lead_failed(err)
         old = self.old
         attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
         backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))

@@ -17,7 +17,7 @@ from ..config import IgnoreConfig
 from ..errors import FileSkipped
 from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
-from .digest import Digest, outdated
+from .digest import Digest, lacks_lead, outdated
 from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, parse_stamp
 
 HASH_BLOCK = 1 << 20
@@ -164,6 +164,7 @@ class Change(Enum):
     RELABEL = (
         "relabel"  # unchanged, but the folder defaults or metadata keys in force changed (metadata.basis)
     )
+    LEAD = "lead"  # unchanged, EMBEDDED by an earlier ragd without a lead: one made from its chunks (lead.py)
 
 
 def stat_matches(entry: Entry, st: os.stat_result) -> bool:
@@ -237,6 +238,8 @@ def classify(
         or outdated(entry, os.path.basename(path))
     ):
         return Change.RETRY
+    if lacks_lead(entry):  # (a touch too: the lead's job records the new stat)
+        return Change.LEAD
     if not settled:
         return Change.TOUCHED
     return Change.RELABEL if entry_basis(entry) != basis else Change.UNCHANGED

@@ -124,6 +124,43 @@ class StoredChunk:
         return data
 
 
+LEAD_KEY = "lead:"  # before a lead's content_hash in a reuse lookup (vectors_by_hash)
+
+
+@dataclass(frozen=True)
+class StoredLead:
+    """`lead` of a file entry (ragd's optional extra): the document's lead text (lead.py), its md5 and its vector
+    ("" when the text is: a document with no title nor prose has no lead to embed). The index holds the vector with
+    each of the document's chunks for hybrid ranking (index/fusion.py)."""
+
+    content: str
+    content_hash: str
+    vector_base64: str
+
+    @property
+    def vector(self) -> np.ndarray | None:
+        return decode_vector(self.vector_base64) if self.vector_base64 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "content_hash": self.content_hash,
+            "vector_base64": self.vector_base64,
+        }
+
+    @classmethod
+    def from_json(cls, raw: object) -> StoredLead | None:
+        """The lead a file entry holds; None for none, or for one of another shape (it is made again)."""
+        if not isinstance(raw, dict):
+            return None
+        content, digest, vec = raw.get("content"), raw.get("content_hash"), raw.get("vector_base64")
+        if not (isinstance(content, str) and isinstance(digest, str) and isinstance(vec, str)):
+            return None
+        if bool(vec) != bool(content):  # a text with no vector, or a vector of no text
+            return None
+        return cls(content, digest, vec)
+
+
 @dataclass(frozen=True)
 class FileEntry:
     status: str
@@ -144,6 +181,9 @@ class FileEntry:
         None  # the document's identity, kept across renames and moves (pipeline/identity.py)
     )
     metadata: EntryMetadata | None = None  # the document's metadata fields (metadata.py, docs/metadata.md)
+    lead: StoredLead | None = (
+        None  # the document's lead and its vector (lead.py); None in another tool's entries
+    )
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -158,6 +198,8 @@ class FileEntry:
                 data[key] = getattr(self, key)
         if self.metadata is not None:
             data["metadata"] = self.metadata.to_json()
+        if self.lead is not None:
+            data["lead"] = self.lead.to_json()
         return data
 
     @property
@@ -209,6 +251,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         ocr=data["ocr"] if isinstance(data.get("ocr"), dict) else None,
         document_id=_document_id(data.get("document_id")),
         metadata=EntryMetadata.from_json(data.get("metadata")),
+        lead=StoredLead.from_json(data.get("lead")),
     )
 
 
@@ -448,8 +491,10 @@ def clean_debris(tmp: Path) -> int:
 
 
 def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: int) -> dict[str, str]:
-    """content_hash -> vector_base64 from entries of the same embedding identity (for reuse); a vector that is
-    zero, not finite or of the wrong length (another tool's, or an older version's) is never passed on."""
+    """content_hash -> vector_base64 from entries of the same embedding identity (for reuse), and LEAD_KEY +
+    content_hash for their leads (a lead's text may be a chunk's, whose vector is of its text with its header); a
+    vector that is zero, not finite or of the wrong length (another tool's, or an older version's) is never passed
+    on."""
     found: dict[str, str] = {}
     for entry in entries:
         if entry.model_name != model_name or entry.dimension != dimension:
@@ -458,4 +503,9 @@ def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: in
             vec = chunk.vector
             if vec is not None and vec.shape[0] == dimension and vector_problem(vec) is None:
                 found.setdefault(chunk.content_hash, chunk.vector_base64)  # type: ignore[arg-type]
+        if (lead := entry.lead) is not None and lead.vector_base64:
+            with contextlib.suppress(ValueError):  # not base64: not passed on
+                vec = lead.vector
+                if vec is not None and vec.shape[0] == dimension and vector_problem(vec) is None:
+                    found.setdefault(LEAD_KEY + lead.content_hash, lead.vector_base64)
     return found

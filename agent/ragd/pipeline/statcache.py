@@ -52,7 +52,7 @@ from .structure import SPLIT_REVISION
 log = logging.getLogger(__name__)
 
 FILE_NAME = "sidecars.cache"
-FORMAT = 4  # 3: digests carry the metadata basis; 4: and the document id
+FORMAT = 5  # 3: digests carry the metadata basis; 4: and the document id; 5: whether the entry has a lead
 RACY_NS = 2_000_000_000  # an entry changed this recently may change again without a new stat: not cached
 Key = tuple[int, int, int, int, int]
 # one entry's record, kept as its JSON bytes (a third of the memory of the decoded lists):
