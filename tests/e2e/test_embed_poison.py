@@ -42,6 +42,8 @@ def kb(tmp_path: Path) -> Path:
 
 
 KINDS = {"zero": "a zero vector", "nan": "a non-finite (NaN or infinite) vector"}
+# ... of the poisoned file's two texts, its chunk and its lead (both hold the marker)
+BOTH = {"zero": "2 zero vectors", "nan": "2 non-finite (NaN or infinite) vectors"}
 
 
 @pytest.fixture(params=sorted(KINDS))
@@ -80,9 +82,9 @@ def test_a_poisoned_vector_fails_only_its_file(agent: AgentProcess, kb: Path, ki
     failures = st["roots"][0]["failures"]
     assert [f["path"] for f in failures] == [str(band / POISONED)]
     reason = failures[0]["reason"]
-    assert f"{server.base_url} returned {KINDS[kind]} for 1 of 1 texts (model fake-embed-8)" in reason
+    assert f"{server.base_url} returned {BOTH[kind]} for 2 of 2 texts (model fake-embed-8)" in reason
     assert failures[0]["retry_at"]
-    assert st["embedder"]["errors"] >= 1 and KINDS[kind] in st["embedder"]["last_error"]
+    assert st["embedder"]["errors"] >= 1 and BOTH[kind] in st["embedder"]["last_error"]
     entry = sidecar.try_read(sidecar.entry_path(band, POISONED))
     assert entry is not None and entry.status != sidecar.EMBEDDED and _vectors_usable(entry)
     for word in WORDS:

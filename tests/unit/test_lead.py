@@ -53,3 +53,17 @@ def test_a_lead_vector_is_stored_as_half_floats_and_read_back_to_within_1e3() ->
     assert decode_lead("", 512) is None and decode_lead(None, 512) is None
     assert decode_lead(raw, 256) is None  # another dimension: damage, not a lead
     assert decode_lead("not base64!", 512) is None
+
+
+def test_restructuredtext_titles_and_directives_are_not_prose() -> None:
+    """A Sphinx page (pip's `pip_check.rst`): its titles (with their `=` lines), link targets and directives are
+    left out, so its lead is its title and its first real sentence; a setext title in Markdown too."""
+    opening = (
+        ".. _`pip check`:\n\n=========\npip check\n=========\n\n\nUsage\n=====\n\n.. tab:: Unix/macOS\n\n"
+        '   .. pip-command-usage:: check "python -m pip"\n\n\nDescription\n===========\n\n'
+        "Verify installed packages have compatible dependencies.\n\nExamples\n--------"
+    )
+    lead = lead_text("File: pip_check.rst | Title: pip check", [opening])
+    assert lead == "pip check\nVerify installed packages have compatible dependencies."
+    setext = "Backups\n=======\n\nHow to back up a laptop.\n\nSteps\n-----\n\nOne: plug the disk in."
+    assert lead_text("File: b.md", [setext]) == "How to back up a laptop. One: plug the disk in."

@@ -4,8 +4,10 @@ What a document says it is about is often in its first lines (a man page's NAME 
 and in none of the chunks of a long document taken alone. Hybrid search ranks the documents it found by their lead's
 cosine to the question as one more list (index/fusion.py; measured on the development set: docs/benchmarks.md).
 
-Headings, tables, rules, code fences, images and HTML lines are left out: the headings a kind of document repeats in
-every one of them (NAME, SYNOPSIS, 概述) made all leads of that kind alike, and the gain was gone. The lead is made
+Headings (Markdown's, and the titles of reStructuredText and setext with the line of `=`, `-`, `~`… under them),
+tables, rules, code fences, images, HTML lines and reStructuredText directives are left out: the headings a kind
+of document repeats in every one of them (NAME, SYNOPSIS, 概述) made all leads of that kind alike, and the gain
+was gone. The lead is made
 from the chunks as they are stored, so an entry of an earlier ragd gets one without its file being parsed again.
 """
 
@@ -19,7 +21,9 @@ from ..model import md5_hex
 LEAD_CHARS = 200  # characters of prose
 LEAD_CHUNKS = 3  # opening chunks the prose is taken from
 MIN_PARAGRAPH = 8  # characters: shorter paragraphs are labels, not prose
-_NOT_PROSE = re.compile(r"^\s*(#|\||---|```|\[!\[|!\[|<)")  # headings, tables, rules, code, images, HTML
+_NOT_PROSE = re.compile(r"^\s*(#|\||---|```|\[!\[|!\[|<|\.\. )")  # headings, tables, rules, code, images,
+# HTML, and reStructuredText's directives, comments and link targets
+_ADORNMENT = re.compile(r"^\s*([=\-~^*+`:.'\"_#])\1{2,}\s*$", re.MULTILINE)  # the line under (or over) a title
 _TITLE = re.compile(r"(?:^| \| )Title: (.*?)(?: \| Section: |$)")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 
@@ -37,7 +41,7 @@ def lead_text(header: str, contents: Sequence[str], limit: int = LEAD_CHARS) -> 
     prose: list[str] = []
     size = 0
     for para in (p.strip() for text in contents[:LEAD_CHUNKS] for p in _PARAGRAPHS.split(text)):
-        if len(para) < MIN_PARAGRAPH or _NOT_PROSE.match(para) or para in prose:
+        if len(para) < MIN_PARAGRAPH or _NOT_PROSE.match(para) or _ADORNMENT.search(para) or para in prose:
             continue
         prose.append(para)
         size += len(para)
