@@ -490,7 +490,9 @@ def test_retry_now_runs_a_failed_file_again(page: Page, site: Site) -> None:
              what="the edited note to fail")  # fmt: skip
         page.goto(f"{site.url}failures?state=FAILED")
         row = page.locator(f'tr[data-path="{flaky}"]')
-        expect(row.locator("td.reason")).to_contain_text("returned 2 zero vectors")  # its chunk's and its lead's
+        expect(row.locator("td.reason")).to_contain_text(
+            "returned 2 zero vectors"
+        )  # its chunk's and its lead's
     finally:
         site.api.unpoison()  # the fault has passed: the next run embeds it (its own retry is a minute away)
     with page.expect_navigation() as answer:

@@ -296,7 +296,8 @@ def test_a_documents_lead_is_embedded_with_it_and_held_by_each_of_its_chunks(
 
     _strip_lead(root, "guide.md")
     sent = len(fake_openai_server.texts)
-    assert run(cfg).ok
+    summary = run(cfg)
+    assert summary.ok and summary.leads == 1 and summary.embedded == 0 and summary.texts_embedded == 0
     again = entry(root, "guide.md")
     assert fake_openai_server.texts[sent:] == [first.lead.content]  # the lead alone: no chunk embedded again
     assert again.lead == first.lead and again.chunks == first.chunks and again.status == "EMBEDDED"

@@ -114,6 +114,8 @@ def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
         f"{_n(s.chunks, 'chunk')}: {s.texts_embedded} embedded, {_n(s.vectors_reused, 'vector')} reused; "
         f"{s.elapsed:.2f} s ({rate:.1f} files/s)\n"
     )
+    if s.leads:
+        out.write(f"leads made for {_n(s.leads, 'document')} of an earlier ragd (one text embedded each)\n")
     out.write(_index_line(s.index))
     for path, reason in s.failed:
         out.write(f"FAILED {path}: {reason}\n")

@@ -23,7 +23,9 @@ LEAD_CHUNKS = 3  # opening chunks the prose is taken from
 MIN_PARAGRAPH = 8  # characters: shorter paragraphs are labels, not prose
 _NOT_PROSE = re.compile(r"^\s*(#|\||---|```|\[!\[|!\[|<|\.\. )")  # headings, tables, rules, code, images,
 # HTML, and reStructuredText's directives, comments and link targets
-_ADORNMENT = re.compile(r"^\s*([=\-~^*+`:.'\"_#])\1{2,}\s*$", re.MULTILINE)  # the line under (or over) a title
+_ADORNMENT = re.compile(
+    r"^\s*([=\-~^*+`:.'\"_#])\1{2,}\s*$", re.MULTILINE
+)  # the line under (or over) a title
 _TITLE = re.compile(r"(?:^| \| )Title: (.*?)(?: \| Section: |$)")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 

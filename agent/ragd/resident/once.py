@@ -52,6 +52,7 @@ class RunSummary:
     mushrooms: int = 0
     elapsed: float = 0.0
     index: dict[str, object] = field(default_factory=dict)  # what the index sync did (see sync_index)
+    leads: int = 0  # unchanged entries of an earlier ragd given their lead
 
     @classmethod
     def of(
@@ -66,7 +67,7 @@ class RunSummary:
         failed_dirs = [(Path(p), reason) for p, reason in phase.failed_dirs]
         return cls(roots, phase.dirs_total, phase.dirs_done, t.embedded, t.unchanged, t.skipped, t.failed,
                    failed_dirs, t.chunks, t.texts_embedded, t.vectors_reused, t.mushrooms, elapsed,
-                   index or {})  # fmt: skip
+                   index or {}, t.leads)  # fmt: skip
 
     @property
     def ok(self) -> bool:
@@ -85,6 +86,7 @@ class RunSummary:
             "texts_embedded": self.texts_embedded,
             "vectors_reused": self.vectors_reused,
             "mushrooms": self.mushrooms,
+            "leads": self.leads,
             "index": self.index,
             "elapsed_s": round(self.elapsed, 3),
         }

@@ -41,6 +41,7 @@ class Tally:
     texts_embedded: int = 0  # sent to the embedder
     vectors_reused: int = 0  # taken from stored entries
     mushrooms: int = 0  # change notes written
+    leads: int = 0  # entries of an earlier ragd given their lead (pipeline/lead.py), each one text embedded
 
     def add(self, result: DirResult) -> None:
         self.mushrooms += result.mushroom is not None
@@ -56,6 +57,7 @@ class Tally:
                 self.failed.append((result.directory / f.name, f.reason))
             else:
                 self.unchanged += 1
+                self.leads += f.embedded > 0  # its content unchanged: only its lead was made
 
     def copy(self) -> Tally:
         return replace(self, failed=list(self.failed))
