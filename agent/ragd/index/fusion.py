@@ -86,6 +86,12 @@ def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
 
 
 def _rrf(lists: list[list[Hit]], k: int) -> list[Hit]:
+    order, scores = _rrf_order(lists)
+    return [replace(hit, score=scores[hit.source_path, hit.chunk_index]) for hit in order[:k]]
+
+
+def _rrf_order(lists: list[list[Hit]]) -> tuple[list[Hit], dict[tuple[str, int], float]]:
+    """Each chunk of `lists` once (its first hit), best RRF score first, and the scores by (path, chunk)."""
     scores: dict[tuple[str, int], float] = {}
     first: dict[tuple[str, int], Hit] = {}
     for ranked in lists:
@@ -93,8 +99,7 @@ def _rrf(lists: list[list[Hit]], k: int) -> list[Hit]:
             key = (hit.source_path, hit.chunk_index)
             scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_RANK_CONSTANT + rank)
             first.setdefault(key, hit)
-    best = sorted(scores, key=lambda key: scores[key], reverse=True)[:k]
-    return [replace(first[key], score=scores[key]) for key in best]
+    return sorted(first.values(), key=lambda h: scores[h.source_path, h.chunk_index], reverse=True), scores
 
 
 def _size(hit: Hit) -> float:
@@ -136,10 +141,9 @@ def fuse_documents(
         for rank, path in enumerate(found[:LEAD_DEPTH], 1):
             doc_score[path] += LEAD_WEIGHT / (DOC_RANK_CONSTANT + rank)
     passages: dict[str, list[Hit]] = {}
-    lists = [dense, keyword, translated]
-    for hit in _rrf(lists, sum(map(len, lists))):  # chunk-level order within each document
+    for hit in _rrf_order([dense, keyword, translated])[0]:  # chunk-level order within each document
         passages.setdefault(hit.source_path, []).append(hit)
-    ranked = [replace(hit, score=doc_score[path] * PASSAGE_DECAY**i)
-              for path, hits in passages.items() for i, hit in enumerate(hits)]  # fmt: skip
-    ranked.sort(key=lambda h: h.score, reverse=True)
-    return ranked[:k]
+    ranked = [(doc_score[path] * PASSAGE_DECAY**i, hit) for path, hits in passages.items()
+              for i, hit in enumerate(hits)]  # fmt: skip
+    ranked.sort(key=lambda t: t[0], reverse=True)  # (stable: ties keep the order above)
+    return [replace(hit, score=score) for score, hit in ranked[:k]]

@@ -5,13 +5,12 @@ dense or one keyword search."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
 from . import MAX_K, Hit, fts, lexicon
 from .fusion import TRANSLATED_DEPTH, fuse_documents, keyword_evidence, keyword_weight
-from .records import decode_lead
+from .records import lead_bytes
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
 Keyword = Callable[[list[fts.Term], int, bool], list[Hit]]  # (terms, top k, evidence only) -> BM25 hits
@@ -42,16 +41,16 @@ def query(
 
 
 def lead_cosines(vector: np.ndarray, hits: list[Hit]) -> dict[str, float]:
-    """The cosine of `vector` to the lead of each document of `hits` that has one."""
+    """The cosine of `vector` to the lead of each document of `hits` that has one (decoded together: one matrix)."""
     q = np.asarray(vector, dtype=np.float32).reshape(-1)
     q = q / (np.linalg.norm(q) or 1.0)
-    out: dict[str, float] = {}
+    found: dict[str, bytes] = {}
     for h in hits:
-        if h.lead and h.source_path not in out and (lead := decode_lead(h.lead, q.shape[0])) is not None:
-            out[h.source_path] = float(lead @ q)
-    return out
-
-
-def similarity(hits: list[Hit]) -> list[Hit]:
-    """Hits scored by cosine distance, scored by similarity instead."""
-    return [replace(h, score=1.0 - h.score) for h in hits]
+        if h.lead and h.source_path not in found and (data := lead_bytes(h.lead, q.shape[0])) is not None:
+            found[h.source_path] = data
+    paths, raw = list(found), list(found.values())
+    if not raw:
+        return {}
+    with np.errstate(invalid="ignore", over="ignore"):
+        cosines = np.frombuffer(b"".join(raw), dtype="<f2").reshape(len(raw), -1).astype(np.float32) @ q
+    return {p: float(c) for p, c in zip(paths, cosines, strict=True) if np.isfinite(c)}

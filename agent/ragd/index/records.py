@@ -72,15 +72,24 @@ def encode_lead(vec: np.ndarray | None, dimension: int, where: str) -> str:
     return base64.b64encode((arr / np.linalg.norm(arr)).astype("<f2").tobytes()).decode("ascii")
 
 
-def decode_lead(raw: object, dimension: int) -> np.ndarray | None:
-    """The lead vector a row holds (float32), None for none or for one of another dimension (damage)."""
+def lead_bytes(raw: object, dimension: int) -> bytes | None:
+    """The half floats of the lead vector a row holds, None for none or for one of another size (damage)."""
     if not isinstance(raw, str) or not raw:
         return None
     try:
-        arr = np.frombuffer(base64.b64decode(raw, validate=True), dtype="<f2")
-    except (ValueError, TypeError):
+        data = base64.b64decode(raw, validate=True)
+    except ValueError:  # (binascii.Error)
         return None
-    return arr.astype(np.float32) if arr.shape[0] == dimension and np.isfinite(arr).all() else None
+    return data if len(data) == 2 * dimension else None
+
+
+def decode_lead(raw: object, dimension: int) -> np.ndarray | None:
+    """The lead vector a row holds (float32), None for none or for one of another dimension or not finite."""
+    data = lead_bytes(raw, dimension)
+    if data is None:
+        return None
+    arr = np.frombuffer(data, dtype="<f2").astype(np.float32)
+    return arr if np.isfinite(arr).all() else None
 
 
 def metadata_columns(fields: Mapping[str, Sequence[str]]) -> tuple[str, str]:

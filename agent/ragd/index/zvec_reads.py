@@ -137,7 +137,7 @@ class ZvecReads:
         return min(HNSW_EF_MAX, max(512, int(self._live().stats.doc_count) // 500))
 
     def _dense(self, near: zvec.Query, flt: str | None, prefixes: Sequence[str], top: int) -> list[Hit]:
-        return hybrid.similarity(self._run(near, top, flt, prefixes))
+        return self._run(near, top, flt, prefixes)
 
     def _keyword(
         self,
@@ -156,11 +156,12 @@ class ZvecReads:
         return [to_hit(docs[i], score) for i, score in found if i in docs]
 
     def _run(self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]) -> list[Hit]:
+        """The top k by cosine, scored by similarity (zvec gives a cosine distance)."""
         if not all(F.under_is_exact(p) for p in prefixes):
             return self._run_rechecked(query, k, flt, prefixes)
         with self._rw.reading(), zvec_errors("query", self._path):
             docs = self._live().query(query, topk=k, filter=flt or None, output_fields=HIT_FIELDS)
-        return [to_hit(d, float(d.score or 0.0)) for d in docs if d is not None][:k]
+        return [to_hit(d, 1.0 - float(d.score or 0.0)) for d in docs if d is not None][:k]  # a similarity
 
     def _run_rechecked(
         self, query: zvec.Query, k: int, flt: str | None, prefixes: Sequence[str]
@@ -173,4 +174,4 @@ class ZvecReads:
             best = [d for d in wide if d is not None
                     and any(F.is_under(str(d.fields.get(SOURCE_PATH, "")), p) for p in prefixes)][:k]  # fmt: skip
             full = coll.fetch([d.id for d in best], output_fields=HIT_FIELDS, include_vector=False)
-        return [to_hit(full[d.id], float(d.score or 0.0)) for d in best if d.id in full]
+        return [to_hit(full[d.id], 1.0 - float(d.score or 0.0)) for d in best if d.id in full]  # a similarity
