@@ -259,10 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     report("vector alone (exact)", lambda i: ranking(dense[i]), queries, root)
     report("keyword alone (shipped field)", lambda i: ranking(evidence["shipped"][i]), queries, root)
+
     def shipped(i: int) -> list[str]:  # the leads of the documents found (fusion.LEAD_WEIGHT, LEAD_DEPTH)
         translated = evidence["glosses"][i]
         leads = {p: float(lead_cos[i, doc_of[p]]) for p in doc_of}
-        return ranking(fusion.fuse_documents(dense[i], evidence["shipped"][i], 10**6, weight(i), translated, leads))
+        return ranking(
+            fusion.fuse_documents(dense[i], evidence["shipped"][i], 10**6, weight(i), translated, leads)
+        )
 
     report("hybrid as shipped", shipped, queries, root)
     report("hybrid without the leads", hybrid("shipped"), queries, root)
