@@ -346,3 +346,35 @@ def test_a_chmod_whose_entry_cannot_be_rewritten_still_narrows_the_entry(
     finally:
         queue.close()
     assert entry(root, "a.md").source.ctime_ns == (root / "a.md").stat().st_ctime_ns
+
+
+def test_a_file_edited_after_its_lead_was_planned_is_done_again_whole(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Its directory's job planned a lead for an entry of an earlier ragd; the file was edited before the job got
+    to it. The lead's job would record the old md5 under the new stat (the edit then missed); it does the file again
+    whole instead."""
+    from dataclasses import replace
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    note = root / "a.md"
+    note.write_text("# A note\n\nThe first words of the note.\n")
+    cfg = api_config(fake_openai_server, [root])
+    assert helpers.run(cfg, index=False).ok
+    planned = replace(entry(root, "a.md"), lead=None)  # as an earlier ragd wrote it
+    note.write_text("# A note\n\nOther words entirely, written after the plan.\n")
+    ctx, queue = context(cfg)
+    with sidecar.DirLock(root):
+        task = FileTask(ctx, root, "a.md", Change.LEAD, planned)
+        out = (
+            task.guard(task.begin)
+            or task.guard(lambda: task.prepare(lambda hashes: {}))
+            or task.guard(task.finish)
+        )
+    queue.close()
+    assert out is not None and out.state == EMBEDDED
+    now = entry(root, "a.md")
+    assert now.source.md5_hash == out.md5 != planned.source.md5_hash
+    assert "Other words entirely" in now.chunks[0].content and now.lead is not None
+    assert "Other words entirely" in now.lead.content

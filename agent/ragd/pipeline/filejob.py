@@ -40,7 +40,7 @@ from .identity import Identify, fallback
 from .lead import lead_hash, lead_text
 from .metadata import Extracted, Labels, fields_json
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
-from .scan import Change, Ignore, md5_file, not_regular
+from .scan import Change, Ignore, md5_file, not_regular, stat_matches
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
 from .statcache import StatCache
 from .structure import SPLIT_REVISION
@@ -209,7 +209,9 @@ class FileTask:
         if self.change == Change.RELABEL and self.old is not None:
             return self._relabel(self.old, self.st)
         if self.change == Change.LEAD and self.old is not None:
-            return None  # nothing to parse: prepare() makes the lead from the stored chunks
+            if stat_matches(self.old, self.st) or md5_file(self.path) == self.old.source.md5_hash:
+                return None  # nothing to parse: prepare() makes the lead from the stored chunks
+            self.change = Change.CHANGED  # edited since its directory's job was planned: done again whole
         return self._parsed(self._start)
 
     def _start(self) -> None:
