@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.dirjob import FileOutcome, run_directory
 from ragd.pipeline.filejob import FileTask
@@ -348,12 +350,14 @@ def test_a_chmod_whose_entry_cannot_be_rewritten_still_narrows_the_entry(
     assert entry(root, "a.md").source.ctime_ns == (root / "a.md").stat().st_ctime_ns
 
 
-def test_a_file_edited_after_its_lead_was_planned_is_done_again_whole(
-    tmp_path: Path, fake_openai_server: FakeOpenAI
+@pytest.mark.parametrize("change", [Change.LEAD, Change.TOUCHED])
+def test_a_file_edited_after_its_job_was_planned_is_done_again_whole(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, change: Change
 ) -> None:
-    """Its directory's job planned a lead for an entry of an earlier ragd; the file was edited before the job got
-    to it. The lead's job would record the old md5 under the new stat (the edit then missed); it does the file again
-    whole instead."""
+    """Its directory's job planned a touch (a new stat, the same md5) or a lead (an entry of an earlier ragd) for
+    the file, which was edited before the job got to it. Either would record the old md5 under the new stat, and
+    every later job would take the edit for done; the file is done again whole instead. Not edited, neither
+    hashes it again nor parses it."""
     from dataclasses import replace
 
     root = tmp_path / "kb"
@@ -362,17 +366,26 @@ def test_a_file_edited_after_its_lead_was_planned_is_done_again_whole(
     note.write_text("# A note\n\nThe first words of the note.\n")
     cfg = api_config(fake_openai_server, [root])
     assert helpers.run(cfg, index=False).ok
-    planned = replace(entry(root, "a.md"), lead=None)  # as an earlier ragd wrote it
+    planned = entry(root, "a.md")
+    if change == Change.LEAD:
+        planned = replace(planned, lead=None)  # as an earlier ragd wrote it
+    else:
+        os.utime(note, ns=(planned.source.mtime_ns + 10**9, planned.source.mtime_ns + 10**9))  # touched
+
+    def job(listed: os.stat_result) -> FileOutcome | None:
+        ctx, queue = context(cfg)
+        with sidecar.DirLock(root):
+            task = FileTask(ctx, root, "a.md", change, planned, planned=listed)
+            out = task.guard(task.begin) or task.guard(lambda: task.prepare(lambda hashes: {}))
+            out = out or task.guard(task.finish)
+        queue.close()
+        return out
+
+    untouched = job(note.stat())
+    assert untouched is not None and untouched.state == "TOUCHED" and untouched.md5 == planned.source.md5_hash
+    listed = note.stat()
     note.write_text("# A note\n\nOther words entirely, written after the plan.\n")
-    ctx, queue = context(cfg)
-    with sidecar.DirLock(root):
-        task = FileTask(ctx, root, "a.md", Change.LEAD, planned)
-        out = (
-            task.guard(task.begin)
-            or task.guard(lambda: task.prepare(lambda hashes: {}))
-            or task.guard(task.finish)
-        )
-    queue.close()
+    out = job(listed)
     assert out is not None and out.state == EMBEDDED
     now = entry(root, "a.md")
     assert now.source.md5_hash == out.md5 != planned.source.md5_hash

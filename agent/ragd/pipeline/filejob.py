@@ -42,7 +42,7 @@ from .metadata import Extracted, Labels, fields_json
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import Change, Ignore, md5_file, not_regular, stat_matches
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
-from .statcache import StatCache
+from .statcache import StatCache, stat_key
 from .structure import SPLIT_REVISION
 from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending, parse_here
 
@@ -158,6 +158,9 @@ class FileTask:
     parser: str | None = None
     ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
+    planned: os.stat_result | None = (
+        None  # the file's stat its change was decided on (the directory's listing)
+    )
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
     lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
@@ -204,15 +207,26 @@ class FileTask:
             self.st = os.stat(self.path)
         except OSError:
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+        if self.change in (Change.TOUCHED, Change.LEAD) and self.old is not None and self._edited_since():
+            self.change = Change.CHANGED  # edited since its directory's job was planned: done again whole
         if self.change == Change.TOUCHED and self.old is not None:
             return self._touch(self.old, self.st)
         if self.change == Change.RELABEL and self.old is not None:
             return self._relabel(self.old, self.st)
         if self.change == Change.LEAD and self.old is not None:
-            if stat_matches(self.old, self.st) or md5_file(self.path) == self.old.source.md5_hash:
-                return None  # nothing to parse: prepare() makes the lead from the stored chunks
-            self.change = Change.CHANGED  # edited since its directory's job was planned: done again whole
+            return None  # nothing to parse: prepare() makes the lead from the stored chunks
         return self._parsed(self._start)
+
+    def _edited_since(self) -> bool:
+        """A touch or a lead keeps the entry's md5 for the file's stat now: true when the file may have been edited
+        since its change was decided (its stat differs from the planned one) and its content is not the entry's.
+        Recording the old md5 under the new stat would hide that edit from every later job."""
+        assert self.st is not None and self.old is not None
+        if self.planned is not None and stat_key(self.st) == stat_key(self.planned):
+            return False
+        if self.planned is None and stat_matches(self.old, self.st):
+            return False
+        return md5_file(self.path) != self.old.source.md5_hash
 
     def _start(self) -> None:
         assert self.st is not None
