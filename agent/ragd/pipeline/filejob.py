@@ -158,9 +158,8 @@ class FileTask:
     parser: str | None = None
     ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
-    planned: os.stat_result | None = (
-        None  # the file's stat its change was decided on (the directory's listing)
-    )
+    # the file's stat its change was decided on (the directory's listing)
+    planned: os.stat_result | None = None
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
     lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
@@ -320,9 +319,8 @@ class FileTask:
 
     def _prepare_lead(self, old: FileEntry) -> FileOutcome | None:
         """An entry with no lead (of an earlier ragd): the lead made from its stored chunks, nothing parsed."""
-        assert (
-            self.st is not None
-        )  # same content (classify), maybe a new stat: recorded as a touch records it
+        # the same content (classify, `_edited_since`), maybe a new stat: recorded as a touch records it
+        assert self.st is not None
         self.source = source_info(self.name, self.st, old.source.md5_hash)
         self.parser, self.stored = old.parser, list(old.chunks)
         first = old.chunks[0].meta.get("header") if old.chunks else None
@@ -388,8 +386,8 @@ class FileTask:
     def _finish_lead(self, old: FileEntry) -> FileOutcome:
         """The old entry with its lead (and its metadata made again, as a touch does), the rest as it was."""
         assert self.st is not None
-        entry = old.with_status(EMBEDDED, lead=self.lead, source=self.source, metadata=self.labels.again(old.metadata),
-                                document_id=self.document_id())  # fmt: skip
+        entry = old.with_status(EMBEDDED, lead=self.lead, source=self.source,
+                                metadata=self.labels.again(old.metadata), document_id=self.document_id())  # fmt: skip
         try:
             sidecar.write_entry(self.directory, entry, like=self.st)
         except StorageError as err:  # still served as it was, without a lead: the next job tries again
