@@ -61,9 +61,13 @@ def test_restructuredtext_titles_and_directives_are_not_prose() -> None:
     opening = (
         ".. _`pip check`:\n\n=========\npip check\n=========\n\n\nUsage\n=====\n\n.. tab:: Unix/macOS\n\n"
         '   .. pip-command-usage:: check "python -m pip"\n\n\nDescription\n===========\n\n'
-        "Verify installed packages have compatible dependencies.\n\nExamples\n--------"
+        "Verify installed packages have compatible dependencies.\n\nExamples\n--------\n\n"
+        ".. code-block:: shell\n\n   $ python -m pip check\n   No broken requirements found.\n\n"
+        "\tand a line indented by a tab\n\nLast words of the page, prose again."
     )
     lead = lead_text("File: pip_check.rst | Title: pip check", [opening])
-    assert lead == "pip check\nVerify installed packages have compatible dependencies."
+    assert lead == (
+        "pip check\nVerify installed packages have compatible dependencies. Last words of the page, prose again."
+    )
     setext = "Backups\n=======\n\nHow to back up a laptop.\n\nSteps\n-----\n\nOne: plug the disk in."
     assert lead_text("File: b.md", [setext]) == "How to back up a laptop. One: plug the disk in."

@@ -5,7 +5,7 @@ and in none of the chunks of a long document taken alone. Hybrid search ranks th
 cosine to the question as one more list (index/fusion.py; measured on the development set: docs/benchmarks.md).
 
 Headings (Markdown's, and the titles of reStructuredText and setext with the line of `=`, `-`, `~`… under them),
-tables, rules, code fences, images, HTML lines and reStructuredText directives are left out: the headings a kind
+tables, rules, code (fenced or indented), images, HTML lines and reStructuredText directives are left out: the headings a kind
 of document repeats in every one of them (NAME, SYNOPSIS, 概述) made all leads of that kind alike, and the gain
 was gone. The lead is made
 from the chunks as they are stored, so an entry of an earlier ragd gets one without its file being parsed again.
@@ -28,6 +28,7 @@ _ADORNMENT = re.compile(
 )  # the line under (or over) a title
 _TITLE = re.compile(r"(?:^| \| )Title: (.*?)(?: \| Section: |$)")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
+_INDENTED = re.compile(r"^(?:\s*\n)*(?: {3}|\t)")  # a paragraph whose first line is indented
 
 
 def title_of(header: str) -> str:
@@ -42,8 +43,11 @@ def lead_text(header: str, contents: Sequence[str], limit: int = LEAD_CHARS) -> 
     paragraphs of prose (each once: chunks overlap). "" when the document has neither."""
     prose: list[str] = []
     size = 0
-    for para in (p.strip() for text in contents[:LEAD_CHUNKS] for p in _PARAGRAPHS.split(text)):
+    for raw in (p for text in contents[:LEAD_CHUNKS] for p in _PARAGRAPHS.split(text)):
+        para = raw.strip()
         if len(para) < MIN_PARAGRAPH or _NOT_PROSE.match(para) or _ADORNMENT.search(para) or para in prose:
+            continue
+        if _INDENTED.match(raw):  # code, or the body of a directive
             continue
         prose.append(para)
         size += len(para)
