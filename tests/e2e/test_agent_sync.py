@@ -108,6 +108,9 @@ def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentP
     agent.wait_idle()
     assert agent.sources() == files
     assert _root_files(agent.call("status"), tree)["EMBEDDED"] == len(files)
+    # the documents' history: only the outer root's own file left (the inner root's were once all "deleted")
+    assert ragctl_json("changes", "--since", "1h", "--kind", "deleted")["changes"] == []
+    assert ragctl_json("changes", str(tree / "a.md"))["document"]["state"] == "EMBEDDED"
 
 
 def test_a_root_removed_while_its_job_waits_for_a_failing_api_is_indexed_at_once_when_added_again(
@@ -196,6 +199,14 @@ def test_a_root_dropped_while_stopped_leaves_the_index_at_start_up(
         assert str(other / "inner" / "p2.md") in paths and str(tree / "a.md") in paths
         assert keyword_hits("pomelo") == [str(other / "inner" / "p2.md")]
         assert "verify:" not in proc.log(), proc.log()  # nothing the verification had to remove or repair
+        # the documents' history says so, as `roots remove` has it say, and only of the documents that left
+        assert ragctl_json("changes", str(other / "inner" / "p2.md"))["document"]["state"] == "EMBEDDED"
+        ragctl("roots", "add", str(other))  # (the history shows what is under a root)
+        proc.wait_idle()
+        story = ragctl_json("changes", str(other / "p1.md"))["changes"]
+        assert [(c["change"], c["detail"]) for c in story] == [
+            ("restored", ""), ("deleted", "its root was removed"), ("created", "")
+        ]  # fmt: skip
 
 
 def test_wait_while_paused_says_so_and_returns(agent: AgentProcess, tree: Path) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ragd.config import HistoryConfig
 from ragd.pipeline import mushroom
 from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.filejob import FileOutcome
 from ragd.pipeline.mushroom import Event
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ragd.resident.changes import Change, ChangeLog
+from ragd.resident.history import History
 
 D = Path("/kb/notes")
 
@@ -75,3 +77,19 @@ def test_since_keeps_only_the_kinds_asked_for() -> None:
     log.record(_result(FileOutcome("a.md", EMBEDDED), FileOutcome("b.gz", SKIPPED, reason="unsupported")))
     found, _ = log.since(0, kinds=("indexed", "removed"))
     assert [c.path.name for c in found] == ["a.md"]
+
+
+def test_a_directory_removed_but_for_a_nested_root_is_told_document_by_document(tmp_path: Path) -> None:
+    """Announcing the whole directory removed would tell a client that the nested root's documents went too."""
+    history = History(tmp_path / "data", HistoryConfig(), embedding="fake:8")
+    log = ChangeLog(history=history)
+    outer = tmp_path / "kb"
+    for d, name in ((outer, "a.md"), (outer / "inner", "b.md")):
+        log.record(DirResult(d, (FileOutcome(name, EMBEDDED, md5="m" + name, document_id=name, size=1),)))
+    start = time.time()
+    log.removed(outer, keep=[outer / "inner"], detail="its root was removed")
+    found, _ = log.since(start)
+    assert [(c.path, c.kind, c.is_dir) for c in found] == [(outer / "a.md", "removed", False)]
+    log.removed(outer / "inner")
+    found, _ = log.since(start)
+    assert (outer / "inner", "removed", True) in [(c.path, c.kind, c.is_dir) for c in found]

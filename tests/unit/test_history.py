@@ -196,3 +196,19 @@ def test_a_directory_is_recorded_as_its_files_would_be_one_by_one(tmp_path: Path
         ("doc-x", "moved", str(a / "y.md"), str(a / "x.md"), ""),
     ]
     assert sum(1 for e in events if e[1] == "created") == 1201  # the rescan of 1,200 files added no event
+
+
+def test_a_root_removed_leaves_the_documents_of_the_roots_nested_in_it_that_stay(
+    history: History, tmp_path: Path
+) -> None:
+    outer, inner = tmp_path / "kb", tmp_path / "kb" / "inner"
+    history.record(indexed(outer, "a.md", "doc-a", "ma"))
+    history.record(indexed(inner, "b.md", "doc-b", "mb"))
+    history.record(indexed(tmp_path / "kb2", "c.md", "doc-c", "mc"))  # next to it, a prefix of its path
+    gone = history.removed(outer, "its root was removed", keep=[inner])
+    assert gone == [str(outer / "a.md")]
+    events, _ = history.changes(limit=10, kinds=["deleted"])
+    assert [(e.path, e.detail) for e in events] == [(str(outer / "a.md"), "its root was removed")]
+    assert history.document(path=str(inner / "b.md")).state == "EMBEDDED"  # type: ignore[union-attr]
+    assert history.document(path=str(tmp_path / "kb2" / "c.md")).state == "EMBEDDED"  # type: ignore[union-attr]
+    assert history.removed(outer) == [str(inner / "b.md")]  # and without: the rest, and nothing twice

@@ -53,6 +53,7 @@ T = TypeVar("T")
 
 DIR_RETRY_S = 60.0  # a directory whose job failed as a whole is tried again after this
 SETTLE_S = 0.6  # `wait` needs this long without new events (watchdog holds a lone move-out for 0.5 s)
+NOT_A_ROOT = "its root was removed"  # the detail of the "deleted" event of each of a removed root's documents
 
 
 class Agent:
@@ -175,6 +176,7 @@ class Agent:
                 log.info("%s is no longer a root; its entries leave the index", gone)
                 nested = [r for r in self.roots if is_under(r, gone)]
                 self.indexer.call(partial(_drop_subtree, root=gone, keep=nested))
+                self.changes.removed(gone, keep=nested, detail=NOT_A_ROOT)
         for r in outermost(self.roots):
             if not under_any(r, served):
                 self.indexer.call(partial(_fill_root, root=r))
@@ -238,7 +240,7 @@ class Agent:
         self.scheduler.discard_under(root, keep=nested)
         self.tracker.forget(root, keep=nested)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
-        self.changes.removed(root)
+        self.changes.removed(root, keep=nested, detail=NOT_A_ROOT)
 
     # -- events ---------------------------------------------------------------------------------------------
     def on_watch_event(self, ev: WatchEvent) -> None:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,11 +63,15 @@ class ChangeLog:
                 found.append(Change(now, result.directory / ev.file, REMOVED, is_dir=True))
         self._add(found)
 
-    def removed(self, directory: Path) -> None:
-        """A directory (or a root) is gone from the knowledge base with everything under it."""
-        if self.history is not None:
-            self.history.removed(directory)
-        self._add([Change(time.time(), directory, REMOVED, is_dir=True)])
+    def removed(self, directory: Path, keep: Sequence[Path] = (), detail: str = "") -> None:
+        """A directory (or a root) is gone from the knowledge base with everything under it, but for what is under
+        one of `keep` (roots nested in it that stay): then each document that left is a change of its own."""
+        gone = self.history.removed(directory, detail, keep) if self.history is not None else []
+        now = time.time()
+        if keep:
+            self._add([Change(now, Path(p), REMOVED) for p in gone])
+        else:
+            self._add([Change(now, directory, REMOVED, is_dir=True)])
 
     def _add(self, changes: list[Change]) -> None:
         if not changes:

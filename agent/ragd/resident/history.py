@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, HistoryConfig
+from ..paths import under_any
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult
 from ..pipeline.filejob import ABANDONED, RELABELED, FileOutcome
@@ -284,13 +285,17 @@ class History:
                     "history: cannot record the changes of %s: %s", result.directory, err)  # fmt: skip
             self._failing = True
 
-    def removed(self, directory: Path, detail: str = "") -> None:
-        """Every document under `directory` (a root no longer watched, a folder gone) left the knowledge base."""
+    def removed(self, directory: Path, detail: str = "", keep: Sequence[Path] = ()) -> list[str]:
+        """Every document under `directory` (a root no longer watched, a folder gone) left the knowledge base,
+        except those under one of `keep` (roots nested in it that stay); returns their paths."""
         try:
             with self._tx() as db:
-                self._deleted(db, time.time(), str(directory), whole_dir=True, detail=detail)
+                return self._deleted(
+                    db, time.time(), str(directory), whole_dir=True, detail=detail, keep=keep
+                )
         except sqlite3.Error as err:
             log.warning("history: cannot record the removal of %s: %s", directory, err)
+            return []
 
     @staticmethod
     def _known(db: sqlite3.Connection, ids: list[str]) -> dict[str, Document]:
@@ -374,8 +379,9 @@ class History:
                    "ORDER BY seq DESC LIMIT ?)", (doc, doc, self.config.max_versions))  # fmt: skip
 
     def _deleted(
-        self, db: sqlite3.Connection, now: float, path: str, *, whole_dir: bool, detail: str = ""
-    ) -> None:
+        self, db: sqlite3.Connection, now: float, path: str, *, whole_dir: bool, detail: str = "",
+        keep: Sequence[Path] = (),
+    ) -> list[str]:  # fmt: skip
         if whole_dir:
             low, high = _under(path)
             rows = db.execute("SELECT id, path FROM documents WHERE path >= ? AND path < ? AND state != 'deleted'",
@@ -383,9 +389,11 @@ class History:
         else:
             rows = db.execute("SELECT id, path FROM documents WHERE path = ? AND state != 'deleted'",
                               (path,)).fetchall()  # fmt: skip
-        for doc_id, doc_path in rows:
+        gone = [(doc_id, doc_path) for doc_id, doc_path in rows if not under_any(Path(doc_path), keep)]
+        for doc_id, doc_path in gone:
             db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE id = ?", (now, doc_id))
             self._event(db, doc_id, now, REMOVED, doc_path, None, detail)
+        return [doc_path for _, doc_path in gone]
 
     def _undelete(self, db: sqlite3.Connection, doc: str) -> None:
         """A document recorded as deleted turned up at another path: it moved. Its "deleted" event goes, if it is
