@@ -20,6 +20,7 @@ QUERIES = {
     "电池容量是多少": "battery.docx",
     "release plan for December": "plan.pptx",
     "widget inventory quantity": "stock.xlsx",
+    "quarterly budget review moved to Thursday": "minutes.odt",  # LibreOffice's format, read without it
     "ERR_CONN_RESET": "errors.log",
     "袋鼠用什么带孩子": "page.html",
     "invoice 4711 paid in full": "scan.png",  # a picture of text: read by OCR  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
@@ -36,6 +37,10 @@ def write(root: Path) -> None:
     docgen.make_pptx(root / "plan.pptx", [("Release plan", "Ship ragd in December, then iterate.")])
     docgen.make_xlsx(root / "stock.xlsx", [["widget", "inventory quantity"], ["blue widget", 42]])
     docgen.make_xls(root / "colours.xls", [["colour", "code"], ["blue", 7]])
+    docgen.make_odt(root / "minutes.odt", heading="Meeting minutes",
+                    paragraphs=["The quarterly budget review moved to Thursday."])  # fmt: skip
+    docgen.make_ods(root / "rota.ods", {"Rota": [["day", "who"], ["Monday", "Lin"]]})
+    docgen.make_odp(root / "kickoff.odp", [("Kickoff", "Goals for the first sprint")])
     docgen.make_html(root / "page.html", "Kangaroos", "<p>Kangaroos carry their young in a pouch.</p>")
     docgen.write_text(
         root / "notes.md", "# 会议记录\n\n下周讨论索引的性能。\n\n## Next\n\nBenchmark the index.\n"

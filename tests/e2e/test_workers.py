@@ -20,7 +20,8 @@ from tests.unit.test_workers import big_text, workers_of
 HEAVY = (
     "pdfium",
     "onnxruntime",
-)  # pypdfium2's library, and magika's model runtime (markitdown's file typing)
+    "lxml/etree",
+)  # pypdfium2's library, magika's model runtime (markitdown's file typing), lxml (odfdo, markitdown's docx)
 
 
 def mapped(pid: int) -> str:
@@ -52,6 +53,7 @@ def agent_env(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytes
     docgen.make_pdf(root / "manual.pdf", ["Page one of the manual: pdfworkertoken."])
     docgen.make_docx(root / "notes.docx", paragraphs=["The docx says docxworkertoken."])
     docgen.make_html(root / "page.html", "Page", "<p>The page says htmlworkertoken.</p>")
+    docgen.make_odt(root / "minutes.odt", paragraphs=["The minutes say odtworkertoken."])
     return root
 
 
@@ -61,7 +63,7 @@ def test_the_agent_parses_in_workers_that_exit_when_idle(tmp_path: Path, agent_e
         agent.wait_ready()
         agent.wait_idle()
         for token, name in [("pdfworkertoken", "manual.pdf"), ("docxworkertoken", "notes.docx"),
-                            ("htmlworkertoken", "page.html")]:  # fmt: skip
+                            ("htmlworkertoken", "page.html"), ("odtworkertoken", "minutes.odt")]:  # fmt: skip
             hits = ragctl_json("search", token, "--mode", "keyword")["results"]
             assert [Path(h["path"]).name for h in hits] == [name], hits
         maps = mapped(agent.pid)

@@ -448,3 +448,41 @@ def test_a_folder_deleted_while_its_job_waits_for_vectors_is_no_error(
     assert not folder.exists()
     assert [(f.state, f.reason) for f in result.files] == [("UNCHANGED", "vanished during the job")] * 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """An .odt that ragd before OpenDocument support skipped ("unsupported file type") is read at the next run:
+    the SKIPPED verdict's policy names the file types read (`formats=`), so it is no longer the policy of today."""
+    import json
+
+    from tests.support import docgen
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    docgen.make_odt(
+        root / "minutes.odt", heading="Minutes", paragraphs=["The budget review moved to Thursday."]
+    )
+    cfg = api_config(fake_openai_server, [root])
+    assert run(cfg).embedded == 1
+    today = helpers.context(cfg)[0].policy
+    assert "formats=" in today
+
+    def skipped_under(policy: str) -> None:  # the entry as that version wrote it, the file as it is
+        where = sidecar.entry_path(root, "minutes.odt")
+        data = json.loads(where.read_bytes())
+        data["processing"]["status"] = SKIPPED
+        data.update(chunks=[], error={"code": "skipped", "message": "unsupported file type '.odt'",
+                                      "hint": "supported: …", "policy": policy})  # fmt: skip
+        for key in ("lead", "parser", "metadata", "split_revision"):
+            data.pop(key, None)
+        data["source"]["md5_hash"] = ""
+        where.write_bytes(json.dumps(data).encode())
+
+    skipped_under(today)  # the same policy: it stays as it is (nothing read)
+    assert run(cfg).unchanged == 1 and entry(root, "minutes.odt").status == SKIPPED
+    skipped_under(today.split("; formats=")[0])  # the earlier version's
+    again = run(cfg)
+    assert again.embedded == 1 and entry(root, "minutes.odt").status == EMBEDDED
+    assert "budget review" in entry(root, "minutes.odt").chunks[0].content

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import zipfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -164,6 +165,84 @@ def make_scanned_pdf(path: Path, n_pages: int = 2) -> Path:
 def make_corrupt_pdf(path: Path) -> Path:
     """A PDF header followed by junk: no xref, no objects."""
     path.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + junk_bytes(2048, seed=3))
+    return path
+
+
+def make_odt(
+    path: Path, *, title: str | None = None, heading: str | None = None, paragraphs: Sequence[str] = (),
+    items: Sequence[str] = (), rows: Sequence[Sequence[object]] = (),
+) -> Path:  # fmt: skip
+    """An OpenDocument text (odfdo, from its own template): a heading, paragraphs, a bulleted list, a table."""
+    from odfdo import Document, Header, List, Paragraph, Table
+
+    doc = Document("text")
+    if title:
+        doc.meta.set_title(title)
+    if heading is not None:
+        doc.body.append(Header(1, heading))
+    for text in paragraphs:
+        doc.body.append(Paragraph(text))
+    if items:
+        doc.body.append(List(list(items)))
+    if rows:
+        table = Table("T1", width=max(len(r) for r in rows), height=len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                table.set_value((c, r), value)
+        doc.body.append(table)
+    doc.save(path)
+    return path
+
+
+def make_ods(path: Path, sheets: dict[str, Sequence[Sequence[object]]], *, title: str | None = None) -> Path:
+    """An OpenDocument spreadsheet, one sheet per name (its template's empty first sheet stays)."""
+    from odfdo import Document, Table
+
+    doc = Document("spreadsheet")
+    if title:
+        doc.meta.set_title(title)
+    for name, rows in sheets.items():
+        table = Table(name, width=max(len(r) for r in rows), height=len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                table.set_value((c, r), value)
+        doc.body.append(table)
+    doc.save(path)
+    return path
+
+
+def make_odp(path: Path, slides: Sequence[tuple[str, str]], *, title: str | None = None) -> Path:
+    """An OpenDocument presentation: one page per (title, body) pair, each a text frame."""
+    from odfdo import Document, DrawPage, Frame
+
+    doc = Document("presentation")
+    doc.meta.set_title(title or "")  # (odfdo's template is titled "presentation")
+    for i, (slide_title, body) in enumerate(slides):
+        page = DrawPage(f"slide{i}", name=f"Slide {i + 1}")
+        page.append(Frame.text_frame(slide_title, size=("20cm", "2cm"), position=("1cm", "1cm")))
+        page.append(Frame.text_frame(body, size=("20cm", "10cm"), position=("1cm", "4cm")))
+        doc.body.append(page)
+    doc.save(path)
+    return path
+
+
+def make_encrypted_odf(source: Path, path: Path) -> Path:
+    """`source` (an .odt/.ods/.odp) as LibreOffice saves it with a password: the same package, its content.xml
+    replaced by ciphertext (random bytes here) and described by `encryption-data` in the manifest."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename == "content.xml":
+                data = junk_bytes(len(data), seed=7)
+            elif info.filename == "META-INF/manifest.xml":
+                entry = b'manifest:full-path="content.xml"'
+                start = data.index(entry)
+                end = data.index(b"/>", start)
+                data = (data[:end] + b'><manifest:encryption-data manifest:checksum-type="SHA1/1K" '
+                        b'manifest:checksum="AAAA"><manifest:algorithm manifest:algorithm-name='
+                        b'"http://www.w3.org/2001/04/xmlenc#aes256-cbc" manifest:initialisation-vector="AAAA"/>'
+                        b"</manifest:encryption-data></manifest:file-entry>" + data[end + 2 :])  # fmt: skip
+            zout.writestr(info, data)
     return path
 
 

@@ -41,6 +41,9 @@ def test_supported_extensions_are_lower_case_with_dot() -> None:
         ".json",
         ".doc",
         ".ppt",
+        ".odt",
+        ".ods",
+        ".odp",
     }
     assert required <= SUPPORTED_EXTENSIONS
     assert all(ext.startswith(".") and ext == ext.lower() for ext in SUPPORTED_EXTENSIONS)
@@ -287,6 +290,102 @@ def test_xlsx(tmp_path: Path) -> None:
 def test_xls(tmp_path: Path) -> None:
     doc = parse(docgen.make_xls(tmp_path / "b.xls", [["name", "价格"], ["pear", 5]], sheet="Old"), LIMITS)
     assert "## Old" in doc.text and "| pear | 5 |" in doc.text and doc.title is None
+
+
+# --- OpenDocument (LibreOffice's formats, read without LibreOffice) ------------------------------
+
+
+def test_odt_headings_lists_tables_and_running_text_as_written(tmp_path: Path) -> None:
+    path = docgen.make_odt(
+        tmp_path / "笔记 \"q\" %_.odt", heading="Intro 引言",
+        paragraphs=["Use rsync --delete, see #tag and ~/kb", CJK_EMOJI],
+        items=["first item", "- a dash of its own"], rows=[["name", "价格"], ["apple", 3]],
+    )  # fmt: skip
+    doc = parse(path, LIMITS)
+    assert doc.parser == "odfdo" and doc.is_markdown
+    assert doc.title == "Intro 引言"  # no title in its properties: the first heading
+    assert doc.text.startswith("# Intro 引言\n")
+    assert "Use rsync --delete, see #tag and ~/kb" in doc.text  # odfdo's escapes undone in running text
+    assert CJK_EMOJI in doc.text and "| apple | 3  |" in doc.text and "价格" in doc.text
+    assert "first item" in doc.text and "- a dash of its own" in doc.text
+
+
+def test_odt_title_and_metadata_from_its_properties(tmp_path: Path) -> None:
+    doc = parse(
+        docgen.make_odt(tmp_path / "t.odt", title="Spec 规格", heading="Intro", paragraphs=["x"]), LIMITS
+    )
+    assert doc.title == "Spec 规格"
+    assert doc.metadata is not None and doc.metadata.fields["title"] == ("Spec 规格",)
+
+
+def test_odt_an_escaped_dash_or_hash_that_starts_a_line_stays_escaped(tmp_path: Path) -> None:
+    doc = parse(
+        docgen.make_odt(tmp_path / "t.odt", paragraphs=["# not a heading", "- not an item", "ok"]), LIMITS
+    )
+    assert "\\# not a heading" in doc.text and "\\- not an item" in doc.text
+
+
+def test_ods_one_section_per_sheet_with_text(tmp_path: Path) -> None:
+    path = docgen.make_ods(tmp_path / "b.ods", {"Prices": [["name", "价格"], ["apple", 3]], "Empty": [[""]]},
+                           title="Book")  # fmt: skip
+    doc = parse(path, LIMITS)
+    assert doc.title == "Book"
+    assert doc.text.startswith("## Prices\n") and "| apple | 3  |" in doc.text and "价格" in doc.text
+    assert "## Empty" not in doc.text  # (nor the template's empty first sheet)
+
+
+def test_odp_a_section_per_slide_titled_by_its_first_frame(tmp_path: Path) -> None:
+    doc = parse(
+        docgen.make_odp(tmp_path / "s.odp", [("First Slide", "alpha body"), ("Second", CJK_EMOJI)]), LIMITS
+    )
+    assert doc.title == "First Slide"
+    assert doc.text == f"# First Slide\n\nalpha body\n\n# Second\n\n{CJK_EMOJI}"
+
+
+@pytest.mark.parametrize("ext", [".odt", ".ods", ".odp"])
+def test_corrupt_odf(tmp_path: Path, ext: str) -> None:
+    with pytest.raises(ParseError, match=rf"corrupt \{ext} file: not a zip archive"):
+        parse(docgen.write_bytes(tmp_path / f"c{ext}", docgen.junk_bytes(seed=9)), LIMITS)
+
+
+def test_a_zip_that_is_not_an_odf_file(tmp_path: Path) -> None:
+    path = tmp_path / "z.odt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("hello.txt", "not a document")
+    with pytest.raises(ParseError, match=r"corrupt \.odt file: no content.xml"):
+        parse(path, LIMITS)
+
+
+def test_an_odf_file_with_broken_content(tmp_path: Path) -> None:
+    good = docgen.make_odt(tmp_path / "g.odt", paragraphs=["x"])
+    path = tmp_path / "b.odt"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(
+                info, b"<office:document-content" if info.filename == "content.xml" else zin.read(info)
+            )
+    with pytest.raises(ParseError, match=r"corrupt or unreadable \.odt file: \w+"):
+        parse(path, LIMITS)
+
+
+@pytest.mark.parametrize("ext", [".odt", ".ods", ".odp"])
+def test_encrypted_odf(tmp_path: Path, ext: str) -> None:
+    source = {".odt": lambda p: docgen.make_odt(p, paragraphs=["secret"]),
+              ".ods": lambda p: docgen.make_ods(p, {"S": [["secret"]]}),
+              ".odp": lambda p: docgen.make_odp(p, [("secret", "plan")])}[ext](tmp_path / f"plain{ext}")  # fmt: skip
+    with pytest.raises(ParseError, match=rf"encrypted \(password-protected\) \{ext} file"):
+        parse(docgen.make_encrypted_odf(source, tmp_path / f"e{ext}"), LIMITS)
+
+
+def test_an_odf_file_of_another_kind_says_so(tmp_path: Path) -> None:
+    path = docgen.make_ods(tmp_path / "sheet.odt", {"S": [["a"]]})
+    with pytest.raises(ParseError, match=r"holds an OpenDocument spreadsheet, not a text"):
+        parse(path, LIMITS)
+
+
+def test_an_odt_without_text_is_skipped(tmp_path: Path) -> None:
+    with pytest.raises(FileSkipped, match="no extractable text"):
+        parse(docgen.make_odt(tmp_path / "empty.odt"), LIMITS)
 
 
 # --- PDF ----------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
 from ..pipeline.identity import Identify, fallback
+from ..pipeline.parse import SUPPORTED_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import FAILED, parse_stamp
@@ -45,14 +47,18 @@ log = logging.getLogger(__name__)
 FILE_RETRY_SLACK_S = 0.5  # a directory runs this long after its first failed file is due, so that it is due
 
 
+FORMATS = f"{zlib.crc32(' '.join(sorted(SUPPORTED_EXTENSIONS)).encode()):08x}"  # the file types read
+
+
 def skip_policy(config: Config) -> str:
     """What a SKIPPED verdict depends on: a different policy (version, limits, a converter) re-evaluates it."""
     lim = config.limits
     return (
         f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
         f"soffice={shutil.which('soffice') is not None}; ocr={ocr_unavailable(config.parse) is None}; "
-        "named-text=1"
-    )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped; named-text: README & co.
+        f"named-text=1; formats={FORMATS}"
+    )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped; named-text: README & co.;
+    # formats: a type newly supported (.odt) is read where it was skipped as unsupported
 
 
 def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:

@@ -12,16 +12,17 @@ Formats, by extension (case-insensitive):
 | .html .htm | BeautifulSoup and markdownify, as markitdown's HTML converter (html.py) | markdown |
 | .csv .docx .pptx .xlsx .xls | markitdown's converter for the extension | markdown |
 | .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
+| .odt .ods .odp | odfdo (odf.py): a text's headings, lists and tables; a sheet's table; a slide's frames | markdown |
 
 Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else charset-normalizer's
 detection (GBK/GB18030, Big5, Shift-JIS, cp125x, ...; `Document.encoding` records it). JSON is plain text too:
 markitdown would only decode it the same way. Newlines become `\\n`. Titles: HTML `<title>`, OOXML core
-properties, PDF metadata, Markdown front matter (YAML or TOML: frontmatter.py) / Org `#+TITLE:`; else the first markdown heading (HTML,
-.docx, .pptx, prose text types); else the line under a man-page `NAME` header; else None. Data formats
+properties, OpenDocument properties, PDF metadata, Markdown front matter (YAML or TOML: frontmatter.py) / Org `#+TITLE:`; else the first markdown heading (HTML,
+.docx, .pptx, .odt, .odp, prose text types); else the line under a man-page `NAME` header; else None. Data formats
 (.json, .yaml, .toml, .log, .csv, spreadsheets) get no heading-derived title.
 
 Metadata (`Document.metadata`, docs/metadata.md): Markdown front matter, PDF document information (title, author,
-creation date), OOXML core properties (title, creator, created); what cannot be read is a note, never a failure.
+creation date), OOXML core properties and OpenDocument properties (title, creator, created); what cannot be read is a note, never a failure.
 
 Outcomes: `FileSkipped` for an unsupported extension, an empty or too large file, no text after extraction
 (a scanned PDF with OCR off, an image where OCR found nothing), images with OCR off or not installed, text over `limits.max_text_chars` (never truncated) and .doc/.ppt without LibreOffice;
@@ -45,6 +46,7 @@ from ..structure import scan_rst
 from . import frontmatter
 from .image import IMAGE_EXTENSIONS, parse_image, refuse_image
 from .legacy import LEGACY_EXTENSIONS, parse_legacy
+from .odf import ODF_EXTENSIONS, parse_odf
 from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
 from .pdf import parse_pdf
 from .text import clean_title, decode, heading_title, man_title, normalise_newlines
@@ -60,7 +62,12 @@ PROSE_EXTENSIONS = frozenset({".txt", ".text", *MARKUP_EXTENSIONS})  # plain tex
 DATA_EXTENSIONS = frozenset({".json", ".yaml", ".yml", ".toml", ".log"})  # plain text, no title
 TEXT_EXTENSIONS = MARKDOWN_EXTENSIONS | PROSE_EXTENSIONS | DATA_EXTENSIONS
 SUPPORTED_EXTENSIONS: frozenset[str] = (
-    TEXT_EXTENSIONS | MARKITDOWN_EXTENSIONS | LEGACY_EXTENSIONS | IMAGE_EXTENSIONS | frozenset({".pdf"})
+    TEXT_EXTENSIONS
+    | MARKITDOWN_EXTENSIONS
+    | ODF_EXTENSIONS
+    | LEGACY_EXTENSIONS
+    | IMAGE_EXTENSIONS
+    | frozenset({".pdf"})
 )  # images only with OCR: parse() and the file job's precheck say so when it is off (refuse_image)
 
 
@@ -165,6 +172,8 @@ def _dispatch(path: Path, ext: str, limits: LimitsConfig, options: ParseConfig) 
         return parse_image(path, options, budget)
     if ext in LEGACY_EXTENSIONS:
         return parse_legacy(path, ext, limits.parse_timeout)
+    if ext in ODF_EXTENSIONS:
+        return parse_odf(path, ext)
     return parse_markitdown(path, ext)
 
 
