@@ -61,7 +61,7 @@ def parse_odf(path: Path, ext: str) -> Document:
             raise ParseError(f"this {ext} file holds {found}, not a {_KINDS[ext]}",
                              "give it the extension of its type (.odt, .ods, .odp)")  # fmt: skip
         text = {"text": _text, "spreadsheet": _sheets, "presentation": _slides}[kind](odf)
-    except ParseError:
+    except (ParseError, OSError):  # OSError: the file vanished or cannot be read, as for every parser
         raise
     except Exception as exc:  # stage boundary: lxml, zipfile and odfdo raise many exception types
         detail = " ".join(str(exc).split())[:300]
@@ -85,8 +85,8 @@ def _check_package(path: Path, ext: str) -> None:
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
             manifest = zf.read(_MANIFEST) if _MANIFEST in names else b""
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile) as err:
-        raise ParseError(f"corrupt {ext} file: not a zip archive ({err})", _REPAIR_HINT) from err
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as err:
+        raise ParseError(f"corrupt {ext} file: not a zip archive", _REPAIR_HINT) from err
     if b"encryption-data" in manifest:
         raise ParseError(f"encrypted (password-protected) {ext} file", _PASSWORD_HINT)
     if "content.xml" not in names:
