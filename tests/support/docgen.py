@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 CFB_MAGIC = bytes.fromhex(
     "D0CF11E0A1B11AE1"
@@ -173,7 +174,7 @@ def make_odt(
     items: Sequence[str] = (), rows: Sequence[Sequence[object]] = (),
 ) -> Path:  # fmt: skip
     """An OpenDocument text (odfdo, from its own template): a heading, paragraphs, a bulleted list, a table."""
-    from odfdo import Document, Header, List, Paragraph, Table
+    from odfdo import Document, Header, List, Paragraph
 
     doc = Document("text")
     if title:
@@ -185,30 +186,32 @@ def make_odt(
     if items:
         doc.body.append(List(list(items)))
     if rows:
-        table = Table("T1", width=max(len(r) for r in rows), height=len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                table.set_value((c, r), value)
-        doc.body.append(table)
+        doc.body.append(_odf_table("T1", rows))
     doc.save(path)
     return path
 
 
 def make_ods(path: Path, sheets: dict[str, Sequence[Sequence[object]]], *, title: str | None = None) -> Path:
     """An OpenDocument spreadsheet, one sheet per name (its template's empty first sheet stays)."""
-    from odfdo import Document, Table
+    from odfdo import Document
 
     doc = Document("spreadsheet")
     if title:
         doc.meta.set_title(title)
     for name, rows in sheets.items():
-        table = Table(name, width=max(len(r) for r in rows), height=len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                table.set_value((c, r), value)
-        doc.body.append(table)
+        doc.body.append(_odf_table(name, rows))
     doc.save(path)
     return path
+
+
+def _odf_table(name: str, rows: Sequence[Sequence[object]]) -> Any:
+    from odfdo import Table
+
+    table = Table(name, width=max(len(r) for r in rows), height=len(rows))
+    for r, row in enumerate(rows):
+        for c, value in enumerate(row):
+            table.set_value((c, r), value)
+    return table
 
 
 def make_odp(path: Path, slides: Sequence[tuple[str, str]], *, title: str | None = None) -> Path:

@@ -16,18 +16,16 @@ import re
 import zipfile
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 from ...errors import ParseError
 from ...model import Document
-from ..metadata import Extracted, normalise
+from .office import PASSWORD_HINT, REPAIR_HINT, conversion_error, package_properties
 from .text import check_clean, clean_title, heading_title, normalise_newlines
 
 ODF_EXTENSIONS = frozenset({".odt", ".ods", ".odp"})
 _KINDS = {".odt": "text", ".ods": "spreadsheet", ".odp": "presentation"}
 _MANIFEST = "META-INF/manifest.xml"
 _META = "meta.xml"
-_MAX_PROPERTIES = 1024**2
 _NS = {
     "dc": "http://purl.org/dc/elements/1.1/",
     "meta": "urn:oasis:names:tc:opendocument:xmlns:meta:1.0",
@@ -39,8 +37,6 @@ _PROPERTIES = (
     ("office:meta/dc:creator", "author"),
     ("office:meta/meta:creation-date", "created"),
 )
-_PASSWORD_HINT = "save a copy without the password to index it"
-_REPAIR_HINT = "open it in LibreOffice and save it again"
 _ESCAPED = re.compile(r"\\([-#`~])")
 _TABLE_RULING = re.compile(r"[|\-:\s]+")
 # escaped at the start of a line, they keep plain text from being read as a list item or a heading
@@ -64,13 +60,10 @@ def parse_odf(path: Path, ext: str) -> Document:
     except (ParseError, OSError):  # OSError: the file vanished or cannot be read, as for every parser
         raise
     except Exception as exc:  # stage boundary: lxml, zipfile and odfdo raise many exception types
-        detail = " ".join(str(exc).split())[:300]
-        raise ParseError(
-            f"corrupt or unreadable {ext} file: {type(exc).__name__}: {detail}", _REPAIR_HINT
-        ) from exc
+        raise conversion_error(ext, exc) from exc
     text = normalise_newlines(text).strip()
     check_clean(text)
-    metadata = odf_properties(path)
+    metadata = package_properties(path, _META, _PROPERTIES, _NS)
     title = None
     if metadata is not None and metadata.fields.get("title"):
         title = clean_title(metadata.fields["title"][0])
@@ -86,11 +79,11 @@ def _check_package(path: Path, ext: str) -> None:
             names = set(zf.namelist())
             manifest = zf.read(_MANIFEST) if _MANIFEST in names else b""
     except (zipfile.BadZipFile, zipfile.LargeZipFile) as err:
-        raise ParseError(f"corrupt {ext} file: not a zip archive", _REPAIR_HINT) from err
+        raise ParseError(f"corrupt {ext} file: not a zip archive", REPAIR_HINT) from err
     if b"encryption-data" in manifest:
-        raise ParseError(f"encrypted (password-protected) {ext} file", _PASSWORD_HINT)
+        raise ParseError(f"encrypted (password-protected) {ext} file", PASSWORD_HINT)
     if "content.xml" not in names:
-        raise ParseError(f"corrupt {ext} file: no content.xml in it", _REPAIR_HINT)
+        raise ParseError(f"corrupt {ext} file: no content.xml in it", REPAIR_HINT)
 
 
 def _text(odf: Any) -> str:
@@ -125,23 +118,3 @@ def _slides(odf: Any) -> str:
             parts.append("\n\n".join([f"# {first}", *(["\n".join(rest)] if rest else []),
                                          *("\n".join(f) for f in frames[1:])]))  # fmt: skip
     return "\n\n".join(parts)
-
-
-def odf_properties(path: Path) -> Extracted | None:
-    """The document properties in meta.xml: title, creator (as author), creation date."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            info = zf.getinfo(_META)
-            if info.file_size > _MAX_PROPERTIES:
-                return Extracted(notes=("document properties: meta.xml over 1 MiB; not read",))
-            root = ElementTree.fromstring(zf.read(info))
-    except KeyError:
-        return None  # no properties
-    except (OSError, zipfile.BadZipFile, ElementTree.ParseError) as err:
-        return Extracted(notes=(f"document properties: unreadable ({type(err).__name__}); not read",))
-    picked: dict[str, str] = {}
-    for where, key in _PROPERTIES:
-        el = root.find(where, _NS)
-        if key not in picked and el is not None and el.text and el.text.strip():
-            picked[key] = el.text.strip()
-    return normalise(picked, "document properties") if picked else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import threading
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 from xml.etree import ElementTree
@@ -46,8 +47,8 @@ _CORE = (
     (f"{_DC}creator", "author"),
     ("{http://purl.org/dc/terms/}created", "created"),
 )
-_PASSWORD_HINT = "save a copy without the password to index it"
-_REPAIR_HINT = "open it in its application and save it again"
+PASSWORD_HINT = "save a copy without the password to index it"
+REPAIR_HINT = "open it in its application and save it again"
 
 _converters: dict[str, Any] = {}
 _converters_lock = threading.Lock()
@@ -85,7 +86,7 @@ def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]
         try:
             markdown, title = html_to_markdown(text)
         except Exception as exc:  # stage boundary: BeautifulSoup and markdownify raise many exception types
-            raise _conversion_error(ext, exc) from exc
+            raise conversion_error(ext, exc) from exc
         # Sphinx, MkDocs, GitHub...: a `[¶](#anchor)` after each heading and definition
         return drop_permalinks(markdown), clean_title(title) if title else None, encoding
     # Hand the converter UTF-8 so it does not guess again.
@@ -108,14 +109,14 @@ def check_container(path: Path, ext: str) -> None:
         head = fh.read(len(CFB_MAGIC))
     if head == CFB_MAGIC:
         if _ENCRYPTED_STREAM in path.read_bytes():
-            raise ParseError(f"encrypted (password-protected) {ext} file", _PASSWORD_HINT)
+            raise ParseError(f"encrypted (password-protected) {ext} file", PASSWORD_HINT)
         raise ParseError(
             f"encrypted (password-protected) or legacy-format {ext} file: an OLE container, "
             "not a zip archive",
-            f"{_PASSWORD_HINT}, or save it in the real {ext} format",
+            f"{PASSWORD_HINT}, or save it in the real {ext} format",
         )
     if not zipfile.is_zipfile(path):
-        raise ParseError(f"corrupt {ext} file: not a zip archive", _REPAIR_HINT)
+        raise ParseError(f"corrupt {ext} file: not a zip archive", REPAIR_HINT)
 
 
 def _run(ext: str, stream: BinaryIO, charset: str | None = None) -> Any:
@@ -125,7 +126,7 @@ def _run(ext: str, stream: BinaryIO, charset: str | None = None) -> Any:
     try:
         return converter.convert(stream, StreamInfo(extension=ext, charset=charset))
     except Exception as exc:  # stage boundary: markitdown's back-ends raise many unrelated exception types
-        raise _conversion_error(ext, exc) from exc
+        raise conversion_error(ext, exc) from exc
 
 
 def _converter(ext: str) -> Any:
@@ -138,24 +139,36 @@ def _converter(ext: str) -> Any:
         return converter
 
 
-def _conversion_error(ext: str, exc: Exception) -> ParseError:
+def conversion_error(ext: str, exc: Exception) -> ParseError:
     detail = " ".join(str(exc).split())[:300]
     if "encrypt" in detail.lower() or "password" in detail.lower():
-        return ParseError(f"encrypted (password-protected) {ext} file ({detail})", _PASSWORD_HINT)
-    return ParseError(f"corrupt or unreadable {ext} file: {type(exc).__name__}: {detail}", _REPAIR_HINT)
+        return ParseError(f"encrypted (password-protected) {ext} file ({detail})", PASSWORD_HINT)
+    return ParseError(f"corrupt or unreadable {ext} file: {type(exc).__name__}: {detail}", REPAIR_HINT)
 
 
 def ooxml_properties(path: Path) -> Extracted | None:
     """An OOXML package's core properties (docProps/core.xml): title, creator (as author), created."""
+    return package_properties(path, _CORE_XML, _CORE)
+
+
+def package_properties(
+    path: Path, member: str, wanted: Sequence[tuple[str, str]], namespaces: dict[str, str] | None = None
+) -> Extracted | None:
+    """The document properties in the XML `member` of a zip package (OOXML's docProps/core.xml, OpenDocument's
+    meta.xml): for each (element path, field) of `wanted`, the text of the first element found with some."""
     try:
         with zipfile.ZipFile(path) as zf:
-            info = zf.getinfo(_CORE_XML)
+            info = zf.getinfo(member)
             if info.file_size > 1024**2:
-                return Extracted(notes=("document properties: docProps/core.xml over 1 MiB; not read",))
+                return Extracted(notes=(f"document properties: {member} over 1 MiB; not read",))
             root = ElementTree.fromstring(zf.read(info))
     except KeyError:
-        return None  # no core properties
+        return None  # no properties
     except (OSError, zipfile.BadZipFile, ElementTree.ParseError) as err:
         return Extracted(notes=(f"document properties: unreadable ({type(err).__name__}); not read",))
-    picked = {key: el.text for tag, key in _CORE for el in [root.find(tag)] if el is not None and el.text}
+    picked: dict[str, str] = {}
+    for where, key in wanted:
+        el = root.find(where, namespaces)
+        if key not in picked and el is not None and el.text and el.text.strip():
+            picked[key] = el.text
     return normalise(picked, "document properties") if picked else None
