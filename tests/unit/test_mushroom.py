@@ -63,6 +63,20 @@ def test_write_coalesces_to_the_last_event_per_name(tmp_path: Path) -> None:
     assert mushroom.read(p).events == (Event("b", "upsert"), Event("a", "delete"))
 
 
+def test_a_name_that_changed_kind_keeps_its_folders_event_and_its_files(tmp_path: Path) -> None:
+    """A folder replaced by a file of its name: the folder's `dir_delete` must survive the file's `upsert`
+    (keeping only the last event per name left the folder's files in search)."""
+    evs = [Event("d", "dir_delete"), Event("x", "upsert"), Event("d", "upsert"), Event("d", "dir_recover")]
+    with DirLock(tmp_path):
+        p = mushroom.write(tmp_path, evs)
+    assert p is not None
+    assert mushroom.read(p).events == (Event("x", "upsert"), Event("d", "upsert"), Event("d", "dir_recover"))
+    with DirLock(tmp_path):
+        p = mushroom.write(tmp_path, evs[:3])
+    assert p is not None
+    assert mushroom.read(p).events == tuple(evs[:3])
+
+
 def test_reads_the_ragjson_tools_pending_mushrooms() -> None:
     docs = DATA / "ragjson-0.5.1" / "tree" / "docs"
     pend = mushroom.pending(docs)

@@ -27,6 +27,7 @@ from .sidecar import rag_dir, write_atomic
 SUFFIX = ".mushroom"
 UPSERT, DELETE, DIR_DELETE, DIR_RECOVER = "upsert", "delete", "dir_delete", "dir_recover"
 STATUSES = frozenset({UPSERT, DELETE, DIR_DELETE, DIR_RECOVER})
+FOLDER_STATUSES = frozenset({DIR_DELETE, DIR_RECOVER})
 MODE = 0o600
 
 _seq = itertools.count()
@@ -78,11 +79,15 @@ def sort_key(name: str) -> tuple[str, str]:
 
 
 def coalesce(events: Iterable[Event]) -> list[Event]:
-    """Keep the last event per name, in first-seen order."""
-    last: dict[str, Event] = {}
+    """Keep the last event per name and kind (a folder's events, a file's), in the order they were last seen.
+
+    A name that changed kind keeps one event of each: a folder replaced by a file of its name is `dir_delete`
+    then `upsert`, and the folder's subtree must still leave the index when the file's event is applied."""
+    last: dict[tuple[str, bool], Event] = {}
     for ev in events:
-        last.pop(ev.file, None)
-        last[ev.file] = ev
+        key = (ev.file, ev.status in FOLDER_STATUSES)
+        last.pop(key, None)
+        last[key] = ev
     return list(last.values())
 
 

@@ -1,0 +1,69 @@
+"""A name that changes kind: a folder replaced by a file of the same name, or a file by a folder, in any order and
+with no pause between, leaves nothing of the old one in search (DESIGN §4.1)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.agent import AgentProcess, files_in, keyword_hits, ragctl_json, running_agent, write_doc
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    kb = tmp_path / "kb"
+    write_doc(kb / "a.md", "alpha")
+    for name, token in [("d.md/one.md", "oboe"), ("d.md/two.md", "tuba"), ("d.md/deep/three.md", "tabla"),
+                        ("sub/s1.md", "sitar"), ("sub.bin/b1.md", "banjo")]:  # fmt: skip
+        write_doc(kb / name, token)
+    return kb
+
+
+@pytest.fixture
+def agent(tmp_path: Path, config: Path, tree: Path) -> Iterator[AgentProcess]:
+    with running_agent(tmp_path / "agent.log", str(tree), idle=True) as proc:
+        yield proc
+
+
+def _verify_repairs() -> list[str]:
+    report = ragctl_json("verify")
+    return [*report["repaired_paths"], *report["removed_paths"]]
+
+
+@pytest.mark.parametrize(
+    ("folder", "new_text", "gone"),
+    [
+        ("d.md", "# flute\n\nThe marker flute is the file now.\n", ["oboe", "tuba", "tabla"]),
+        ("sub", "# harp\n\nThe marker harp is the file now.\n", ["sitar"]),
+        ("sub.bin", "\x00\x01binary\x02", ["banjo"]),  # not indexed at all: SKIPPED
+    ],
+    ids=["folder-to-md", "folder-to-extensionless", "folder-to-unsupported"],
+)
+def test_a_folder_replaced_by_a_file_of_its_name_leaves_nothing_of_the_folder(
+    agent: AgentProcess, tree: Path, folder: str, new_text: str, gone: list[str]
+) -> None:
+    shutil.rmtree(tree / folder)
+    (tree / folder).write_text(new_text, encoding="utf-8")
+    agent.wait_idle()
+    for token in gone:
+        assert keyword_hits(token) == []
+    assert agent.sources() == [p for p in files_in(tree) if not p.endswith(".bin")]
+    assert _verify_repairs() == []
+
+
+def test_a_file_replaced_by_a_folder_of_its_name_and_back(agent: AgentProcess, tree: Path) -> None:
+    (tree / "a.md").unlink()
+    write_doc(tree / "a.md" / "inner.md", "inner")
+    agent.wait_idle()
+    assert keyword_hits("alpha") == []
+    assert keyword_hits("inner") == [str(tree / "a.md" / "inner.md")]
+    shutil.rmtree(tree / "a.md")
+    write_doc(tree / "a.md", "again")
+    agent.wait_idle()
+    assert keyword_hits("inner") == []
+    assert keyword_hits("again") == [str(tree / "a.md")]
+    assert agent.sources() == files_in(tree)
+    assert _verify_repairs() == []
