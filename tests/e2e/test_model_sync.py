@@ -42,6 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from ragd.config import data_dir
 from tests.e2e.agent import RAGCTL, AgentProcess, ragctl, ragctl_json
 from tests.e2e.conftest import write_api_config
 from tests.support import model_sync as ms
@@ -57,7 +58,10 @@ VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
 SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
 STATS = os.environ.get("RAGD_MODEL_STATS")
 MAX_FILES, MAX_DEPTH = 40, 4
-WAIT_S = 60
+BULK_FILES = 2000 if SOAK else 150  # a folder of many files (`many_files`), at most once an example
+BURST = 6  # files a git-style burst deletes, restores and renames within a second
+WAIT_S = 120
+DATA_PARTS = ("", "index", "history.sqlite3", "roots.json")  # "": the whole data directory
 NAMES = (
     tuple(
         s + e
@@ -128,6 +132,7 @@ class ModelSync(RuleBasedStateMachine):
         self.changed = True  # something happened since the last check
         self.paused = False
         self.checks = 0
+        self.bulk = 0  # files of this example's `many_files` folder (not counted against MAX_FILES)
         self.home = Path(tempfile.mkdtemp(prefix="e", dir=self.workdir))
         self.saved_env = os.environ.copy()
         self._isolate()
@@ -184,18 +189,40 @@ class ModelSync(RuleBasedStateMachine):
     def movable_dirs(self) -> list[str]:
         return sorted(d for d in self.model.dirs if not self.model.pinned(d))
 
+    def link_targets(self) -> list[str]:
+        """Files a symbolic link may point to: anywhere in the tree, but not ignored by their name or folder (whether
+        such a target is "under a root" is a question this model leaves open)."""
+        return sorted(
+            f
+            for f in self.model.files
+            if any(ms.tracked_dir_under(ms.parent(f), t) for t in ms.TOPS)
+            and not ms.ignored_file(ms.base_name(f))
+        )
+
+    def room(self) -> bool:
+        return len(self.model.files) - self.bulk < MAX_FILES
+
+    def free(self, rel: str) -> bool:
+        """Nothing (no file, link or folder) has the name `rel` yet."""
+        return not self.tree.exists(rel)
+
+    def writable(self, rel: str) -> bool:
+        """`rel` is free or a file (written in place), not a folder or a link."""
+        return self.free(rel) or rel in self.model.files
+
     # -- files --------------------------------------------------------------------------------------------------
-    @precondition(lambda self: len(self.model.files) < MAX_FILES)
+    @precondition(lambda self: self.room())
     @rule(data=st.data())
     @step
     def create_file(self, data: st.DataObject) -> None:
         rel = ms.join(
             self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(NAMES), label="name")
         )
-        say(f"create {rel!r}")
-        self.tree.write(rel, self.content.new())
+        if self.writable(rel):
+            say(f"create {rel!r}")
+            self.tree.write(rel, self.content.new())
 
-    @precondition(lambda self: len(self.model.files) < MAX_FILES)
+    @precondition(lambda self: self.room())
     @rule(data=st.data(), kind=st.sampled_from(ms.POISON_WORDS))
     @step
     def create_poisoned_file(self, data: st.DataObject, kind: str) -> None:
@@ -203,8 +230,9 @@ class ModelSync(RuleBasedStateMachine):
         rel = ms.join(
             self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(PLAIN_NAMES), label="name")
         )
-        say(f"create {rel!r} with {kind}")
-        self.tree.write(rel, self.content.new(poison=kind))
+        if self.writable(rel):
+            say(f"create {rel!r} with {kind}")
+            self.tree.write(rel, self.content.new(poison=kind))
 
     @precondition(lambda self: self.model.files)
     @rule(data=st.data(), how=st.sampled_from(["edit", "append", "truncate", "same-size edit", "touch"]))
@@ -222,11 +250,12 @@ class ModelSync(RuleBasedStateMachine):
                "truncate": lambda: ms.FileState("", ())}[how]()  # fmt: skip
         self.tree.write(rel, new)
 
-    @precondition(lambda self: self.model.files)
+    @precondition(lambda self: self.model.paths())
     @rule(data=st.data())
     @step
     def delete_file(self, data: st.DataObject) -> None:
-        rel = self.pick(data, self.model.files, "file")
+        """Remove a file, a hard link of one or a symbolic link."""
+        rel = self.pick(data, self.model.paths(), "file")
         say(f"delete {rel!r}")
         self.tree.delete(rel)
 
@@ -251,25 +280,122 @@ class ModelSync(RuleBasedStateMachine):
             self.tree.write(temp, new, new=True)
             self.tree.rename(temp, rel)
 
-    @precondition(lambda self: self.model.files)
+    @precondition(lambda self: self.model.paths())
     @rule(data=st.data())
     @step
     def rename_file(self, data: st.DataObject) -> None:
-        rel = self.pick(data, self.model.files, "file")
+        rel = self.pick(data, self.model.paths(), "file")
         dst = ms.join(ms.parent(rel), data.draw(st.sampled_from(NAMES), label="new name"))
-        if dst != rel:
+        if dst != rel and dst not in self.model.dirs:
             say(f"rename {rel!r} -> {dst!r}")
             self.tree.rename(rel, dst)
+
+    @precondition(lambda self: self.model.paths())
+    @rule(data=st.data())
+    @step
+    def move_file(self, data: st.DataObject) -> None:
+        rel = self.pick(data, self.model.paths(), "file")
+        dst = ms.join(self.pick(data, self.model.dirs, "to dir"), ms.base_name(rel))
+        if dst != rel and dst not in self.model.dirs:
+            say(f"move {rel!r} -> {dst!r}")
+            self.tree.rename(rel, dst)
+
+    # -- links, names that change kind, bursts, many files ---------------------------------------------------------
+    @precondition(lambda self: self.room())
+    @rule(data=st.data(), dangling=st.booleans())
+    @step
+    def symlink_file(self, data: st.DataObject, dangling: bool) -> None:
+        """`ln -s` to a file in the same folder, another folder or root, outside every root; or to no file."""
+        rel = ms.join(
+            self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(PLAIN_NAMES), label="name")
+        )
+        targets = [] if dangling else self.link_targets()
+        target = self.pick(data, targets, "target") if targets else ms.join("out", "gone.md")
+        if self.free(rel) and target not in self.model.dirs:
+            say(f"ln -s {target!r} {rel!r}")
+            self.tree.symlink(rel, target)
+
+    @precondition(lambda self: self.model.links)
+    @rule(data=st.data())
+    @step
+    def retarget_link(self, data: st.DataObject) -> None:
+        """`ln -sfn`: a link replaced by one to another file, at once (a new link renamed over it)."""
+        rel = self.pick(data, self.model.links, "link")
+        target = self.pick(data, [*self.link_targets(), ms.join("out", "gone.md")], "new target")
+        temp = ms.join(ms.parent(rel), ".link.tmp")
+        if target not in self.model.dirs and self.free(temp):
+            say(f"ln -sfn {target!r} {rel!r}")
+            self.tree.symlink(temp, target)
+            self.tree.rename(temp, rel)
+
+    @precondition(lambda self: self.model.files and self.room())
+    @rule(data=st.data())
+    @step
+    def hardlink_file(self, data: st.DataObject) -> None:
+        """`ln`: one more path of a file, in its folder, another folder or root, or outside every root."""
+        src = self.pick(data, self.model.files, "file")
+        dst = ms.join(
+            self.pick(data, self.model.dirs, "dir"), data.draw(st.sampled_from(PLAIN_NAMES), label="name")
+        )
+        if self.free(dst):
+            say(f"ln {src!r} {dst!r}")
+            self.tree.hardlink(src, dst)
+
+    @precondition(lambda self: self.movable_dirs() or self.model.paths())
+    @rule(data=st.data(), to_file=st.booleans(), back=st.booleans())
+    @step
+    def replace_kind(self, data: st.DataObject, to_file: bool, back: bool) -> None:
+        """A folder replaced by a file of its name, or a file (or link) by a folder; maybe back again at once."""
+        if to_file and self.movable_dirs():
+            rel = self.pick(data, self.movable_dirs(), "folder")
+        elif self.model.paths():
+            rel = self.pick(data, self.model.paths(), "file")
+        else:
+            return
+        steps = [rel in self.model.dirs, rel not in self.model.dirs][: 2 if back else 1]
+        say(f"{' then back '.join('folder -> file' if d else 'file -> folder' for d in steps)}: {rel!r}")
+        for was_dir in steps:
+            self.tree.replace_kind(rel, self.content.new() if was_dir else None)
 
     @precondition(lambda self: self.model.files)
     @rule(data=st.data())
     @step
-    def move_file(self, data: st.DataObject) -> None:
-        rel = self.pick(data, self.model.files, "file")
-        dst = ms.join(self.pick(data, self.model.dirs, "to dir"), ms.base_name(rel))
-        if dst != rel:
-            say(f"move {rel!r} -> {dst!r}")
-            self.tree.rename(rel, dst)
+    def git_burst(self, data: st.DataObject) -> None:
+        """What `git checkout` of another branch and back does within a second: files deleted and written again
+        (new inodes, the same text), one renamed away and back, one changed and changed back."""
+        files = sorted(self.model.files)
+        chosen = data.draw(
+            st.lists(st.sampled_from(files), min_size=1, max_size=BURST, unique=True), label="files"
+        )
+        say(f"git-style burst over {chosen}")
+        saved = {rel: self.model.files[rel] for rel in chosen}
+        for rel in chosen:
+            self.tree.delete(rel)
+        for rel in chosen:
+            self.tree.write(rel, saved[rel], new=True)
+        first = chosen[0]
+        away = ms.join(ms.parent(first), "moved-away.md")
+        if self.free(away):
+            self.tree.rename(first, away)
+            self.tree.rename(away, first)
+        self.tree.write(first, self.content.new())
+        self.tree.write(first, saved[first])
+
+    @precondition(lambda self: not self.bulk and self.model.tracked_dirs())
+    @rule(data=st.data())
+    @step
+    def many_files(self, data: st.DataObject) -> None:
+        """A folder of many small files (a mail export, a notes dump) appears at once."""
+        rel = ms.join(self.pick(data, self.model.tracked_dirs(), "under"), "bulk")
+        if not self.free(rel) or rel.count("/") >= MAX_DEPTH:
+            return
+        say(f"{BULK_FILES} files in {rel!r}")
+        staging = ms.join("out", "bulk-staging")
+        self.tree.mkdir(staging)
+        for n in range(BULK_FILES):
+            self.tree.write(ms.join(staging, f"m{n:05d}.txt"), self.content.new(), new=True)
+        self.tree.move_dir(staging, rel)  # all at once, as an unpacked archive moved in
+        self.bulk = BULK_FILES
 
     # -- folders ------------------------------------------------------------------------------------------------
     @rule(data=st.data())
@@ -389,6 +515,27 @@ class ModelSync(RuleBasedStateMachine):
         self._change_config_roots(data)
         say(f"restart with {how} (config roots {self.model.config_roots})")
         self.agent = self._start()
+
+    @rule(data=st.data(), part=st.sampled_from(DATA_PARTS), running=st.booleans())
+    @step
+    def lose_data_dir(self, data: st.DataObject, part: str, running: bool) -> None:
+        """The agent's data directory, or a part of it, deleted while the agent runs or while it is stopped: the
+        agent rebuilds what is derived from the sidecars; the roots added with `ragctl roots add` survive a loss
+        while it runs (it writes them back), not one while it is stopped."""
+        where = data_dir() / part if part else data_dir()
+        say(f"rm -r {part or 'the data directory'} while {'running' if running else 'stopped'}")
+        if not running:
+            code = self.agent.stop()
+            assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
+        if where.is_dir():
+            shutil.rmtree(where)
+        else:
+            where.unlink(missing_ok=True)
+        if not running:
+            if part in ("", "roots.json"):
+                self.model.added, self.model.removed = [], []
+            self.agent = self._start()
+        self.tree.touch_under("")
 
     @rule()
     @step

@@ -13,6 +13,9 @@ agent's code:
 - a tracked file ends SKIPPED when its name is not UTF-8, its extension is not one this model writes text for
   (.md, .txt), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
   EMBEDDED otherwise;
+- a symbolic link to a file is a file of the link's name with its target's text, when the target is a file tracked
+  under a current root; a link to a file outside every root, or a dangling one, is SKIPPED (DESIGN §4.1);
+- hard links are paths of one file: a write through one is the text of all (each path its own entry);
 - the index holds exactly the EMBEDDED files tracked under at least one current root, with their current text;
 - the current roots are the config file's, plus those added with `ragctl roots add`, minus those removed with
   `ragctl roots remove` (docs/config.md).
@@ -119,7 +122,11 @@ class Model:
     """What the tree holds and which folders are roots: pure data, no I/O."""
 
     dirs: set[str] = field(default_factory=lambda: set(TOPS))
-    files: dict[str, FileState] = field(default_factory=dict)
+    files: dict[str, FileState] = field(
+        default_factory=dict
+    )  # regular files (hard links: one state, see inode)
+    inode: dict[str, int] = field(default_factory=dict)  # each regular file's inode: shared by hard links
+    links: dict[str, str] = field(default_factory=dict)  # symbolic links to files: path -> target path
     config_roots: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)  # `ragctl roots add` (kept across restarts)
     removed: list[str] = field(default_factory=list)  # `ragctl roots remove` of a config root
@@ -156,38 +163,55 @@ class Model:
         return tracked_dir_under(parent(rel), root) and not ignored_file(base_name(rel))
 
     def state(self, rel: str) -> str:
-        """The end state of a tracked file."""
-        f = self.files[rel]
+        """The end state of a tracked file (or link)."""
+        f = self.text(rel)
         name = base_name(rel)
-        if not is_utf8(name) or os.path.splitext(name)[1].lower() not in TEXT_EXTENSIONS or not f.content:
+        if f is None or not is_utf8(name) or os.path.splitext(name)[1].lower() not in TEXT_EXTENSIONS:
+            return SKIPPED
+        if not f.content:
             return SKIPPED
         return FAILED if f.poisoned else EMBEDDED
+
+    def text(self, rel: str) -> FileState | None:
+        """What a path reads as: a file's text; a link's target's, if the target is a file tracked under a current
+        root (None: a link outside every root, or dangling)."""
+        if rel in self.files:
+            return self.files[rel]
+        target = self.links[rel]
+        return self.files[target] if target in self.files and self.covered(target) else None
+
+    def paths(self) -> list[str]:
+        """Every file and link to a file."""
+        return [*self.files, *self.links]
 
     def covered(self, rel: str) -> bool:
         return any(self.tracked_under(rel, r) for r in self.roots())
 
     def indexed(self) -> set[str]:
         """The files the index must hold."""
-        return {rel for rel in self.files if self.state(rel) == EMBEDDED and self.covered(rel)}
+        return {rel for rel in self.paths() if self.covered(rel) and self.state(rel) == EMBEDDED}
 
     def counts(self, root: str) -> dict[str, int]:
         """`ragctl status` counts of one root (overlapping roots each count their files)."""
-        found = Counter(self.state(rel) for rel in self.files if self.tracked_under(rel, root))
+        found = Counter(self.state(rel) for rel in self.paths() if self.tracked_under(rel, root))
         return {state: found.get(state, 0) for state in (EMBEDDED, SKIPPED, FAILED)}
 
     def failed(self, root: str) -> set[str]:
-        return {rel for rel in self.files if self.tracked_under(rel, root) and self.state(rel) == FAILED}
+        return {rel for rel in self.paths() if self.tracked_under(rel, root) and self.state(rel) == FAILED}
 
     def tracked_dirs(self) -> set[str]:
         """Folders the agent keeps a `.rag/` for: tracked under a current root."""
         roots = self.roots()
         return {d for d in self.dirs if any(tracked_dir_under(d, r) for r in roots)}
 
-    def owner(self, token: str) -> str | None:
-        for rel, f in self.files.items():
-            if token in f.tokens:
-                return rel
-        return None
+    def owners(self, token: str) -> set[str]:
+        """The paths whose text holds `token`: a file, its hard links, and the links to it that read it."""
+        return {rel for rel in self.paths() if (f := self.text(rel)) is not None and token in f.tokens}
+
+    def linked(self, rel: str) -> list[str]:
+        """The other paths of `rel`'s file (hard links)."""
+        n = self.inode.get(rel)
+        return [p for p, i in self.inode.items() if i == n and p != rel]
 
 
 class Content:
@@ -232,6 +256,7 @@ class Tree:
         self.top = top
         self.model = Model()
         self.touched: set[str] = set()
+        self.inodes = iter(range(1, 1 << 62))
         for d in TOPS:
             (top / d).mkdir(parents=True, exist_ok=True)
 
@@ -242,17 +267,38 @@ class Tree:
         return os.path.relpath(path, self.top)
 
     def touch_under(self, top: str) -> None:
-        self.touched.update(
-            t for rel, f in self.model.files.items() if not top or under(rel, top) for t in f.tokens
-        )
+        """The tokens of every file or link at or under `top` are to be searched at the next check."""
+        files, links = self.model.files, self.model.links
+        for rel in self.model.paths():
+            if not top or under(rel, top):
+                f = files.get(rel) or files.get(links.get(rel, ""))
+                self.touched.update(f.tokens if f is not None else ())
 
     def write(self, rel: str, state: FileState, *, new: bool = False) -> None:
-        """Write in place (an existing file keeps its inode); `new`: the file must not exist yet."""
+        """Write in place (an existing file keeps its inode, and its hard links read the new text); `new`: the
+        file must not exist yet. Never through a symbolic link (callers pick files, not links)."""
+        assert rel not in self.model.links, f"{rel!r} is a link"
         with open(self.path(rel), "x" if new else "w", encoding="utf-8") as fh:
             fh.write(state.content)
         self.touch_under(rel)
         self.touched.update(state.tokens)
-        self.model.files[rel] = state
+        if rel not in self.model.files:
+            self.model.inode[rel] = next(self.inodes)
+        for p in [rel, *self.model.linked(rel)]:
+            self.model.files[p] = state
+
+    def symlink(self, rel: str, target: str) -> None:
+        """`ln -s` an absolute link at `rel` (which must not exist) to the path `target` (which may not exist)."""
+        os.symlink(self.path(target), self.path(rel))
+        self.touch_under(target)
+        self.model.links[rel] = target
+
+    def hardlink(self, src: str, dst: str) -> None:
+        """`ln SRC DST`: one more path of the file `src` (`dst` must not exist)."""
+        os.link(self.path(src), self.path(dst))
+        self.touch_under(src)
+        self.model.files[dst] = self.model.files[src]
+        self.model.inode[dst] = self.model.inode[src]
 
     def touch(self, rel: str) -> None:
         """A new modification time, the same content."""
@@ -261,20 +307,42 @@ class Tree:
         self.touch_under(rel)
 
     def delete(self, rel: str) -> None:
+        """Remove a file or a link (only that path: a hard link's other paths stay)."""
         os.unlink(self.path(rel))
         self.touch_under(rel)
-        del self.model.files[rel]
+        self._forget(rel)
+
+    def _forget(self, rel: str) -> None:
+        self.model.files.pop(rel, None)
+        self.model.inode.pop(rel, None)
+        self.model.links.pop(rel, None)
 
     def rename(self, src: str, dst: str) -> None:
-        """Rename a file, replacing `dst` if it exists."""
+        """Rename a file or a link, replacing `dst` if it exists."""
         os.replace(self.path(src), self.path(dst))
         self.touch_under(src)
         self.touch_under(dst)
-        self.model.files[dst] = self.model.files.pop(src)
+        self._forget(dst)
+        if src in self.model.links:
+            self.model.links[dst] = self.model.links.pop(src)
+        else:
+            self.model.files[dst] = self.model.files.pop(src)
+            self.model.inode[dst] = self.model.inode.pop(src)
 
     def mkdir(self, rel: str) -> None:
         os.mkdir(self.path(rel))
         self.model.dirs.add(rel)
+
+    def replace_kind(self, rel: str, state: FileState | None) -> None:
+        """A name that changes kind with no pause between: a folder `rel` removed and a file written in its place
+        (`state`), or a file (or link) removed and a folder made in its place (`state` None)."""
+        if rel in self.model.dirs:
+            self.rmtree(rel)
+            assert state is not None
+            self.write(rel, state, new=True)
+        else:
+            self.delete(rel)
+            self.mkdir(rel)
 
     def rmtree(self, rel: str) -> None:
         """`rm -r`, run again if it fails with "Directory not empty": the agent may be writing the folder's `.rag/`
@@ -289,7 +357,8 @@ class Tree:
                 time.sleep(0.1)
         self.touch_under(rel)
         self.model.dirs = {d for d in self.model.dirs if not under(d, rel)}
-        self.model.files = {f: s for f, s in self.model.files.items() if not under(f, rel)}
+        for f in [f for f in self.model.paths() if under(f, rel)]:
+            self._forget(f)
 
     def move_dir(self, src: str, dst: str) -> None:
         """Rename or move a folder (its `.rag/` goes with it); `dst` must not exist."""
@@ -301,23 +370,34 @@ class Tree:
 
         self.model.dirs = {moved(d) for d in self.model.dirs}
         self.model.files = {moved(f): s for f, s in self.model.files.items()}
+        self.model.inode = {moved(f): n for f, n in self.model.inode.items()}
+        self.model.links = {moved(f): t for f, t in self.model.links.items()}  # absolute: targets stay
 
     def exists(self, rel: str) -> bool:
         return os.path.lexists(self.path(rel))
 
     def self_check(self) -> None:
         """The tree on disk (`.rag/` folders left out) is the model's: the test's check of itself."""
-        dirs, files = set(), {}
+        dirs, files, links, inodes = set(), {}, {}, {}
         for dirpath, dirnames, filenames in os.walk(self.top):
             dirnames[:] = [d for d in dirnames if d != ".rag"]
             dirs.update(self.rel(os.path.join(dirpath, d)) for d in dirnames)
             for name in filenames:
-                with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
-                    files[self.rel(os.path.join(dirpath, name))] = fh.read()
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path):
+                    links[self.rel(path)] = self.rel(os.readlink(path))
+                    continue
+                with open(path, encoding="utf-8") as fh:
+                    files[self.rel(path)] = fh.read()
+                inodes[self.rel(path)] = os.stat(path).st_ino
         extra, gone = sorted(dirs - self.model.dirs), sorted(self.model.dirs - dirs)
         assert not extra and not gone, f"folders on disk that should not be: {extra}; missing: {gone}"
         want = {rel: f.content for rel, f in self.model.files.items()}
         assert files == want, f"files on disk differ from the model: {sorted(set(files) ^ set(want))}"
+        assert links == self.model.links, f"links on disk {links} differ from the model's {self.model.links}"
+        shared = {rel: sorted(p for p in inodes if inodes[p] == n) for rel, n in inodes.items()}
+        want_shared = {rel: sorted([rel, *self.model.linked(rel)]) for rel in self.model.files}
+        assert shared == want_shared, f"hard links on disk {shared} differ from the model's {want_shared}"
 
 
 class Judge:
@@ -358,7 +438,7 @@ class Judge:
         for rel in sorted(sources):
             chunks = self.index_chunks(self.abs(rel))
             assert chunks == embedded[rel], f"{rel!r}: index chunks {chunks} != sidecar {embedded[rel]}"
-            text = self.model.files[rel].content
+            text = self.model.text(rel).content  # type: ignore[union-attr]  # indexed: it has a text
             assert " ".join(chunks).split() == text.split(), f"{rel!r}: chunks {chunks} != file {text!r}"
 
     def check_status(self, status: dict[str, Any]) -> None:
@@ -383,15 +463,15 @@ class Judge:
         indexed = sorted(self.model.indexed())
         tokens = set(touched)
         for rel in rng.sample(indexed, min(SEARCH_SAMPLE, len(indexed))):
-            tokens.add(rng.choice(self.model.files[rel].tokens))
+            tokens.add(rng.choice(self.model.text(rel).tokens))  # type: ignore[union-attr]  # indexed: a text
         for token in sorted(tokens):
-            owner = self.model.owner(token)
+            owners = self.model.owners(token)
             hits = ragctl_json("search", token, "--mode", "keyword", "-k", "10")["results"]
-            found = [self.rel(h["path"]) for h in hits]
-            if owner is not None and owner in indexed:
-                assert found and set(found) == {owner}, f"search {token} (in {owner!r}) found {found}"
-            else:
-                assert not found, f"search {token} (in {owner!r}, not indexed) found {found}"
+            found = {self.rel(p) for h in hits for p in (h["path"], *h.get("duplicates", ()))}
+            want = owners & set(indexed)
+            assert found == want, (
+                f"search {token} (in {sorted(owners)}) found {sorted(found)}, want {sorted(want)}"
+            )
 
     def check_debris(self) -> None:
         """(d) no change note left in, and no `*.tmp` debris under, the `.rag/` of a folder under a root."""
@@ -409,7 +489,7 @@ class Judge:
             for en in sidecar.list_entries(Path(self.abs(d))):
                 rel = join(d, en.name)
                 entry = None if en.deleted else sidecar.try_read(en.path)
-                if entry is not None and entry.status == EMBEDDED and rel in self.model.files:
+                if entry is not None and entry.status == EMBEDDED and rel in self.model.paths():
                     out[rel] = [c.content for c in entry.chunks]
         return out
 
