@@ -7,7 +7,8 @@ quiet point compares the agent with a pure model of the tree (tests/support/mode
 (b) a token unique to a file finds that file, and only it, in keyword search; a token of text that is gone, or of
     a file no root covers, finds nothing;
 (c) `ragctl status` lists the model's roots, each with the model's EMBEDDED/SKIPPED/FAILED counts and failures;
-(d) no `*.tmp` debris in `.rag/tmp`, no change note left pending, no orphans, no traceback in the agent's log.
+(d) no `*.tmp` debris in `.rag/tmp`, no change note left pending, no orphans, no traceback in the agent's log, and
+    no repair logged by the agent's own verification (a repair means the sync path missed a change).
 
 Profiles (environment): RAGD_MODEL_PROFILE=ci (default: a few short runs) or soak (long runs, see
 bench/soak_sync.py); RAGD_MODEL_EXAMPLES and RAGD_MODEL_STEPS override the sizes; RAGD_MODEL_SEED replays a seed

@@ -425,6 +425,8 @@ class Judge:
         assert "Traceback" not in _ORPHANED_SPAWN.sub("", log[log_at:]), (
             f"traceback in the agent's log:\n{log[log_at:]}"
         )
+        repairs = [line for line in log[log_at:].splitlines() if "verify: " in line]
+        assert not repairs, "the verification repaired the index (a repair is a bug):\n" + "\n".join(repairs)
         self.tree.touched.clear()
         return len(log)
 
