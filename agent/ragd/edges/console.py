@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,16 +20,46 @@ from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ..resident.once import RunSummary
 from .filestatus import FileState, counts
 
+# syslog priorities (sd-daemon(3)): a line that starts with one is filed by journald at that priority
+PRIORITIES = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+# libraries that log every request at INFO (httpx2 is the one newer `openai` releases use): -v shows them
+CHATTY = ("httpx", "httpx2")
+
+
+class JournalFormatter(logging.Formatter):
+    """Each line of a record (a traceback's too) prefixed with the record's syslog priority, `<3>` for an error,
+    as the units' default `SyslogLevelPrefix=yes` reads them: `journalctl -p warning` then shows the agent's
+    warnings and errors, not every line filed as info."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = next((p for lv, p in sorted(PRIORITIES.items()) if record.levelno <= lv), 2)
+        prefix = f"<{level}>"
+        return "\n".join(prefix + line for line in super().format(record).splitlines())
+
+
+def to_journal(stream: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
+    """`stream` is the journal's stream: systemd's JOURNAL_STREAM names its device and inode (systemd.exec(5));
+    a stderr redirected elsewhere by the unit or by a shell does not match."""
+    want = environ.get("JOURNAL_STREAM", "")
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return want == f"{st.st_dev}:{st.st_ino}"
+
 
 def setup_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
-    journald = "JOURNAL_STREAM" in os.environ or "INVOCATION_ID" in os.environ
-    fmt = (
-        "%(levelname)s %(name)s: %(message)s"
-        if journald
-        else "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
+    journal = to_journal(sys.stderr)
+    under_systemd = journal or "INVOCATION_ID" in os.environ  # journald stamps the time itself
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = JournalFormatter if journal else logging.Formatter
+    handler.setFormatter(formatter(fmt if under_systemd else "%(asctime)s " + fmt))
+    logging.basicConfig(level=level, handlers=[handler])
+    if level > logging.DEBUG:
+        for name in CHATTY:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class Progress:
