@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare
+from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare, shared, use_cache
 
 LINES = [
     "# CC-CEDICT-like header",
@@ -139,3 +141,27 @@ def test_a_table_file_that_cannot_be_written_is_skipped(tmp_path: Path) -> None:
     cache = tmp_path / "missing" / "cedict.sqlite"  # its folder does not exist
     assert load(cache=cache) == parse() and not cache.exists()
     assert not prepare(cache) and not cache.exists()
+
+
+def test_a_table_file_left_half_written_by_a_stopped_process_is_removed(tmp_path: Path) -> None:
+    """An agent stopped while it wrote `cedict.sqlite` left `cedict.sqlite.<pid>.tmp` in its data directory for
+    good; a live process's temporary file is its table being written and stays."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        dead_tmp = tmp_path / f"cedict.sqlite.{gone.pid}.tmp"
+        live_tmp = tmp_path / f"cedict.sqlite.{live.pid}.tmp"
+        other = tmp_path / "cedict.sqlite.notapid.tmp"
+        for p in (dead_tmp, live_tmp, other):
+            p.write_bytes(b"half a table")
+        before = shared().cache
+        try:
+            assert use_cache(tmp_path) == tmp_path / "cedict.sqlite"
+        finally:
+            shared().cache = before  # the process's lexicon: as the other tests expect it
+        assert not dead_tmp.exists()
+        assert live_tmp.exists() and other.exists()
+    finally:
+        live.kill()
+        live.wait()

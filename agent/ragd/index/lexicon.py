@@ -278,6 +278,33 @@ def shared() -> Lexicon:
 
 
 def use_cache(directory: Path) -> Path:
-    """Keep the process's parsed dictionary in `directory` (the agent's data directory): the table file's path."""
+    """Keep the process's parsed dictionary in `directory` (the agent's data directory): the table file's path.
+    A table a process stopped while writing left its temporary file there: removed now."""
     shared().cache = cache = directory / "cedict.sqlite"
+    _sweep(cache)
     return cache
+
+
+def _sweep(cache: Path) -> None:
+    """Remove the `<cache>.<pid>.tmp` files of processes that are gone (a stop during `prepare`, which runs on a
+    daemon thread, left them behind); a live process's is its table being written."""
+    try:
+        leftovers = list(cache.parent.glob(f"{cache.name}.*.tmp"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name[len(cache.name) + 1 : -len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.debug("removed %s, left by a process that stopped while writing it", tmp)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
