@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -67,3 +68,21 @@ def test_ready_status_watchdog_and_stopping(
     finally:
         agent.kill()
         notify.sock.close()
+
+
+def test_a_watchdog_kill_leaves_every_threads_stack_in_the_log(tmp_path: Path, config: Path) -> None:
+    """systemd's watchdog stops a hung agent with SIGABRT: the log (the journal) must then say where each thread
+    was, not end without a word."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    agent = AgentProcess(tmp_path / "agent.log", str(root))
+    try:
+        agent.wait_ready()
+        agent.signal(signal.SIGABRT)
+        assert agent.proc.wait(30) == -signal.SIGABRT
+        log = agent.log()
+        assert "Fatal Python error: Aborted" in log, log
+        assert log.count("(most recent call first)") >= 3, log  # the main thread and the agent's others
+        assert "lifecycle.py" in log, log  # the main loop, where it was
+    finally:
+        agent.kill()

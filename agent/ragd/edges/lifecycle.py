@@ -17,6 +17,7 @@ SIGINT exits at once.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -81,6 +82,9 @@ class Lifecycle:
 
     # -- signals --------------------------------------------------------------------------------------------
     def install_signals(self) -> None:
+        # systemd's watchdog kills a hung agent with SIGABRT (WatchdogSignal=): every thread's stack goes to the
+        # log first, so that the journal says where it hung (as it does for a crash in a native library)
+        faulthandler.enable(all_threads=True)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_hup)
