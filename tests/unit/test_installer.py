@@ -93,6 +93,8 @@ def test_user_install_places_files_with_modes(capsys, tmp_path: Path, home: Path
     config = at(dest, home / ".config/ragd/config.toml")
     assert mode_of(unit) == 0o644 and mode_of(config) == 0o600 and mode_of(config.parent) == 0o700
     assert f"ExecStart={home}/.local/lib/ragd/current/bin/ragd run\n" in unit.read_text()
+    # `systemctl reload` waits for the agent's answer and fails with it (a bare SIGHUP returned 0 at once)
+    assert f"ExecReload={home}/.local/lib/ragd/current/bin/ragctl reload\n" in unit.read_text()
     assert "ReadWritePaths" not in unit.read_text()  # the user unit has no ProtectSystem=
     loaded = load_config(config, environ={})
     assert loaded.roots == (Path("/srv/notes"), Path("/srv/my docs"))
@@ -119,6 +121,7 @@ def test_system_install_unit_has_the_roots_and_touches_only_destdir(capsys, tmp_
     assert code == 0, out
     unit = (dest / "etc/systemd/system/ragd.service").read_text()
     assert "ExecStart=/opt/ragd/lib/ragd/current/bin/ragd run\n" in unit
+    assert "ExecReload=/opt/ragd/lib/ragd/current/bin/ragctl reload\n" in unit
     assert "ReadWritePaths=-/srv/docs\n" in unit and 'ReadWritePaths="-/srv/a b%%c"\n' in unit
     assert "User=ragd" in unit and "ProtectSystem=strict" in unit
     config = dest / "etc/ragd/config.toml"

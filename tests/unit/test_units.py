@@ -38,7 +38,6 @@ SERVICE = {
     "Type": "notify",
     "NotifyAccess": "main",
     "Restart": "on-failure",
-    "ExecReload": "/bin/kill -HUP $MAINPID",
 }
 
 
@@ -54,8 +53,9 @@ def settings(text: str) -> dict[str, list[str]]:
 def fake_program(tmp_path: Path) -> Path:
     exe = tmp_path / "pre fix 100% $x" / "bin" / "ragd"
     exe.parent.mkdir(parents=True)
-    exe.write_text("#!/bin/sh\nexit 0\n")
-    exe.chmod(0o755)
+    for program in (exe, exe.with_name("ragctl")):
+        program.write_text("#!/bin/sh\nexit 0\n")
+        program.chmod(0o755)
     return exe
 
 
@@ -107,6 +107,9 @@ def test_units_carry_the_required_settings() -> None:
     for key, value in SERVICE.items():
         assert value in user.get(key, []), key
     assert "User" not in user and user["WantedBy"] == ["default.target"]
+    # `systemctl reload` runs `ragctl reload`, which waits for the agent's answer and fails with an invalid config
+    assert system["ExecReload"] == ["/opt/ragd/lib/ragd/current/bin/ragctl reload"]
+    assert user["ExecReload"] == ["%h/.local/lib/ragd/current/bin/ragctl reload"]
     assert system["WantedBy"] == ["multi-user.target"]
     for unit in (system, user):
         watchdog = float(unit["WatchdogSec"][0].removesuffix("s"))

@@ -2,8 +2,8 @@
 sysusers.d entry of the `ragd` account.
 
 Units are rendered line by line from the shipped templates (systemd/ragd.service, systemd/ragd-system.service):
-`ExecStart=`'s program is replaced by the installed one, and one `ReadWritePaths=` line per root goes below
-the template's `# @roots` marker. Paths are quoted and escaped as systemd.syntax(7) and systemd.unit(5) ask:
+`ExecStart=`'s program is replaced by the installed one (and `ExecReload=`'s by the installed `ragctl`), and one
+`ReadWritePaths=` line per root goes below the template's `# @roots` marker. Paths are quoted and escaped as systemd.syntax(7) and systemd.unit(5) ask:
 `%` doubled (specifiers), double quotes around anything unusual. (ExecStart's program is not subject to
 `$VAR` substitution, only its arguments are: a `$` in the path stays as it is; tests/unit/test_units.py checks
 this with systemd-analyze verify.)
@@ -45,6 +45,9 @@ def render_unit(template: str, exec_start: Path, rw_paths: Sequence[Path]) -> st
             args = line.removeprefix("ExecStart=").split(maxsplit=1)[1:]
             out.append(" ".join([f"ExecStart={unit_word(str(exec_start))}", *args]))
             seen_exec = True
+        elif line.startswith("ExecReload="):  # `ragctl reload`, installed beside the agent
+            args = line.removeprefix("ExecReload=").split(maxsplit=1)[1:]
+            out.append(" ".join([f"ExecReload={unit_word(str(exec_start.with_name('ragctl')))}", *args]))
         elif line.startswith("ReadWritePaths="):
             continue  # the template's own (none by default) give way to the roots
         else:
