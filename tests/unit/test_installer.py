@@ -227,6 +227,29 @@ def test_uninstall_removes_what_install_wrote(capsys, tmp_path: Path, home: Path
     assert "--purge removes them" in out and "systemctl --user disable --now ragd" in out
 
 
+@pytest.mark.parametrize("system", [False, True], ids=["user", "system"])
+def test_uninstall_then_uninstall_purge_removes_what_the_first_kept(
+    capsys, tmp_path: Path, home: Path, system: bool
+) -> None:
+    """`uninstall` keeps the config and the data and says "--purge removes them"; `uninstall --purge` then failed
+    with "no ragd installation found", stranding both."""
+    dest = tmp_path / "dest"
+    mode = ["--system"] if system else []
+    payload = make_payload(tmp_path, "1.0.0")
+    assert run(capsys, "install", *mode, "--root", dest, "--payload", payload, "--roots", "/srv/docs")[0] == 0
+    data = at(dest, Path("/var/lib/ragd") if system else home / ".local/share/ragd")
+    (data / "index").mkdir(parents=True)
+    code, out = run(capsys, "uninstall", *mode, "--root", dest)
+    assert code == 0 and "--purge removes them" in out, out
+    assert data.exists()
+    code, out = run(capsys, "uninstall", *mode, "--root", dest, "--purge")
+    assert code == 0, out
+    assert not data.exists() and "removed" in out
+    assert not at(dest, Path("/etc/ragd") if system else home / ".config/ragd").exists()
+    code, out = run(capsys, "uninstall", *mode, "--root", dest, "--purge")
+    assert code == 1 and "no ragd installation found" in out, out  # nothing left: says so
+
+
 def test_purge_removes_config_and_data_never_documents(capsys, tmp_path: Path, home: Path) -> None:
     dest = tmp_path / "dest"
     docs = dest / "srv/docs"

@@ -35,6 +35,8 @@ def uninstall(opts: UninstallOptions, environ: Mapping[str, str]) -> Report:
     layout = resolve_layout(opts.mode, opts.prefix, opts.root, environ)
     check_privileges(layout)
     manifest = read_manifest(layout)
+    if manifest is None and opts.purge:
+        return purge_leftovers(layout)
     if manifest is None:
         raise InstallError(
             f"no ragd installation found in {layout.lib_dir} ({layout.mode})",
@@ -72,14 +74,35 @@ def remove_files(layout: Layout, manifest: Manifest, report: Report) -> None:
 
 def purge(layout: Layout, manifest: Manifest, report: Report) -> None:
     """The config directory, the data directory and the unit's drop-ins; a custom data_dir is only named."""
-    config = Path(manifest.config)
+    _purge(layout, Path(manifest.config), Path(manifest.data_dir), Path(manifest.unit + ".d"), report)
+
+
+def purge_leftovers(layout: Layout) -> Report:
+    """`uninstall --purge` after an `uninstall` that kept the config and the data: the program and its manifest
+    are gone, so what is left is found where this layout puts it (it once said "no ragd installation found",
+    and the config and the data stayed behind for good)."""
+    report = Report()
+    dropin = layout.dropin_dir
+    left = [p for p in (layout.config_path.parent, layout.data_dir, dropin) if layout.real(p).exists()]
+    if not left:
+        raise InstallError(
+            f"no ragd installation found in {layout.lib_dir} ({layout.mode}), and no config or data of one",
+            "give the --prefix (and --user/--system) it was installed with",
+        )
+    _purge(layout, layout.config_path, layout.data_dir, dropin, report)
+    _remove_empty_dirs(layout, None)
+    report.notes.append("the program was removed before: this removed the config and the data it had kept")
+    return report
+
+
+def _purge(layout: Layout, config: Path, data: Path, dropin: Path, report: Report) -> None:
     custom = _custom_data_dir(layout.real(config))
-    for path in (config.parent, Path(manifest.data_dir), Path(manifest.unit + ".d")):
+    for path in (config.parent, data, dropin):
         if path.name not in (APP, APP + ".service.d"):  # never anything but ragd's own directories
             continue
         if remove_tree(layout.real(path)):
             report.done.append(f"removed  {path}")
-    if custom is not None and custom != Path(manifest.data_dir):
+    if custom is not None and custom != data:
         report.notes.append(f"not removed: the data_dir named in the config, {custom}; remove it yourself")
 
 
@@ -91,9 +114,11 @@ def _custom_data_dir(config: Path) -> Path | None:
     return Path(os.path.expanduser(value)) if isinstance(value, str) else None
 
 
-def _remove_empty_dirs(layout: Layout, manifest: Manifest) -> None:
-    """Directories the installation created, deepest first, if nothing else lives in them now."""
-    for path in sorted(manifest.created_dirs, key=lambda p: p.count("/"), reverse=True):
+def _remove_empty_dirs(layout: Layout, manifest: Manifest | None) -> None:
+    """Directories the installation created, deepest first, if nothing else lives in them now (without a
+    manifest: the layout's own, ragd's directories only)."""
+    made = manifest.created_dirs if manifest is not None else [str(layout.lib_dir)]
+    for path in sorted(made, key=lambda p: p.count("/"), reverse=True):
         real = layout.real(Path(path))
         with contextlib.suppress(OSError):  # not empty (a kept config, others' files) or already gone
             real.rmdir()
