@@ -81,3 +81,9 @@ dist: setup
 
 dist-test: dist
 	VENV=$(VENV) packaging/dist_test.sh --no-build
+
+# The installer in a minimal Debian booted under a live systemd (systemd-nspawn), driven as an administrator would
+# (packaging/systest.sh; root; the minimal root is made once with debootstrap and kept in /var/tmp/ragd-systest).
+.PHONY: systest
+systest: dist
+	VENV=$(VENV) packaging/systest.sh
