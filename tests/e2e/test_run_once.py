@@ -66,7 +66,9 @@ def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file:
     assert [e["state"] for e in one["entries"]] == ["NEW"]
 
 
-def test_status_takes_several_paths_and_shows_a_links_own_entry(tmp_path: Path, api_config_file: Path) -> None:
+def test_status_takes_several_paths_and_shows_a_links_own_entry(
+    tmp_path: Path, api_config_file: Path
+) -> None:
     """`ragd status` took one path, and a symbolic link showed its target's entry. It takes several, as `ls A B`
     does (what exists is shown, a missing one is named and the exit code is 2), and a link shows its own entry:
     the one beside it, under the link's name."""
