@@ -13,6 +13,10 @@ after the client is used from then on: the bridge replays the client's `initiali
 subscriptions on the new session (their answers are not passed on), and answers each call that was running when
 an agent went away with the reason.
 
+The end of stdin is not the end of the client: one that closes stdin may still read the answers of the calls
+running, and the bridge waits for them. Once the client is gone (no reader left on the bridge's stdout, its parent
+process exited, or SIGTERM), the bridge cancels those calls in the agent and exits at once (`watch_client`).
+
 Standard library only, like the rest of ragctl (no MCP SDK): spawn → `initialize` answered takes about 60 ms.
 Nothing but JSON-RPC reaches stdout: protocol lines are written to a private duplicate of fd 1, and fd 1 itself
 (with sys.stdout) points at stderr while the bridge runs.
