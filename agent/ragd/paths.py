@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 
@@ -40,3 +41,28 @@ def overlaps(root: Path, roots: Sequence[Path]) -> list[str]:
              if r != root and is_under(root, r)]  # fmt: skip
     notes += [f"{root} contains the root {r}" for r in roots if r != root and is_under(r, root)]
     return notes
+
+
+@dataclass(frozen=True)
+class Within:
+    """Part of the roots a caller asks about (`wait PATH ...`): folders with everything below them (`trees`), and
+    single folders (`folders`: those holding the files named, whose entries live there)."""
+
+    trees: tuple[Path, ...] = ()
+    folders: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, paths: Iterable[Path]) -> Within:
+        """A real folder stands for its subtree; a file, a symbolic link (its entry is its own, beside it, and a
+        linked folder is not descended) or a path that is gone (its parent's job records that) for its folder."""
+        paths = list(paths)
+        trees = tuple(p for p in paths if p.is_dir() and not p.is_symlink())
+        return cls(trees, tuple(p.parent for p in paths if p not in trees))
+
+    def covers(self, directory: PurePath) -> bool:
+        """Work on `directory` is work on this part."""
+        return directory in self.folders or under_any(directory, self.trees)
+
+    def touches(self, top: PurePath) -> bool:
+        """A walk of `top` (a root) may find directories of this part."""
+        return any(is_under(p, top) or is_under(top, p) for p in (*self.trees, *self.folders))

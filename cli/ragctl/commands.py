@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,15 +27,22 @@ from .context import (
     CliError,
     Ctx,
 )
-from .protocol import USAGE_CODES, ProtocolError, RemoteError, Unreachable, socket_path
+from .protocol import USAGE_CODES, Client, ProtocolError, RemoteError, Unreachable, socket_path
 
 Obj = Mapping[str, Any]
+CONNECT_POLL_S = 0.1  # `wait`: how often an agent that is not listening yet is looked for
 
 
 # -- arguments -> request ---------------------------------------------------------------------------------------
 def absolute(path: str) -> str:
     """A path argument as the agent wants it: absolute, resolved against ragctl's working directory."""
     return str(Path(path).expanduser().resolve())
+
+
+def entry_path(path: str) -> str:
+    """A path naming an entry, absolute: its folder resolved, its own name kept (a symbolic link names itself)."""
+    full = Path(os.path.abspath(Path(path).expanduser()))
+    return str(full.parent.resolve() / full.name) if full.name else str(full)
 
 
 def _opt_abs(path: str | None) -> str | None:
@@ -59,7 +68,11 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         "wait": ns.wait,
         "timeout": ns.wait_timeout,
     },
-    "wait": lambda ns: {"timeout": ns.wait_timeout},
+    # `paths` sent only when named: an older agent knows no `paths`
+    "wait": lambda ns: {
+        "timeout": ns.wait_timeout,
+        **({"paths": [entry_path(p) for p in ns.paths]} if ns.paths else {}),
+    },
     # no folder named: the whole knowledge base, every root with its subfolders
     "export": lambda ns: {"path": _opt_abs(ns.path), "recursive": ns.recursive or not ns.path},
     "orphans": lambda ns: {"path": _opt_abs(ns.path), "clean": ns.clean},
@@ -125,8 +138,12 @@ def _streamed(
 ) -> Any:
     """Send a long request; show its stream lines as a live line on stderr; return the final result."""
     verb, args = request_for(ns)
+    return _stream_on(ctx, ctx.connect(timeout), verb, args, line)
+
+
+def _stream_on(ctx: Ctx, client: Client, verb: str, args: Obj, line: Callable[[Obj, int | None], str]) -> Any:
     live = Live(ctx.err, enabled=not ctx.json)
-    with ctx.connect(timeout) as client:
+    with client:
         try:
             return client.call(verb, args, on_stream=lambda data: live.show(line(data, live.bar)))
         finally:
@@ -180,11 +197,37 @@ def _result_of(msg: Obj) -> Any:
 
 
 def _wait(ctx: Ctx, ns: argparse.Namespace) -> int:
-    result = _streamed(
-        ctx, ns, _operation_timeout(ctx, ns.wait_timeout), lambda d, _: render.wait_progress(d)
+    """An agent that is starting is waited for too: `ragd run … & ragctl wait` waits, within the same timeout."""
+    client, waited = _connect_patiently(
+        ctx, ns.wait_timeout if ns.wait_timeout is not None else ctx.timeout, ns.socket
     )
+    verb, args = request_for(ns)
+    if ns.wait_timeout is not None and waited:  # the time spent waiting for the agent counts
+        args["timeout"] = max(0.0, round(ns.wait_timeout - waited, 3))
+    client.settimeout(_operation_timeout(ctx, args["timeout"]))
+    result = _stream_on(ctx, client, verb, args, lambda d, _: render.wait_progress(d))
     ctx.emit(result, render.waited(result))
     return EXIT_OK
+
+
+def _connect_patiently(ctx: Ctx, limit: float | None, socket: Path | None) -> tuple[Client, float]:
+    """A connection to the agent, tried again every CONNECT_POLL_S while none listens, up to `limit` s (None: as
+    long as it takes), and the seconds that took (0: at once); then the usual `not running` failure. Without
+    --socket, the agent is looked for again at each try (its socket may not be the one found before it started)."""
+    started = time.monotonic()
+    deadline = None if limit is None else started + limit
+    tries = 0
+    while True:
+        try:
+            return ctx.connect(None), (time.monotonic() - started if tries else 0.0)
+        except CliError as err:
+            if err.exit_code != EXIT_UNREACHABLE or (deadline is not None and time.monotonic() >= deadline):
+                raise
+        tries += 1
+        left = CONNECT_POLL_S if deadline is None else deadline - time.monotonic()
+        time.sleep(max(0.0, min(CONNECT_POLL_S, left)))
+        if socket is None:
+            ctx.socket = socket_path(client=True)
 
 
 def _sync(ctx: Ctx, ns: argparse.Namespace) -> int:

@@ -98,10 +98,12 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     sy.add_argument(
         "--timeout", dest="wait_timeout", type=_seconds, metavar="S", help="give up waiting after S s"
     )
-    wa = sub.add_parser("wait", parents=[common], help="return when the agent is idle")
-    wa.add_argument(
-        "--timeout", dest="wait_timeout", type=_seconds, metavar="S", help="give up after S s (exit 1)"
-    )
+    wa = sub.add_parser("wait", parents=[common],
+                        help="return when the agent is idle (with PATHs: when nothing is left to do under them)")  # fmt: skip
+    wa.add_argument("paths", nargs="*", metavar="PATH",
+                    help="only these files or folders (with their subfolders), each under a root")  # fmt: skip
+    wa.add_argument("--timeout", dest="wait_timeout", type=_seconds, metavar="S",
+                    help="give up after S s (exit 1; exit 3 if no agent answered by then)")  # fmt: skip
     ex = sub.add_parser("export", parents=[common], help="write the .ragjson entries into a tar.gz")
     ex.add_argument("archive", help="the tar.gz to write")
     ex.add_argument("path", nargs="?", help="folder to export (default: every root)")

@@ -13,6 +13,10 @@ after the client is used from then on: the bridge replays the client's `initiali
 subscriptions on the new session (their answers are not passed on), and answers each call that was running when
 an agent went away with the reason.
 
+The end of stdin is not the end of the client: one that closes stdin may still read the answers of the calls
+running, and the bridge waits for them. Once the client is gone (no reader left on the bridge's stdout, its parent
+process exited, or SIGTERM), the bridge cancels those calls in the agent and exits at once (`watch_client`).
+
 Standard library only, like the rest of ragctl (no MCP SDK): spawn → `initialize` answered takes about 60 ms.
 Nothing but JSON-RPC reaches stdout: protocol lines are written to a private duplicate of fd 1, and fd 1 itself
 (with sys.stdout) points at stderr while the bridge runs.
@@ -25,6 +29,8 @@ import itertools
 import json
 import logging
 import os
+import select
+import signal
 import socket
 import sys
 import threading
@@ -55,6 +61,7 @@ log = logging.getLogger(__name__)
 REPLAY_TIMEOUT = 30.0  # seconds for a new session to answer the replayed `initialize`
 DRAIN_TIMEOUT = 630.0  # seconds the end of input waits for running calls (the agent gives a call 600 s)
 REPLAY = "ragctl-replay-"  # the ids of the requests the bridge itself sends (their answers are not passed on)
+CLIENT_CHECK_S = 0.2  # how often the bridge checks that its client is still there
 
 
 class AgentLink:
@@ -104,6 +111,11 @@ class Session:
     def end_input(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        """End the session both ways now (the agent drops whatever it still runs for it)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
 
     def _read(self) -> None:
         reason = "the agent closed the connection"
@@ -214,6 +226,22 @@ class Bridge:
             self._subscriptions.discard(params["uri"])
         elif method == "notifications/cancelled" and valid_id(rid := params.get("requestId")):
             self._cancel(key(rid))
+
+    def abandon(self, reason: str) -> int:
+        """The client is gone: each call still running in the agent is cancelled there (`notifications/cancelled`)
+        and the session closed; nothing more is written. Returns how many calls were cancelled."""
+        self._closed = True  # not under the write lock: this may run while a write is blocked
+        with self._state:
+            running, self._inflight = self._inflight, {}
+            session, self._session = self._session, None
+            self._state.notify_all()
+        if session is None:
+            return 0
+        for _is_str, rid in running:
+            session.send(encode({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                 "params": {"requestId": rid, "reason": reason}}))  # fmt: skip
+        session.close()
+        return len(running)
 
     def _cancel(self, k: tuple[bool, Any]) -> None:
         """The client cancelled a request: the agent is told (the notification goes on), its answer dropped."""
@@ -402,14 +430,49 @@ def claim_stdout() -> tuple[IO[bytes], Callable[[], None]]:
     return out, restore
 
 
+def client_gone(out_fd: int, parent: int) -> str | None:
+    """Why the client is gone, or None: the reader of our stdout went away (a pipe with no reader left, a socket
+    hung up), or our parent process died (we were handed to another)."""
+    if os.getppid() != parent:
+        return "its process (our parent) has exited"
+    probe = select.poll()
+    probe.register(out_fd, 0)  # errors and hang-ups are reported whatever the mask
+    if any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _fd, ev in probe.poll(0)):
+        return "it closed its end of our stdout"
+    return None
+
+
+def watch_client(bridge: Bridge, out_fd: int, stop: threading.Event, done: threading.Event) -> None:
+    """In a thread: once the client is gone (or SIGTERM sets `stop`), cancel the calls the agent still runs for it
+    and exit, instead of waiting for them (a wait can take 10 minutes) with no one to answer. Nothing once the
+    bridge is `done`."""
+    parent = os.getppid()
+    why = None
+    while why is None:
+        why = "stopped by a signal" if stop.wait(CLIENT_CHECK_S) else client_gone(out_fd, parent)
+    if done.is_set():
+        return
+    cancelled = bridge.abandon(f"the MCP client is gone: {why}")
+    log.info("the MCP client is gone (%s): %d running calls cancelled; exiting", why, cancelled)
+    logging.shutdown()
+    os._exit(0)
+
+
 def run_stdio(socket: Path | None, connect_timeout: float | None, verbose: bool = False) -> int:
-    """Serve MCP on this process's stdin and stdout until stdin ends (then 0)."""
+    """Serve MCP on this process's stdin and stdout until stdin ends (then 0), or until the client is gone."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
                         format="ragctl mcp: %(levelname)s: %(message)s")  # fmt: skip
     if sys.stdin.isatty():
         sys.stderr.write("ragctl mcp: serving MCP (JSON-RPC) on stdin/stdout for an AI tool; Ctrl-D ends.\n")
     out, restore = claim_stdout()
+    bridge = Bridge(AgentLink(socket, connect_timeout), out)
+    stop, done = threading.Event(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())  # as the SDK's clients stop their servers
+    watch = threading.Thread(target=watch_client, args=(bridge, out.fileno(), stop, done), name="mcp-client",
+                             daemon=True)  # fmt: skip
+    watch.start()
     try:
-        return Bridge(AgentLink(socket, connect_timeout), out).serve(sys.stdin.buffer)
+        return bridge.serve(sys.stdin.buffer)
     finally:
+        done.set()
         restore()

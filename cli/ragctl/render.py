@@ -380,7 +380,11 @@ def rebuild_progress(data: Obj, bar_width: int | None = None) -> str:
 
 def waited(result: Obj) -> str:
     secs = result.get("waited_s")
-    return f"idle (waited {secs:.1f} s)\n" if isinstance(secs, (int, float)) else "idle\n"
+    took = f" (waited {secs:.1f} s)" if isinstance(secs, (int, float)) else ""
+    paths = result.get("paths")
+    if isinstance(paths, list) and paths:
+        return f"nothing left to do under {', '.join(map(str, paths))}{took}\n"
+    return f"idle{took}\n"
 
 
 def synced(result: Obj, waited_for_idle: bool) -> str:

@@ -27,6 +27,7 @@ from tests.e2e.agent import RAGCTL, AgentProcess, ragctl_json, running_agent
 from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.mcp_tools import TOOLS
+from tests.support.poll import poll
 
 T = TypeVar("T")
 NOT_RUNNING = (
@@ -209,3 +210,76 @@ def test_every_line_on_stdout_is_json_rpc_with_an_agent(agent: AgentProcess) -> 
     assert not search["isError"], search
     assert search["structuredContent"]["results"] and "ERR_CONN_RESET" in search["content"][0]["text"]
     assert replies[5]["result"]["isError"]  # /etc/passwd is outside every root
+
+
+CLIENT = """
+import os, sys, anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ragctl", "mcp", "-v"], env=dict(os.environ))
+    async with Client(stdio_client(params, errlog=sys.stderr)) as client:
+        print("connected", flush=True)
+        await client.call_tool("wait_until_indexed", {"timeout_s": 600})
+
+anyio.run(main)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or gone
+        if entry.name.isdigit() and stat[0] != "Z" and int(stat[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie left for a parent that no longer reaps it."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_client_takes_its_bridge_and_its_running_call_with_it(
+    agent: AgentProcess, root: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """An MCP client killed while a long call ran (`wait_until_indexed` on a busy agent) left its `ragctl mcp`, and
+    the call in the agent, alive for up to 10 minutes. The bridge notices that its client is gone (its stdout has no
+    reader left, its parent died), cancels the calls the agent still runs for it, and exits."""
+    fake_openai_server.hold_next(1)  # the agent stays busy: the wait goes on until the client is killed
+    try:
+        (root / "held.md").write_text("# held\n\nwaiting for its vectors\n")
+        poll(
+            lambda: any("waiting for its vectors" in t for t in fake_openai_server.texts),
+            30,
+            what="the request",
+        )
+        with (tmp_path / "client.log").open("w") as log:
+            client = subprocess.Popen([sys.executable, "-c", CLIENT], stdout=subprocess.PIPE, stderr=log,
+                                      env=dict(os.environ), text=True)  # fmt: skip
+            try:
+                assert client.stdout is not None and client.stdout.readline() == "connected\n"
+                poll(
+                    lambda: agent.call("status")["mcp"]["calls_running"] == 1,
+                    30,
+                    what="the wait in the agent",
+                )
+                [bridge] = _children(client.pid)
+                client.kill()
+                client.wait(30)
+            finally:
+                client.kill()
+        poll(lambda: not _alive(bridge), 5, what="the bridge to exit")
+        poll(
+            lambda: agent.call("status")["mcp"]["calls_running"] == 0, 5, what="the wait to end in the agent"
+        )
+    finally:
+        fake_openai_server.release()

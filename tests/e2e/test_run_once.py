@@ -66,6 +66,26 @@ def test_run_once_summary_status_and_exit_codes(tmp_path: Path, api_config_file:
     assert [e["state"] for e in one["entries"]] == ["NEW"]
 
 
+def test_status_takes_several_paths_and_shows_a_links_own_entry(
+    tmp_path: Path, api_config_file: Path
+) -> None:
+    """`ragd status` took one path, and a symbolic link showed its target's entry. It takes several, as `ls A B`
+    does (what exists is shown, a missing one is named and the exit code is 2), and a link shows its own entry:
+    the one beside it, under the link's name."""
+    root = _tree(tmp_path / "kb")
+    (root / "link.md").symlink_to("note 0.md")
+    ragd("run", "--once", str(root))
+    both = ragd_json("status", str(root / "note 2.md"), str(root / "sub"))
+    names = sorted(Path(e["path"]).name for e in both["entries"])
+    assert names == ["note 1.md", "note 2.md", "note 3.md", "note 5.md"], both
+    link = ragd_json("status", str(root / "link.md"))
+    assert [e["path"] for e in link["entries"]] == [str(root / "link.md")], link
+    text = ragd("status", str(root / "link.md"), str(root / "note 2.md")).stdout
+    assert f"{root / 'link.md'}\n" in text and "2 entries" in text, text
+    missing = ragd("status", str(root / "nope.md"), str(root / "note 2.md"), check=2)
+    assert "nope.md does not exist" in missing.stderr and "note 2.md" in missing.stdout
+
+
 def test_usage_errors(tmp_path: Path, api_config_file: Path) -> None:
     missing = ragd("run", "--once", str(tmp_path / "nope"), check=2)
     assert "is not a directory" in missing.stderr

@@ -8,6 +8,7 @@ per-request era (the SDK discovers it with `server/discover`).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -263,6 +264,39 @@ def test_a_wait_reports_progress_and_its_cancellation_stops_it_in_the_agent(
     assert still_busy, "the wait stopped because it was cancelled, not because the agent became idle"
     values = [v for v, _, _ in progress]
     assert values == sorted(values) and all(m for _, _, m in progress)
+    agent.ctl("wait", {"timeout": 60})
+
+
+def test_a_session_closed_with_a_call_running_drops_the_call(
+    agent: Agent, fake_openai_server: FakeOpenAI
+) -> None:
+    """A `ragctl mcp` killed (SIGKILL: it cancels nothing) while a wait ran for its client: the agent stops the call
+    as soon as the session's connection closes, instead of waiting on until its timeout for no one (a guard: the
+    bridge relies on this when it is gone, beside the cancellations it sends)."""
+    fake_openai_server.hold_next(1)  # the agent stays busy until released
+    (agent.root / "held.md").write_text("# Held\n\nWaiting for its vectors.\n")
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "wait_until_indexed", "arguments": {"timeout_s": 600}}}]  # fmt: skip
+    try:
+        client = ControlClient(agent.life.socket_path, timeout=60)
+        client.call("mcp_session", {})
+        conn, _ = client.detach()
+        conn.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        poll(lambda: agent.ctl("status")["mcp"]["calls_running"] == 1, 30, what="the wait in the agent")
+        conn.close()  # no notifications/cancelled: the connection just ends
+        poll(lambda: agent.ctl("status")["mcp"]["calls_running"] == 0, 5, what="the wait to be dropped")
+        assert (
+            agent.ctl("status")["agent"]["state"] != "idle"
+        )  # dropped, not ended by the agent becoming idle
+    finally:
+        fake_openai_server.release()
     agent.ctl("wait", {"timeout": 60})
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -469,6 +470,67 @@ def test_every_call_running_at_the_end_of_input_is_answered(sock: Path) -> None:
             assert sorted(m["id"] for m in s.out.messages()) == list(range(4))
     finally:
         sys.setswitchinterval(interval)
+        fake.close()
+
+
+def _cancelled(fake: FakeAgent) -> list[Any]:
+    """The request ids the agent was told were cancelled."""
+    return [m["params"]["requestId"] for m in fake.received if m.get("method") == "notifications/cancelled"]
+
+
+def test_a_client_gone_cancels_its_running_calls_in_the_agent(sock: Path) -> None:
+    release = threading.Event()
+    fake = FakeAgent(sock, {"tools/call": _slow(release)})
+    s = Session(sock)
+    try:
+        for rid in ("slow", 7):
+            s.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "tools/call",
+                    "params": {"name": "wait_until_indexed"},
+                }
+            )
+        poll(lambda: fake.methods().count("tools/call") == 2, timeout=10, what="the calls to reach the agent")
+        assert s.bridge.abandon("the MCP client is gone") == 2
+        poll(
+            lambda: sorted(map(str, _cancelled(fake))) == ["7", "slow"], timeout=10, what="the cancellations"
+        )
+        assert {
+            m["params"]["reason"] for m in fake.received if "params" in m and "reason" in m["params"]
+        } == {"the MCP client is gone"}
+        release.set()
+    finally:
+        release.set()
+        fake.close()
+    assert s.out.messages() == []  # nothing more is written for a client that is gone
+
+
+@pytest.mark.parametrize("how", ["stdout closed", "SIGTERM"])
+def test_the_bridge_exits_at_once_when_its_client_is_gone(sock: Path, how: str) -> None:
+    """Its stdout with no reader left (the client died; its stdin may stay open in another process), or SIGTERM
+    (as SDK clients stop their servers): the calls still running are cancelled in the agent and the bridge exits,
+    instead of waiting for them."""
+    release = threading.Event()
+    fake = FakeAgent(sock, {"tools/call": _slow(release)})
+    proc = subprocess.Popen([sys.executable, "-m", "ragctl", "mcp", "--socket", str(sock)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}\n')
+        proc.stdin.flush()
+        poll(lambda: "tools/call" in fake.methods(), timeout=10, what="the call to reach the agent")
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            proc.stdout.close()
+        assert proc.wait(10) == 0
+        poll(lambda: _cancelled(fake) == [1], timeout=10, what="the cancellation")
+    finally:
+        release.set()
+        proc.kill()
+        proc.stdin.close()
         fake.close()
 
 

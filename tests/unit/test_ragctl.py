@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,6 +122,7 @@ CASES = [
     (["sync", "d", "--force", "--wait", "--timeout", "9"], ("sync", {"path": "{cwd}/d", "force": True, "wait": True, "timeout": 9.0})),
     (["wait"], ("wait", {"timeout": None})),
     (["wait", "--timeout", "2.5"], ("wait", {"timeout": 2.5})),
+    (["wait", "d", "/x/y"], ("wait", {"timeout": None, "paths": ["{cwd}/d", "/x/y"]})),
     (["export", "a.tar.gz"], ("export", {"path": None, "recursive": True})),  # the whole knowledge base
     (["export", "a.tar.gz", "d", "-r"], ("export", {"path": "{cwd}/d", "recursive": True})),
     (["orphans"], ("orphans", {"path": None, "clean": False})),
@@ -212,6 +214,46 @@ def test_a_socket_nobody_listens_on_exits_3(tmp_path: Path, capsys: pytest.Captu
         s.bind(str(dead))  # the file stays, nobody accepts: like an agent killed with SIGKILL
     assert main(["--socket", str(dead), "search", "q"]) == 3
     assert f"not running (no agent is listening on {dead})" in capsys.readouterr().err
+
+
+def test_wait_waits_for_an_agent_that_is_not_listening_yet_then_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ragd run … & ragctl wait`: wait tries again until its timeout runs out (other verbs fail at once)."""
+    dead = tmp_path / "dead.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(dead))  # nobody accepts
+    started = time.monotonic()
+    assert main(["--socket", str(dead), "wait", "--timeout", "0.5"]) == 3
+    assert time.monotonic() - started >= 0.5
+    assert f"not running (no agent is listening on {dead})" in capsys.readouterr().err
+    gone = tmp_path / "gone.sock"
+    codes: list[int] = []
+    waiting = threading.Thread(
+        target=lambda: codes.append(main(["--socket", str(gone), "wait", "--timeout", "30"]))
+    )
+    waiting.start()
+    fake = FakeAgent(gone)  # the agent comes up after ragctl started
+    try:
+        waiting.join(30)
+        assert codes == [0] and fake.requests[0][0] == "wait", (codes, fake.requests)
+        assert 0 < fake.requests[0][1]["timeout"] <= 30  # what is left of the timeout
+    finally:
+        fake.close()
+
+
+def test_wait_names_a_link_itself_not_its_target(
+    agent: FakeAgent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "t.md").write_text("the target\n")
+    (tmp_path / "link.md").symlink_to("real/t.md")
+    monkeypatch.chdir(tmp_path)
+    assert run(agent, "wait", "link.md", "real/../real") == 0
+    here = tmp_path.resolve()
+    assert agent.requests == [
+        ("wait", {"timeout": None, "paths": [str(here / "link.md"), str(here / "real")]})
+    ]
 
 
 def test_an_agent_that_hangs_up_exits_3(agent: FakeAgent, capsys: pytest.CaptureFixture[str]) -> None:
@@ -407,6 +449,13 @@ def test_render_status_truncates_failures_and_survives_missing_fields() -> None:
     assert "state: paused (not ready yet); no directory job starts until `ragctl resume`" in text
     assert "indexing" not in text and "  failed mushrooms: 1 (kept and retried)\n    /r/.rag/m" in text
     assert render.status({}).startswith("agent: ragd ?, pid ?, up ?\n")
+
+
+def test_render_waited() -> None:
+    assert render.waited({"waited_s": 1.25}) == "idle (waited 1.2 s)\n"
+    assert render.waited({"waited_s": 0.7, "paths": ["/kb/a", "/kb/b.md"]}) == (
+        "nothing left to do under /kb/a, /kb/b.md (waited 0.7 s)\n"
+    )
 
 
 def test_render_search() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     orph.add_argument("--clean", action="store_true", help="remove them from the index")
     orph.add_argument("--json", action="store_true")
     st = sub.add_parser("status", help="per-file state from the sidecars (works without the agent)")
-    st.add_argument("path", nargs="?", type=Path, default=Path("."))
+    st.add_argument("paths", nargs="*", type=Path, default=[Path(".")], metavar="PATH",
+                    help="folders and files (default: the current folder); a symbolic link shows its own entry")  # fmt: skip
     st.add_argument("-r", "--recursive", action="store_true")
     st.add_argument("--json", action="store_true")
     ix = sub.add_parser("index", help="the index itself: migrate it to another backend")
@@ -181,9 +183,16 @@ def _cmd_status(args: argparse.Namespace, config: Config) -> int:
     from .console import print_states
     from .filestatus import collect, counts
 
-    if not args.path.exists():
-        raise RagdError(f"{args.path} does not exist", "name a tracked folder or file", code="usage")
-    states = collect(args.path, config, recursive=args.recursive, policy=skip_policy(config))
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing and len(missing) == len(args.paths):
+        verb = "does" if len(missing) == 1 else "do"
+        raise RagdError(f"{', '.join(map(str, missing))} {verb} not exist", "name a tracked folder or file",
+                        code="usage")  # fmt: skip
+    for path in missing:  # as `ls A B`: what exists is shown, and the exit code says something was not
+        print(f"ragd: {path} does not exist", file=sys.stderr)
+    policy = skip_policy(config)
+    states = [s for p in args.paths if p not in missing for s in collect(p, config, recursive=args.recursive,
+                                                                          policy=policy)]  # fmt: skip
     if args.json:
         print(
             json.dumps(
@@ -192,7 +201,7 @@ def _cmd_status(args: argparse.Namespace, config: Config) -> int:
         )
     else:
         print_states(states)
-    return EXIT_OK
+    return EXIT_USAGE if missing else EXIT_OK
 
 
 def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:

@@ -113,10 +113,19 @@ def directory_states(directory: Path, config: Config, ignore: Ignore, policy: st
         yield FileState(directory / display_name(name), "DELETED")
 
 
+def entry_path(path: Path) -> Path:
+    """`path` absolute as its entry is named: its folder resolved, its own name kept (a symbolic link's entry is
+    its own, beside it, under the link's name, not its target's)."""
+    full = Path(os.path.abspath(path.expanduser()))
+    return full.parent.resolve() / full.name if full.name else full
+
+
 def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileState]:
+    """The states of `path`'s entries: a folder's (and with `recursive` its subfolders'), or one file's or one
+    symbolic link's own entry."""
     ignore = Ignore(config.ignore)
-    path = path.expanduser().resolve()
-    if path.is_file():
+    path = entry_path(path)
+    if path.is_symlink() or not path.is_dir():
         return [s for s in directory_states(path.parent, config, ignore, policy) if s.path == path]
     dirs = walk_dirs(path, ignore) if recursive else iter([path])
     return [s for d in dirs for s in directory_states(d, config, ignore, policy)]

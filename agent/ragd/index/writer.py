@@ -119,6 +119,11 @@ class Indexer:
         with self._lock:
             return len(self._queued)
 
+    def pending_in(self, covers: Callable[[Path], bool]) -> int:
+        """Change notes queued or being applied whose directory `covers` accepts (a note lies in `<dir>/.rag/`)."""
+        with self._lock:
+            return sum(1 for note in self._queued if covers(note.parent.parent))
+
     def busy(self) -> bool:
         """Mushrooms or calls waiting, being applied, or applied and not yet flushed (failed mushrooms waiting for a
         retry do not count)."""

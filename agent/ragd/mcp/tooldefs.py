@@ -175,11 +175,13 @@ def _add_agent(server: MCPServer, get_rt: Callable[[], Resident], long_calls: Lo
     async def wait_until_indexed(
         ctx: Context,
         timeout_s: Annotated[float, Field(gt=0, le=MAX_WAIT_S, description="give up after this many seconds")] = 300,
+        paths: Annotated[list[str] | None, Field(description="only these files or folders (absolute, or relative to a root): return once every change seen there is indexed, however busy the agent is elsewhere")] = None,
     ) -> WaitOutput:  # fmt: skip
-        """Return once every change the agent has seen is indexed and searchable (the agent is idle), reporting
-        progress meanwhile; an error after `timeout_s`, or at once when the agent is paused with work to do."""
+        """Return once every change the agent has seen (under `paths`, when given) is indexed and searchable,
+        reporting progress meanwhile; an error after `timeout_s`, or at once when the agent is paused with work
+        to do."""
         rt = get_rt()
-        args = wait_verb.WaitArgs(timeout=timeout_s)
+        args = wait_verb.WaitArgs(timeout=timeout_s, paths=_tool(tools.inside_roots, rt, paths or []))
         waited = await long_calls.run(
             ctx, "wait_until_indexed", lambda progress: wait_verb.wait(rt, args, progress)
         )

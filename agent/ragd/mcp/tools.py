@@ -101,6 +101,11 @@ def chunk_dict(
             "page": page, "start_line": start_line, "end_line": end_line}  # fmt: skip
 
 
+def inside_roots(rt: Resident, paths: Sequence[str]) -> list[str]:
+    """The paths a client names (absolute, or relative to a root), each checked to lie inside a root."""
+    return [str(check_path(path, rt.roots).path) for path in paths]
+
+
 def status(rt: Resident) -> dict[str, Any]:
     """The agent's status, exactly as the control verb `status` (and `ragctl status --json`) reports it."""
     return dict(status_verb.snapshot(rt))

@@ -31,7 +31,7 @@ from ..index.search import SearchService
 from ..index.sync import IndexSync
 from ..index.verify import Verifier, VerifyHooks
 from ..index.writer import EDITING_S, Indexer
-from ..paths import is_under, outermost, root_of, under_any
+from ..paths import Within, is_under, outermost, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
@@ -80,6 +80,8 @@ class Agent:
         self.last_event = 0.0
         self.rebuilding = False
         self._rescans = 0  # rescan threads still walking
+        self._walking: list[Path] = []  # the roots they walk (`wait PATH`)
+        self._event_in: dict[Path, float] = {}  # root -> when a watch event was last seen in it (`wait PATH`)
         self._lock = threading.RLock()
         # held while the roots change and while a job's outcome is taken in (taken before _lock, never after): the
         # outcome of a job whose root was removed meanwhile is dropped, never recorded after the root was forgotten
@@ -260,7 +262,8 @@ class Agent:
             if root_of(ev.directory, self.roots):
                 for d in walk_dirs(ev.directory, self.ignore):
                     self.debouncer.touch(d)
-        elif root_of(ev.directory, self.roots):
+        elif root := root_of(ev.directory, self.roots):
+            self._event_in[root] = self.last_event
             self.debouncer.touch(ev.directory)
             self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index
             self.embed.warm()
@@ -277,6 +280,7 @@ class Agent:
         """Walk the roots (stat only) in a thread and queue a job for every directory."""
         with self._lock:
             self._rescans += 1
+            self._walking.extend(roots)
             if self.tracker.progress.phase is None:
                 self.tracker.start_phase(phase)
         threading.Thread(target=self._walk, args=(roots, urgent), name="rescan", daemon=True).start()
@@ -294,6 +298,8 @@ class Agent:
         finally:
             with self._lock:
                 self._rescans -= 1
+                for root in roots:
+                    self._walking.remove(root)
 
     def run_dirs(self, dirs: list[Path], phase: str, *, force: bool = False) -> None:
         """Run these directories' jobs now, as a phase: when they are done, the index is verified. `force`: their
@@ -427,6 +433,38 @@ class Agent:
         """Idle, with no watch event for SETTLE_S, and at least SETTLE_S after `since` (a request's start)."""
         now = time.monotonic()
         return now - since >= SETTLE_S and now - self.last_event >= SETTLE_S and self.is_idle()
+
+    def to_do_within(self, within: Within) -> dict[str, int]:
+        """What is left to do in part of the roots: directories walked for, debouncing or queued (`pending_dirs`),
+        in a job (`running_dirs`), files waiting for vectors (`queued_texts`), change notes not yet applied
+        (`pending_mushrooms`)."""
+        with self._lock:
+            walking = sum(1 for r in self._walking if within.touches(r))
+            texts = sum(n for d, n in self._waiting.items() if within.covers(d))
+        pending = walking + sum(self.debouncer.pending_under(t) for t in within.trees)
+        pending += sum(1 for d in within.folders if self.debouncer.is_pending(d))
+        running = 0
+        for tree in within.trees:
+            queued, busy = self.scheduler.counts_under(tree)
+            pending, running = pending + queued, running + busy
+        pending += sum(1 for d in within.folders if self.scheduler.has(d))
+        writer = self._writer
+        notes = writer.pending_in(within.covers) if writer is not None else 0
+        return {
+            "pending_dirs": pending,
+            "running_dirs": running,
+            "queued_texts": texts,
+            "pending_mushrooms": notes,
+        }
+
+    def settled_within(self, within: Within, since: float) -> bool:
+        """`settled` for part of the roots: nothing left to do there (to_do_within), no watch event in its roots for
+        SETTLE_S, and at least SETTLE_S after `since`; work elsewhere does not count."""
+        now = time.monotonic()
+        if now - since < SETTLE_S or self.state == "starting" or self.rebuilding:
+            return False
+        last = max((t for r, t in list(self._event_in.items()) if within.touches(r)), default=0.0)
+        return now - last >= SETTLE_S and not any(self.to_do_within(within).values())
 
     def current_state(self) -> str:
         if self.state in ("starting", "stopping"):

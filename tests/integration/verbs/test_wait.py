@@ -5,6 +5,7 @@ from __future__ import annotations
 from ragctl import protocol as p
 from tests.integration.verbs.conftest import Running
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 def test_wait_returns_after_a_change_is_indexed(running: Running) -> None:
@@ -33,3 +34,31 @@ def test_wait_times_out_while_the_api_is_slow(running: Running, fake_openai_serv
     finally:
         fake_openai_server.delay = 0.0
     running.wait()
+
+
+def test_wait_for_paths_counts_only_the_work_there(running: Running, fake_openai_server: FakeOpenAI) -> None:
+    """With `paths`, `wait` returns once nothing is left to do under them, while another folder's texts still
+    wait for their vectors; MCP's `wait_until_indexed` takes the same `paths` (relative to a root too); a path
+    outside every root is refused, naming it."""
+    fake_openai_server.hold_next(1)
+    try:
+        (running.root / "sub" / "held.md").write_text("held back by the API: zyxheld\n")
+        poll(lambda: any("zyxheld" in t for t in fake_openai_server.texts), 30, what="the held request")
+        (running.root / "quick.md").write_text("indexed at once: zyxquick\n")
+        done = running.ctl("wait", {"timeout": 60, "paths": [str(running.root / "quick.md")]})
+        assert done["paths"] == [str(running.root / "quick.md")] and done["waited_s"] >= 0.6, done
+        hits = running.ctl("search", {"query": "zyxquick", "mode": "keyword", "top_k": 1})["results"]
+        assert [h["path"] for h in hits] == [str(running.root / "quick.md")]
+        err = running.refused("wait", {"timeout": 1, "paths": [str(running.root / "sub")]})
+        assert err.code == p.TIMEOUT and "still busy there after 1 s" in err.message, err
+        tool = running.tool("wait_until_indexed", {"timeout_s": 60, "paths": ["quick.md", "sub/deep"]})
+        assert not tool.get("isError") and tool["structuredContent"]["waited_s"] >= 0.6, tool
+        outside = running.tool("wait_until_indexed", {"paths": ["/elsewhere"]})
+        assert outside["isError"] and "path refused: '/elsewhere'" in outside["content"][0]["text"], outside
+    finally:
+        fake_openai_server.release()
+    err = running.refused("wait", {"paths": ["/elsewhere"]})
+    assert err.code == p.NOT_FOUND and "/elsewhere is not under any root" in err.message, err
+    running.ctl("wait", {"timeout": 60, "paths": [str(running.root / "sub")]})
+    hits = running.ctl("search", {"query": "zyxheld", "mode": "keyword", "top_k": 1})["results"]
+    assert [h["path"] for h in hits] == [str(running.root / "sub" / "held.md")]
