@@ -122,15 +122,23 @@ def test_history_deleted_while_running_goes_on(
     assert agent.proc.poll() is None
 
 
+@pytest.mark.parametrize("part", ["all", "index", "served-roots.json"])
 def test_deleted_while_stopped_is_rebuilt_from_the_sidecars(
-    tmp_path: Path, config: Path, tree: Path, added: Path, home: Path, fake_openai_server: object
+    tmp_path: Path,
+    config: Path,
+    tree: Path,
+    added: Path,
+    home: Path,
+    fake_openai_server: object,
+    part: str,
 ) -> None:
     """At the next start the roots are those of the command line and the config file (roots.json went with the
     data directory); the index is filled from the sidecars, nothing embedded again."""
     with running_agent(tmp_path / "agent.log", str(tree), str(added), idle=True) as first:
         first_sources = first.sources()
         assert first.stop() == 0
-    shutil.rmtree(home)
+    target = home if part == "all" else home / part
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
     embedded = len(fake_openai_server.requests)  # type: ignore[attr-defined]
     with running_agent(tmp_path / "agent2.log", str(tree), str(added), idle=True) as again:
         assert again.sources() == first_sources
@@ -165,3 +173,16 @@ def test_a_second_agent_on_a_deleted_data_dir_is_refused_with_the_right_hint(
     third = subprocess.run([*RAGD_RUN, str(tree)], capture_output=True, text=True, timeout=60,
                            env=os.environ.copy())  # fmt: skip
     assert third.returncode != 0 and f"already running (pid {agent.pid})" in third.stderr, third.stderr
+
+
+def test_a_verification_rebuilds_an_index_that_vanished_before_it_answers(
+    agent: AgentProcess, tree: Path, added: Path, home: Path
+) -> None:
+    """Once, `ragctl verify` right after the data directory was deleted said the index matched the sidecars (it
+    compared them with the deleted collection still open): a verification first looks that the index is there."""
+    shutil.rmtree(home)
+    report = ragctl_json("verify")
+    assert (report["repaired"], report["removed"]) == (0, 0), report
+    assert (home / "index").is_dir() and ragctl_json("status")["agent"]["data_dir_rebuilt"]["done"] is True
+    agent.wait_idle()
+    _served(agent, tree, added)
