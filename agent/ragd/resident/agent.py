@@ -114,7 +114,6 @@ class Agent:
             self.data_dir, unsteady=lambda: bool(self._writer and self._writer.optimizing)
         )
         self.data_dir_rebuilt: dict[str, Any] | None = None  # the last time it was: when, what, done
-        self._recovery: Future[Any] | None = None
         self._recovery_lock = threading.Lock()
 
     def _job_context(self, force: bool) -> JobContext:
@@ -424,7 +423,7 @@ class Agent:
         with self._recovery_lock:
             if self.state in ("starting", "stopping", "stopped"):
                 return
-            if self._recovery is not None and not self._recovery.done():
+            if self.rebuilding:  # this one, or `ragctl index --rebuild`: its collection is made anew
                 return
             lost = self.guard.check(at_once=at_once)
             if lost:
@@ -456,8 +455,7 @@ class Agent:
             self._remember_data_dir()
             return
         self.rebuilding = True
-        self._recovery = self.indexer.call(partial(self._rebuild, lost=True))
-        self._recovery.add_done_callback(self._rebuilt)
+        self.indexer.call(partial(self._rebuild, lost=True)).add_done_callback(self._rebuilt)
 
     def _rebuilt(self, fut: Future[Any]) -> None:
         """(On the writer thread.) The index rebuilt after it vanished: the notes it could not take, again."""
