@@ -44,7 +44,6 @@ from .changes import ChangeLog
 from .debounce import Debouncer
 from .history import open_history
 from .host import Host
-from .instance import LOCK_NAME
 from .jobs import FollowUps, Outcomes, job_context, real_roots
 from .scheduler import Scheduler, job_slots
 from .tracker import Tracker
@@ -474,18 +473,13 @@ class Agent:
 
     def _remember_data_dir(self) -> None:
         """What the data directory holds now, for `check_data_dir` to compare with."""
-        parts = [datadir.present(datadir.INDEX, self.data_dir / "index")]
-        if self.config.index.backend != "milvus" and self._writer is not None:
-            coll = Path(self._writer.index.path)
-            parts += [datadir.present(datadir.INDEX, coll, inode=False),
-                      datadir.present(datadir.INDEX, keywords.place(coll), inode=False)]  # fmt: skip
-        if self.history.error is None:
-            parts.append(datadir.present(datadir.HISTORY, self.history.path))
-        if self.overlay.added or self.overlay.removed:
-            parts.append(datadir.present(datadir.ROOTS, self.data_dir / rootstate.FILE_NAME, inode=False))
-        parts.append(datadir.present(datadir.SERVED, self.data_dir / rootstate.SERVED_FILE, inode=False))
-        parts.append(datadir.present(datadir.LOCK, self.data_dir / LOCK_NAME))
-        self.guard.remember(p for p in parts if p is not None)
+        local = (
+            self.config.index.backend != "milvus" and self._writer is not None
+        )  # (a shared one: elsewhere)
+        self.guard.remember(datadir.parts(
+            self.data_dir, collection=Path(self.indexer.index.path) if local else None,
+            history=self.history.path if self.history.error is None else None,
+            roots=bool(self.overlay.added or self.overlay.removed)))  # fmt: skip
 
     def _unwatched(self, directory: Path) -> bool:
         """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""

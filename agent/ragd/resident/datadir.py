@@ -20,6 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..index import keywords
+from . import rootstate
+from .instance import LOCK_NAME
+
 Ident = tuple[int, int]  # (st_dev, st_ino)
 
 WHOLE = "data directory"  # the key of the directory itself: lost, every part is
@@ -60,6 +64,25 @@ def present(key: str, path: Path, *, inode: bool = True) -> Part | None:
     if known is None:
         return None
     return Part(key, path, known if inode else None, steady=inode)
+
+
+def parts(data_dir: Path, *, collection: Path | None, history: Path | None, roots: bool) -> list[Part]:
+    """The parts of the agent's data directory there now: its `index/` with the `collection` (and its keyword
+    index) when it is kept there, the `history` file when it is one, roots.json when the agent keeps `roots`,
+    served-roots.json and the instance lock."""
+    found = []
+    if collection is not None:
+        found += [present(INDEX, data_dir / "index"), present(INDEX, collection, inode=False),
+                  present(INDEX, keywords.place(collection), inode=False)]  # fmt: skip
+    if history is not None:
+        found.append(present(HISTORY, history))
+    if roots:
+        found.append(present(ROOTS, data_dir / rootstate.FILE_NAME, inode=False))
+    found += [
+        present(SERVED, data_dir / rootstate.SERVED_FILE, inode=False),
+        present(LOCK, data_dir / LOCK_NAME),
+    ]
+    return [p for p in found if p is not None]
 
 
 class DataDirGuard:
