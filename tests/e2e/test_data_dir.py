@@ -89,6 +89,7 @@ def test_deleted_while_running_is_rebuilt_and_keeps_the_added_roots(
     assert status["index"]["failed_mushrooms"] == []
     event = status["agent"]["data_dir_rebuilt"]
     assert event is not None and event["done"] is True
+    assert "data dir: " in ragctl("status").stdout
     assert len(_warnings(agent)) == 1, agent.log()
     assert [r["path"] for r in ragctl_json("roots")["roots"]] == [str(tree), str(added)]
     assert (home / "roots.json").is_file() and str(added) in (home / "roots.json").read_text()
