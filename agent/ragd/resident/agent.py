@@ -106,9 +106,8 @@ class Agent:
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
             check=lambda: self.check_data_dir(at_once=True)))  # fmt: skip
         # the data directory watched while the agent runs (datadir.py): what vanished is made again
-        self.overlay = (
-            rootstate.RootOverlay()
-        )  # roots.json as last read or written: written back if it vanishes
+        # roots.json as last read or written: written back if it vanishes
+        self.overlay = rootstate.RootOverlay()
         self.guard = datadir.DataDirGuard(
             self.data_dir, unsteady=lambda: bool(self._writer and self._writer.optimizing)
         )
@@ -473,9 +472,8 @@ class Agent:
 
     def _remember_data_dir(self) -> None:
         """What the data directory holds now, for `check_data_dir` to compare with."""
-        local = (
-            self.config.index.backend != "milvus" and self._writer is not None
-        )  # (a shared one: elsewhere)
+        # (a shared index is elsewhere)
+        local = self.config.index.backend != "milvus" and self._writer is not None
         self.guard.remember(datadir.parts(
             self.data_dir, collection=Path(self.indexer.index.path) if local else None,
             history=self.history.path if self.history.error is None else None,
