@@ -118,6 +118,12 @@ def _agent_lines(agent: Obj) -> list[str]:
     lines = [head, line]
     if agent.get("reload_error"):  # the whole message: the keys it names are what to fix
         lines.append(f"config: {one_line(agent['reload_error'], 2000)}; the running configuration is kept")
+    if rebuilt := agent.get("data_dir_rebuilt"):  # deleted or replaced while the agent ran
+        lost = ", ".join(str(p) for p in rebuilt.get("lost") or ())
+        done = (
+            "made again" if rebuilt.get("done") else "being made again (the index refilled from the sidecars)"
+        )
+        lines.append(f"data dir: {lost} deleted or replaced at {rebuilt.get('at', '?')}; {done}")
     return lines
 
 

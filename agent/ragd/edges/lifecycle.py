@@ -107,6 +107,9 @@ class Lifecycle:
     def mcp_status(self) -> dict[str, Any]:
         return self.mcp.status()
 
+    def relock(self) -> bool:
+        return self._lock.renew() if self._lock is not None else True
+
     # -- run ------------------------------------------------------------------------------------------------
     def run(self) -> int:
         memory.limit_arenas()  # before the first thread
@@ -126,7 +129,7 @@ class Lifecycle:
         lock = InstanceLock(self.agent.data_dir)
         lock.acquire()  # IndexBusy (another agent holds this data dir): nothing started, nothing to stop
         self._lock = lock
-        sock = bind_control_socket(self.socket_path, admission)
+        sock = bind_control_socket(self.socket_path, admission, lock.path)
         handlers = control_handlers(self.agent, mcp_verbs(self.mcp))
         self.server = ControlServer(sock, handlers, admission.caller)
         self.server.start()
@@ -150,6 +153,7 @@ class Lifecycle:
                 if self.reload_requested.is_set():
                     self.reload_requested.clear()
                     self._reload_logged()
+                self.agent.check_data_dir()  # deleted or replaced: made again, rebuilt (resident/datadir.py)
                 self.agent.scheduler.tick(now)
                 self.agent.check_phase()
                 if next_rescan is not None and now >= next_rescan:

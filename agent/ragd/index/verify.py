@@ -88,6 +88,7 @@ class VerifyHooks:
     hand_note: Callable[
         [Path], bool
     ]  # a change note found on disk: the writer applies it (False: it knew it)
+    check: Callable[[], None] = lambda: None  # at a pass's start: an index that vanished is rebuilt first
 
 
 class SidecarCache:
@@ -179,6 +180,7 @@ class Verifier:
         """A pass over every root; trigger "recheck": over the directories the last pass left only."""
         with self._lock:
             started = time.monotonic()
+            self.hooks.check()
             roots = list(self.hooks.roots())
             if trigger == "recheck":
                 dirs = sorted(d for d in self.skipped if self._tracked(d, roots, directory=True))

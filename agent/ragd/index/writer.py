@@ -60,14 +60,17 @@ class Indexer:
         sync: IndexSync,
         more_coming: Callable[[], bool] = lambda: False,
         edit_coming: Callable[[], bool] = lambda: False,
+        failing: Callable[[], bool] = lambda: False,
     ) -> None:
         """`more_coming`: whether more changes are on their way to the writer (directory jobs queued or running,
         texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S. `edit_coming`:
         whether one of them is a change seen in a folder (an edit to make searchable soon): the periodic flush
-        waits for it too, up to FLUSH_DEFER_S more."""
+        waits for it too, up to FLUSH_DEFER_S more. `failing`: called when change notes could not be applied: whether
+        the index vanished (with the agent's data directory) and is to be rebuilt, the notes applied after it."""
         self.sync = sync
         self._more_coming = more_coming
         self._edit_coming = edit_coming
+        self._failing = failing
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
         self._queued: set[Path] = set()
@@ -219,11 +222,15 @@ class Indexer:
             del self._unflushed[: len(notes)]
 
     def _apply(self, paths: list[Path]) -> None:
+        error: Exception | None = None
         try:
             report = self.sync.apply_batch(paths, flush=False)
         except Exception as err:  # the writer loop's boundary (e.g. the flush failed): keep the notes, retry
-            log.exception("internal error applying %d change notes", len(paths))
+            error = err
             report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
+        vanished = bool(report.failed) and self._failing()  # the index went with the data dir: it is rebuilt
+        if error is not None and not vanished:
+            log.error("internal error applying %d change notes", len(paths), exc_info=error)
         self.applied += report.events
         failed = dict(report.failed)
         with self._lock:
@@ -238,7 +245,16 @@ class Indexer:
                 attempts = self._failed.get(p, ("", 0.0, 0))[2] + 1
                 wait = min(RETRY_MIN_S * 2 ** (attempts - 1), RETRY_MAX_S)
                 self._failed[p] = (failed[p], time.monotonic() + wait, attempts)
-                log.error("change note %s not applied (attempt %d, retry in %.0f s)", p, attempts, wait)
+                if vanished:
+                    log.info("change note %s waits for the index to be rebuilt", p)
+                else:
+                    log.error("change note %s not applied (attempt %d, retry in %.0f s)", p, attempts, wait)
+
+    def retry_failed(self) -> None:
+        """Queue every change note waiting for its retry again now (the index was rebuilt under them)."""
+        with self._lock:
+            self._failed = {p: (reason, 0.0, n) for p, (reason, _, n) in self._failed.items()}
+        self._release_retries()
 
     def _after_batch(self) -> None:
         try:

@@ -120,6 +120,12 @@ class StatCache:
             else:
                 self._dirs.pop(directory, None)
 
+    def clear(self) -> None:
+        """Forget every record (its file vanished with the data directory): entries are read again, and the cache
+        is written anew at the next save."""
+        with self._lock:
+            self._dirs, self._dirty = {}, True
+
     def save(self) -> None:
         """Write the cache if it changed (directories gone since are dropped). A failure costs speed only: logged,
         not raised."""

@@ -26,7 +26,7 @@ from ragctl import protocol as p
 from .. import __version__
 from ..config import Config, data_dir
 from ..errors import IndexUnavailable, RagdError
-from ..index import IndexBackend, destroy_index, lexicon, open_index, open_or_rebuild
+from ..index import IndexBackend, destroy_index, keywords, lexicon, open_index, open_or_rebuild
 from ..index.search import SearchService
 from ..index.sync import IndexSync
 from ..index.verify import Verifier, VerifyHooks
@@ -36,9 +36,10 @@ from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
+from ..pipeline.sidecar import utc_stamp
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
-from . import rootstate
+from . import datadir, rootstate
 from .changes import ChangeLog
 from .debounce import Debouncer
 from .history import open_history
@@ -67,7 +68,7 @@ class Agent:
         self.roots: list[Path] = []
         self.missing_roots: dict[Path, str] = {}
         self.tracker = Tracker()
-        self.history = open_history(config, self.data_dir)
+        self.history = open_history(config, self.data_dir, open_file=False)  # its file: in start()
         self.changes = ChangeLog(history=self.history)
         self.ignore = Ignore(config.ignore)
         self.debouncer = Debouncer(config.watch.quiet, config.watch.ceiling)
@@ -104,7 +105,16 @@ class Agent:
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
-            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
+            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
+            check=lambda: self.check_data_dir(at_once=True)))  # fmt: skip
+        # the data directory watched while the agent runs (datadir.py): what vanished is made again
+        # roots.json as last read or written: written back if it vanishes
+        self.overlay = rootstate.RootOverlay()
+        self.guard = datadir.DataDirGuard(
+            self.data_dir, unsteady=lambda: bool(self._writer and self._writer.optimizing)
+        )
+        self.data_dir_rebuilt: dict[str, Any] | None = None  # the last time it was: when, what, done
+        self._recovery_lock = threading.Lock()
 
     def _job_context(self, force: bool) -> JobContext:
         return replace(self._ctx, force=force, roots=real_roots(self.roots))
@@ -120,7 +130,8 @@ class Agent:
 
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
-        self._writer = Indexer(sync, more_coming=self._more_coming, edit_coming=self._edit_coming)
+        self._writer = Indexer(sync, more_coming=self._more_coming, edit_coming=self._edit_coming,
+                               failing=self._index_vanished)  # fmt: skip
         self._searcher = self._search_over(index)
 
     def _more_coming(self) -> bool:
@@ -142,12 +153,19 @@ class Agent:
         return self.embed.query(text)
 
     def resolve_roots(self) -> list[Path]:
-        overlay = rootstate.load(self.data_dir)
-        return overlay.apply([*self.config.roots, *self.cli_roots])
+        return self.root_overlay().apply([*self.config.roots, *self.cli_roots])
+
+    def root_overlay(self) -> rootstate.RootOverlay:
+        """The roots added and removed with ragctl: roots.json, or, while it has vanished (with the data directory),
+        what the agent last read or wrote of it (`check_data_dir` writes it back)."""
+        if (self.data_dir / rootstate.FILE_NAME).exists():
+            self.overlay = rootstate.load(self.data_dir)
+        return rootstate.RootOverlay(list(self.overlay.added), list(self.overlay.removed))
 
     def start(self) -> None:
         """Index open, threads running, every root watched and its initial reconcile under way."""
         self.roots = []
+        self.history.reopen()  # its file, now that the data dir is ours (the instance lock)
         rebuilt = self.open_index()
         # the first Chinese question reads the parsed dictionary kept there, made now in the background
         cache = lexicon.use_cache(self.data_dir)
@@ -205,6 +223,7 @@ class Agent:
                         self.indexer.call(partial(_fill_root, root=r))
             if added or removed:
                 self._record_served()
+            self._remember_data_dir()
         if ok:
             self.rescan(ok, phase)
         return ok, removed
@@ -387,14 +406,84 @@ class Agent:
             self.rebuilding = False
         return {**result, "elapsed_s": round(time.monotonic() - started, 3)}
 
-    def _rebuild(self, sync: IndexSync) -> dict[str, Any]:
-        sync.index.close()
+    def _rebuild(self, sync: IndexSync, *, lost: bool = False) -> dict[str, Any]:
+        if lost:  # its files are gone: what is left of it goes too (a keyword index without its collection)
+            _close_lost(sync.index)
+            if self.config.index.backend != "milvus":
+                keywords.destroy(Path(sync.index.path))
+        else:
+            sync.index.close()
         destroy_index(self.data_dir, self.config.identity, self.config.index)
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
         self._searcher = self._search_over(sync.index)
         report = sync.reconcile(None)
         sync.index.flush()
         return {"chunks": sync.index.count(), "sources": report.repaired}
+
+    # -- the data directory deleted or replaced (datadir.py) ------------------------------------------------
+    def check_data_dir(self, *, at_once: bool = False) -> None:
+        """Make again what vanished of the data directory, and rebuild the index from the sidecars if it went:
+        from the main loop, at the start of a verification (`at_once`), after a change note failed."""
+        with self._recovery_lock:
+            if self.state in ("starting", "stopping", "stopped"):
+                return
+            if self.rebuilding:  # this one, or `ragctl index --rebuild`: its collection is made anew
+                return
+            lost = self.guard.check(at_once=at_once)
+            if lost:
+                log.warning("%s", datadir.describe(lost, self.data_dir))
+                self._recover(lost)
+
+    def _index_vanished(self) -> bool:
+        """(A change note failed.) Whether the data directory, or the index in it, vanished: a rebuild is due."""
+        self.check_data_dir()
+        return self.rebuilding or datadir.INDEX in self.guard.lost()
+
+    def _recover(self, lost: frozenset[str]) -> None:
+        data_dir(self.config)  # made again, 0700, with its index/
+        if datadir.LOCK in lost and not self.host.relock():
+            log.error("another agent took %s meanwhile: stop one of the two", self.data_dir)
+        overlay = self.overlay
+        if datadir.ROOTS in lost and (overlay.added or overlay.removed):
+            try:
+                rootstate.save(self.data_dir, overlay)
+            except OSError as err:
+                log.error("cannot write the roots added with ragctl back to %s: %s", self.data_dir, err)
+        if datadir.HISTORY in lost:
+            self.history.reopen()
+        if datadir.WHOLE in lost:
+            self.stat_cache.clear()
+        self.data_dir_rebuilt = {"at": utc_stamp(), "lost": sorted(lost), "done": datadir.INDEX not in lost}
+        if datadir.INDEX not in lost:
+            self._record_served()
+            self._remember_data_dir()
+            return
+        self.rebuilding = True
+        self.indexer.call(partial(self._rebuild, lost=True)).add_done_callback(self._rebuilt)
+
+    def _rebuilt(self, fut: Future[Any]) -> None:
+        """(On the writer thread.) The index rebuilt after it vanished: the notes it could not take, again."""
+        self.rebuilding = False
+        err = fut.exception()
+        if err is not None:
+            log.error("rebuilding the index in %s failed: %s", self.data_dir, err)
+        else:
+            log.info("the index was rebuilt from the sidecars: %d chunks, %d sources",
+                     fut.result()["chunks"], fut.result()["sources"])  # fmt: skip
+        if self.data_dir_rebuilt is not None:
+            self.data_dir_rebuilt["done"] = True
+        self._record_served()
+        self._remember_data_dir()
+        self.indexer.retry_failed()
+
+    def _remember_data_dir(self) -> None:
+        """What the data directory holds now, for `check_data_dir` to compare with."""
+        # (a shared index is elsewhere)
+        local = self.config.index.backend != "milvus" and self._writer is not None
+        self.guard.remember(datadir.parts(
+            self.data_dir, collection=Path(self.indexer.index.path) if local else None,
+            history=self.history.path if self.history.error is None else None,
+            roots=bool(self.overlay.added or self.overlay.removed)))  # fmt: skip
 
     def _unwatched(self, directory: Path) -> bool:
         """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""
@@ -416,6 +505,8 @@ class Agent:
             walking = self._rescans > 0 or self.tracker.progress.phase is not None
         return not (
             walking
+            or self.guard.suspect
+            or self.rebuilding
             or self.verifier.running
             or self.debouncer.pending()
             or self.scheduler.busy()
@@ -515,6 +606,14 @@ class Agent:
 
     def watch_mode(self, root: Path) -> str:
         return self.watcher.mode(root)
+
+
+def _close_lost(index: IndexBackend) -> None:
+    """Close an index whose files were deleted under it: what fails to be written on the way is gone anyway."""
+    try:
+        index.close()
+    except (RagdError, OSError, ValueError) as err:
+        log.debug("closing the vanished index at %s: %s", index.path, err)
 
 
 def _starting() -> RagdError:

@@ -26,13 +26,13 @@ a job (it is logged).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,8 +141,16 @@ class History:
     """The history store of one data directory (see the module docstring)."""
 
     def __init__(
-        self, data_dir: Path, config: HistoryConfig, *, embedding: str = "", splitter: str = ""
+        self,
+        data_dir: Path,
+        config: HistoryConfig,
+        *,
+        embedding: str = "",
+        splitter: str = "",
+        open_file: bool = True,
     ) -> None:
+        """`open_file=False`: kept in memory until `reopen()` (the agent opens its file once the data dir is known
+        to be its own: a second agent refused leaves no file behind)."""
         self.path = data_dir / FILE_NAME
         self.config = config
         self.embedding = embedding  # "model:dimension", as versions record it
@@ -151,11 +159,21 @@ class History:
         self._calls = 0
         self._failing = False
         self._dups, self._dups_at = False, -DUPLICATES_TTL
-        self._db = self._open()
+        self.error: str | None = None
+        self._db = self._open() if open_file else self._connect(None)
+
+    def reopen(self) -> None:
+        """Open the history's file (again: after it vanished or was replaced with the data dir while the agent ran,
+        a new, empty one at its path)."""
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._dups, self._dups_at, self._failing = False, -DUPLICATES_TTL, False
+            self._db = self._open()
 
     # -- opening --------------------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        self.error: str | None = None  # why the history is kept in memory only (its file cannot be written)
+        self.error = None  # why the history is kept in memory only (its file cannot be written)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             try:
@@ -207,7 +225,7 @@ class History:
         with self._lock:
             self._db.close()
 
-    @contextmanager
+    @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -531,11 +549,11 @@ class History:
                 "size_bytes": self.size_bytes()}  # fmt: skip
 
 
-def open_history(config: Config, data_dir: Path) -> History:
+def open_history(config: Config, data_dir: Path, *, open_file: bool = True) -> History:
     """The history of the agent's data directory, for its configured embedding and splitter."""
     ident = config.identity
     return History(data_dir, config.history, embedding=f"{ident.model_name}:{ident.dimension}",
-                   splitter=ident.splitter.fingerprint)  # fmt: skip
+                   splitter=ident.splitter.fingerprint, open_file=open_file)  # fmt: skip
 
 
 def _mtime(path: str) -> float | None:

@@ -57,15 +57,43 @@ class AlreadyRunning(RagdError):
 
 
 class SocketInUse(AlreadyRunning):
-    """A live agent answers on the control socket although we hold our data dir: it serves another data dir."""
+    """A live agent answers on the control socket although we hold our data dir: it serves another data dir, or
+    this one, deleted or replaced while it ran (its lock went with it; it makes the directory again itself)."""
 
-    def __init__(self, path: Path, pid: int | None) -> None:
-        super().__init__(
-            pid,
-            f"that agent serves another data dir; {_SOCKET_HINT}",
-            message=f"another agent ({_who(pid)}) already listens on {path}",
-        )
+    def __init__(self, path: Path, pid: int | None, lock: Path | None = None) -> None:
+        if pid and lock is not None and holds_deleted(pid, lock):
+            data_dir = lock.parent
+            super().__init__(
+                pid,
+                f"{data_dir} was deleted or replaced while that agent ran; it makes it again and rebuilds it "
+                "from the sidecars by itself: talk to it with `ragctl`, or stop it first",
+                message=f"another agent ({_who(pid)}) already serves the data dir {data_dir} (on {path})",
+            )
+        else:
+            super().__init__(
+                pid,
+                f"that agent serves another data dir; {_SOCKET_HINT}",
+                message=f"another agent ({_who(pid)}) already listens on {path}",
+            )
         self.path = path
+
+
+def holds_deleted(pid: int, path: Path) -> bool:
+    """Whether process `pid` holds `path` open although the file was deleted (or replaced) since: the instance
+    lock of a data dir removed while its agent ran (Linux: /proc/PID/fd; False when that cannot be read)."""
+    gone = f"{os.path.abspath(path)} (deleted)"
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(fds / name) == gone:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class ControlSocketError(RagdError):
@@ -107,6 +135,32 @@ class InstanceLock:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
         log.debug("instance lock %s taken (pid %d)", self.path, os.getpid())
+
+    def renew(self) -> bool:
+        """Lock the file now at our path if it is no longer the one we hold (deleted or replaced with the data dir
+        while we ran), so that a second agent is refused again; the old one is let go. False when another process
+        holds the new one already."""
+        if self._fd is None:
+            return False
+        held = os.fstat(self._fd)
+        try:
+            now = os.stat(self.path)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                return True
+        except FileNotFoundError:
+            pass
+        fd = self._open(os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.close(self._fd)
+        self._fd = fd
+        log.debug("instance lock %s taken again (pid %d)", self.path, os.getpid())
+        return True
 
     def release(self) -> None:
         if self._fd is None:
@@ -168,17 +222,19 @@ def _who(pid: int | None) -> str:
 
 
 # -- the control socket -----------------------------------------------------------------------------------------
-def bind_control_socket(path: Path, admission: Admission | None = None) -> socket.socket:
+def bind_control_socket(
+    path: Path, admission: Admission | None = None, lock: Path | None = None
+) -> socket.socket:
     """A listening unix stream socket at `path`: mode 0600 in a 0700 directory (others: see `Admission`); a stale
     socket file replaced.
 
-    Take the InstanceLock first: a socket that still answers then belongs to an agent of another data dir
-    (SocketInUse). Sets the process umask for a moment: call it before starting threads that create files.
+    Take the InstanceLock (at `lock`) first: a socket that still answers then belongs to an agent of another data
+    dir, or of this one deleted while it ran (SocketInUse says which). Sets the process umask for a moment: call it before starting threads that create files.
     """
     path = Path(os.path.abspath(path))
     _check_length(path)
     _prepare_dir(path.parent, path.name, admission.dir_mode if admission is not None else 0o700)
-    _remove_stale(path)
+    _remove_stale(path, lock)
     sock = _bind(path)
     if admission is not None:
         admission.open_socket(path)
@@ -238,7 +294,7 @@ def _adjust(d: Path, mode: int, want: int, sock_name: str) -> None:
         log.warning("socket directory %s has mode %o, not %o", d, mode, want)
 
 
-def _remove_stale(path: Path) -> None:
+def _remove_stale(path: Path, lock: Path | None = None) -> None:
     """Unlink a socket file nobody answers on; refuse a live one or a file that is not a socket."""
     try:
         st = os.lstat(path)
@@ -262,7 +318,7 @@ def _remove_stale(path: Path) -> None:
             raise ControlSocketError(
                 f"cannot check the existing socket {path}: {err.strerror}", _SOCKET_HINT
             ) from None
-        raise SocketInUse(path, peer_credentials(probe)[0])
+        raise SocketInUse(path, peer_credentials(probe)[0], lock)
 
 
 def _bind(path: Path) -> socket.socket:

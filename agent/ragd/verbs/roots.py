@@ -55,7 +55,7 @@ def listing(rt: Resident) -> list[dict[str, Any]]:
 
 def change(rt: Resident, action: str, root: Path) -> list[str]:
     """Add or remove `root` (kept in roots.json); returns notes on how it nests with the other roots."""
-    overlay = rootstate.load(rt.data_dir)
+    overlay = rt.root_overlay()  # roots.json, or the agent's copy while it has vanished
     if action == "add":
         if not root.is_dir():
             raise RagdError(

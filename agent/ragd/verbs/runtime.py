@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..resident.debounce import Debouncer
     from ..resident.history import History
     from ..resident.host import Host
+    from ..resident.rootstate import RootOverlay
     from ..resident.scheduler import Scheduler
     from ..resident.tracker import Tracker
 
@@ -69,6 +70,7 @@ class Resident(Runtime, Protocol):
     verifier: Verifier
     started: float
     rebuilding: bool
+    data_dir_rebuilt: dict[str, Any] | None  # the data directory made again (resident/datadir.py)
     cli_roots: list[Path]  # given to `ragd run` on its command line
 
     @property
@@ -83,6 +85,7 @@ class Resident(Runtime, Protocol):
     def current_state(self) -> str: ...
     def configured_roots(self) -> set[Path]: ...
     def resolve_roots(self) -> list[Path]: ...
+    def root_overlay(self) -> RootOverlay: ...
     def set_roots(self, wanted: list[Path]) -> tuple[list[Path], list[Path]]: ...
     def watch_mode(self, root: Path) -> str: ...
     def settled(self, since: float) -> bool: ...

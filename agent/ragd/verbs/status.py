@@ -84,6 +84,7 @@ def _agent(rt: Resident) -> dict[str, Any]:
         "idle": state == "idle",
         "socket": str(rt.host.socket_path),
         "data_dir": str(rt.data_dir),
+        "data_dir_rebuilt": rt.data_dir_rebuilt,  # deleted or replaced while running: {"at", "lost", "done"}
         "config": rt.config.source,
         "reload_error": rt.host.reload_error,
     }
