@@ -184,6 +184,7 @@ class FileEntry:
     lead: StoredLead | None = (
         None  # the document's lead and its vector (lead.py); None in another tool's entries
     )
+    warning: str | None = None  # what was read with damage, e.g. "2 undecodable bytes replaced (U+FFFD)"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -193,7 +194,7 @@ class FileEntry:
             "embedding": {"model_name": self.model_name, "dimension": self.dimension},
             "chunks": [c.to_json() for c in self.chunks],
         }
-        for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id"):
+        for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id", "warning"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         if self.metadata is not None:
@@ -252,6 +253,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         document_id=_document_id(data.get("document_id")),
         metadata=EntryMetadata.from_json(data.get("metadata")),
         lead=StoredLead.from_json(data.get("lead")),
+        warning=data["warning"] if isinstance(data.get("warning"), str) else None,
     )
 
 
