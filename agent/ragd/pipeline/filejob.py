@@ -245,6 +245,8 @@ class FileTask:
         self.ocr = parsed.ocr.to_json() if parsed.ocr is not None else None
         self.document = parsed.metadata
         self.warning = parsed.warning
+        if self.warning:
+            log.warning("%s: read with %s", self.path, self.warning)
         if not self.chunks:
             raise FileSkipped("no text to index after splitting")
 
