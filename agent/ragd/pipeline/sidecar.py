@@ -504,13 +504,13 @@ def _is_at(fd: int, path: Path) -> bool:
 def keep_out_of_git(directory: Path) -> None:
     """`.rag/.gitignore` holding `*` (as a Python venv does), written when missing: a store in a git work tree
     never shows in `git status` nor is committed by `git add -A`. One the user edited is left as it is; never
-    fatal (the store works without it)."""
+    fatal (the store works without it; a store the agent may lock but not write, another user's, stays as it is)."""
     if os.path.lexists(rag_dir(directory) / GITIGNORE):
         return
     try:
         write_atomic(directory, GITIGNORE, GITIGNORE_TEXT, mode=0o644)
     except StorageError as err:
-        log.warning("%s", err.message)
+        log.debug("%s", err.message)
 
 
 def _keep_private(directory: Path, tmp_fd: int) -> None:
