@@ -141,6 +141,12 @@ def test_a_short_chinese_file_cut_mid_character(tmp_path: Path) -> None:
     assert doc.text == "知识\ufffd" and doc.warning == "2 undecodable bytes replaced (U+FFFD)"
 
 
+def test_a_readme_with_no_extension_and_a_stray_byte_is_text(tmp_path: Path) -> None:
+    data = (CHINESE * 3).encode()
+    doc = parse(docgen.write_bytes(tmp_path / "README", data[:30] + b"\x80" + data[30:]), LIMITS)
+    assert "知识库需要正确地解码" in doc.text and doc.warning == "1 undecodable byte replaced (U+FFFD)"
+
+
 def test_clean_text_has_no_warning(tmp_path: Path) -> None:
     assert parse(docgen.write_text(tmp_path / "ok.txt", CHINESE), LIMITS).warning is None
     assert parse(docgen.write_text(tmp_path / "gbk.txt", CHINESE, "gbk"), LIMITS).warning is None
