@@ -76,6 +76,7 @@ class Document:
     encoding: str | None = None  # detected encoding of a text source, when it was not UTF-8
     ocr: OcrReport | None = None  # set when some of the text came from OCR (or OCR left pages unread)
     metadata: Extracted | None = None  # the document's own metadata (front matter, document properties)
+    warning: str | None = None  # what was read with damage, e.g. "2 undecodable bytes replaced (U+FFFD)"
 
     def page_at(self, offset: int) -> int | None:
         for span in self.pages:

@@ -22,8 +22,9 @@ from tests.e2e.agent import (
     running_agent,
     write_doc,
 )
-from tests.e2e.conftest import RAGD
+from tests.e2e.conftest import RAGD, ragd, ragd_json
 from tests.integration.helpers import all_json_valid
+from tests.support import docgen
 from tests.support.poll import poll
 
 
@@ -204,3 +205,36 @@ def test_the_data_directory_is_private(tmp_path: Path, config: Path, monkeypatch
         subprocess.run([*RAGD, "run", "--once", str(root)], capture_output=True, timeout=120).returncode == 0
     )
     assert stat.S_IMODE((data / "index").stat().st_mode) == 0o700
+
+
+def test_utf8_text_with_a_stray_byte_or_a_cut_last_character_is_embedded_and_says_so(
+    tmp_path: Path, config: Path
+) -> None:
+    """One bad byte used to make a whole Chinese file FAILED ("undecodable text"). It is read with the bad bytes
+    replaced, found by its words, and its status says how many; binary junk is still refused."""
+    root = tmp_path / "kb"
+    text = "# 知识库笔记\n\n袋鼠公园的门票收入用于保护动物。kangaroostray 这是一个中文文档。\n" * 3
+    data = text.encode()
+    (root / "zh").mkdir(parents=True)
+    (root / "zh" / "stray.md").write_bytes(data[:40] + b"\xff" + data[40:])
+    (root / "zh" / "cut.txt").write_bytes(
+        data.replace(b"kangaroostray", b"kangaroocut")[:-2]
+    )  # "\n" and 。's last
+    (root / "zh" / "junk.txt").write_bytes(docgen.junk_bytes())
+    (root / "zh" / "high.txt").write_bytes(bytes(b for b in docgen.junk_bytes(8192) if b >= 0x80))
+    with running_agent(tmp_path / "agent.log", str(root), idle=True):
+        assert keyword_hits("kangaroostray") == [str(root / "zh" / "stray.md")]
+        assert keyword_hits("kangaroocut") == [str(root / "zh" / "cut.txt")]
+        assert keyword_hits("袋鼠") == [str(root / "zh" / "cut.txt"), str(root / "zh" / "stray.md")]
+        failed = {f["path"]: f["reason"] for f in ragctl_json("status")["roots"][0]["failures"]}
+        assert set(failed) == {str(root / "zh" / "junk.txt"), str(root / "zh" / "high.txt")}
+        assert "binary content" in failed[str(root / "zh" / "junk.txt")]
+    states = {e["path"]: e for e in ragd_json("status", str(root / "zh"))["entries"]}
+    assert states[str(root / "zh" / "stray.md")]["state"] == "EMBEDDED"
+    assert states[str(root / "zh" / "stray.md")]["note"] == "with 1 undecodable byte replaced (U+FFFD)"
+    assert states[str(root / "zh" / "cut.txt")]["note"] == "with 2 undecodable bytes replaced (U+FFFD)"
+    assert states[str(root / "zh" / "junk.txt")]["state"] == "FAILED"
+    out = ragd("status", str(root / "zh")).stdout
+    assert f"EMBEDDED  {root / 'zh' / 'stray.md'}  with 1 undecodable byte replaced (U+FFFD)" in out
+    entry = sidecar.read_entry(sidecar.entry_path(root / "zh", "stray.md"))
+    assert entry is not None and entry.warning == "1 undecodable byte replaced (U+FFFD)"

@@ -345,14 +345,15 @@ class Tree:
             self.mkdir(rel)
 
     def rmtree(self, rel: str) -> None:
-        """`rm -r`, run again if it fails with "Directory not empty": the agent may be writing the folder's `.rag/`
-        at that moment (its first job, or a change note's), as it may for a user; the second run removes it."""
+        """`rm -r`, run again if it fails with "Directory not empty" or "No such file": the agent may be writing the
+        folder's `.rag/` at that moment (its first job, or a change note's), or removing it (its last document gone),
+        as it may for a user; the second run removes it."""
         for attempt in range(5):
             try:
                 shutil.rmtree(self.path(rel))
                 break
             except OSError as err:
-                if err.errno != errno.ENOTEMPTY or attempt == 4:
+                if err.errno not in (errno.ENOTEMPTY, errno.ENOENT) or attempt == 4:
                     raise
                 time.sleep(0.1)
         self.touch_under(rel)

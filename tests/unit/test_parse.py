@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -113,6 +115,58 @@ def test_shift_jis(tmp_path: Path) -> None:
     text = "これは日本語のテキストです。文字コードの検出をテストします。\n"
     doc = parse(docgen.write_text(tmp_path / "jp.txt", text, "shift_jis"), LIMITS)
     assert doc.text == text and doc.encoding in ("shift_jis", "cp932")
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "replaced"),
+    [
+        ("stray.md", lambda b: b[:30] + b"\xff" + b[30:], 1),  # a byte between two characters
+        ("cut.txt", lambda b: b[:-1], 2),  # the last character cut off: 2 of its 3 bytes left
+        ("bom.txt", lambda b: codecs.BOM_UTF8 + b[:39] + b"\x80" + b[39:], 1),
+        ("page.html", lambda b: b"<p>" + b[:30] + b"\xfe" + b[30:] + b"</p>", 1),
+    ],
+)
+def test_damaged_utf8_is_text_with_its_bad_bytes_replaced(
+    tmp_path: Path, name: str, damage: Callable[[bytes], bytes], replaced: int
+) -> None:
+    data = damage((CHINESE + "机器学习。").encode())
+    doc = parse(docgen.write_bytes(tmp_path / name, data), LIMITS)
+    assert "知识库需要正确地解码" in doc.text and doc.encoding is None
+    assert doc.text.count("\ufffd") == 1
+    assert doc.warning == f"{replaced} undecodable byte{'s' if replaced > 1 else ''} replaced (U+FFFD)"
+
+
+def test_a_short_chinese_file_cut_mid_character(tmp_path: Path) -> None:
+    doc = parse(docgen.write_bytes(tmp_path / "short.txt", "知识库".encode()[:-1]), LIMITS)
+    assert doc.text == "知识\ufffd" and doc.warning == "2 undecodable bytes replaced (U+FFFD)"
+
+
+def test_a_readme_with_no_extension_and_a_stray_byte_is_text(tmp_path: Path) -> None:
+    data = (CHINESE * 3).encode()
+    doc = parse(docgen.write_bytes(tmp_path / "README", data[:30] + b"\x80" + data[30:]), LIMITS)
+    assert "知识库需要正确地解码" in doc.text and doc.warning == "1 undecodable byte replaced (U+FFFD)"
+
+
+def test_clean_text_has_no_warning(tmp_path: Path) -> None:
+    assert parse(docgen.write_text(tmp_path / "ok.txt", CHINESE), LIMITS).warning is None
+    assert parse(docgen.write_text(tmp_path / "gbk.txt", CHINESE, "gbk"), LIMITS).warning is None
+
+
+def test_text_in_a_legacy_encoding_is_not_read_as_damaged_utf8(tmp_path: Path) -> None:
+    """cp1252 bytes are all undecodable as UTF-8 and EUC-JP's are half so: detected, never replaced."""
+    doc = parse(docgen.write_text(tmp_path / "fr.txt", "Le café est très bon, à la française.\n" * 5, "cp1252"),
+                LIMITS)  # fmt: skip
+    assert "café" in doc.text and doc.warning is None
+    text = "日本語のテキストです。これはテストの文章で、ひらがなとカタカナと漢字を含みます。\n" * 3
+    doc = parse(docgen.write_text(tmp_path / "jp.txt", text, "euc_jp"), LIMITS)
+    assert doc.text == text and doc.warning is None
+
+
+def test_mostly_undecodable_bytes_are_still_binary(tmp_path: Path) -> None:
+    """A few valid UTF-8 sequences among junk do not make it text."""
+    data = ("知识".encode() + bytes(range(0x80, 0xC0))) * 40
+    with pytest.raises(ParseError, match=r"undecodable|binary content"):
+        parse(docgen.write_bytes(tmp_path / "junk.txt", data), LIMITS)
 
 
 @pytest.mark.parametrize(

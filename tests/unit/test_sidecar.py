@@ -18,6 +18,7 @@ from ragd.model import OcrReport
 from ragd.pipeline import sidecar
 from ragd.pipeline.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
 from tests.conftest import DATA
+from tests.support.poll import poll
 
 FIXTURE = DATA / "ragjson-0.5.1" / "tree"
 REQUIRED = {"ragjson_version", "processing", "source", "embedding", "chunks"}
@@ -233,7 +234,7 @@ def test_a_name_that_is_not_utf8_is_never_written(tmp_path: Path) -> None:
         pytest.raises(StorageError, match=r"caf\\xe9\.txt\.ragjson: the name is not valid UTF-8"),
     ):
         sidecar.write_dir_entry(tmp_path, bad)
-    assert list((tmp_path / ".rag").iterdir()) == [tmp_path / ".rag" / "tmp"]
+    assert sorted(p.name for p in (tmp_path / ".rag").iterdir()) == [".gitignore", "tmp"]
     assert modes.display_name(bad) == "caf\\xe9.txt" and not modes.valid_name(bad)
     assert modes.valid_name("中文 🍄.md")
 
@@ -298,3 +299,129 @@ def test_vectors_by_hash_passes_on_leads_apart_from_chunks() -> None:
     assert set(found) == {"h1", sidecar.LEAD_KEY + "h1"} and found["h1"] != found[sidecar.LEAD_KEY + "h1"]
     bad = replace(lead, vector_base64=sidecar.encode_vector(np.zeros(4, dtype=np.float32)))
     assert set(sidecar.vectors_by_hash([replace(_entry(), lead=bad)], "m", 4)) == {"h1"}
+
+
+def test_warning_key_round_trips_and_is_absent_without_one(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, replace(_entry("zh.txt"), warning="1 undecodable byte replaced"))
+        plain = sidecar.write_entry(tmp_path, _entry())
+    assert json.loads(path.read_text(encoding="utf-8"))["warning"] == "1 undecodable byte replaced"
+    entry = sidecar.read_entry(path)
+    assert entry is not None and entry.warning == "1 undecodable byte replaced"
+    assert "warning" not in json.loads(plain.read_text(encoding="utf-8"))
+
+
+# --- git: the store ignores itself ----------------------------------------------------------------------
+
+
+def test_a_new_store_ignores_itself_for_git(tmp_path: Path) -> None:
+    with DirLock(tmp_path):
+        sidecar.write_entry(tmp_path, _entry("a.md"))
+    ignore = (tmp_path / ".rag" / ".gitignore").read_text(encoding="utf-8")
+    assert ignore.splitlines() == ["# written by ragd: this folder holds its index sidecars, never to be committed",
+                                   "*"]  # fmt: skip
+    # nothing of ragd's reads it as an entry, a note or debris
+    assert [e.name for e in sidecar.list_entries(tmp_path)] == ["a.md"]
+    assert sidecar.load_entries(tmp_path).unreadable == {}
+
+
+def test_a_store_of_an_earlier_version_gets_its_gitignore_once_locked(tmp_path: Path) -> None:
+    (tmp_path / ".rag" / "tmp").mkdir(parents=True)
+    with DirLock(tmp_path, create=False):  # a reader (verify, export) writes nothing
+        pass
+    assert not (tmp_path / ".rag" / ".gitignore").exists()
+    with DirLock(tmp_path):
+        pass
+    assert (tmp_path / ".rag" / ".gitignore").read_text().endswith("\n*\n")
+
+
+def test_a_gitignore_the_user_edited_is_kept(tmp_path: Path) -> None:
+    (tmp_path / ".rag" / "tmp").mkdir(parents=True)
+    (tmp_path / ".rag" / ".gitignore").write_text("")  # "I commit my sidecars"
+    with DirLock(tmp_path):
+        pass
+    assert (tmp_path / ".rag" / ".gitignore").read_text() == ""
+
+
+def test_the_gitignore_is_what_the_ragjson_fixture_tree_lacks_and_nothing_else(tmp_path: Path) -> None:
+    """A ragjson tool's store (no tmp/, no .gitignore) gains only those two: its entries and notes are untouched."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    before = sorted(p.name for p in (tree / "docs" / ".rag").iterdir())
+    with DirLock(tree / "docs"):
+        pass
+    after = sorted(p.name for p in (tree / "docs" / ".rag").iterdir())
+    assert sorted(set(after) - set(before)) == [".gitignore", "tmp"] and set(before) <= set(after)
+
+
+# --- a store left with nothing ---------------------------------------------------------------------------
+
+
+def _emptied_store(directory: Path) -> None:
+    directory.mkdir(exist_ok=True)
+    with DirLock(directory):
+        sidecar.write_entry(directory, _entry("a.md"))
+        sidecar.mark_deleted(directory, "a.md")
+    (directory / ".rag" / "tmp" / "x.md.ragjson.1.tmp").write_text("{debris")
+
+
+def test_an_emptied_store_is_removed_and_its_folder_kept(tmp_path: Path) -> None:
+    _emptied_store(tmp_path / "d")
+    assert sidecar.drop_emptied(tmp_path / "d")
+    assert not (tmp_path / "d" / ".rag").exists() and (tmp_path / "d").is_dir()
+    assert not sidecar.drop_emptied(tmp_path / "d")  # nothing to remove
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        "d/b.md",  # a document in the folder
+        "d/sub/",  # a subfolder
+        "d/notes.txt~",  # anything else of the user's
+        "d/.rag/b.md.ragjson",  # a live entry
+        "d/.rag/20261130T163032Z.mushroom",  # a change note not applied yet
+        "d/.rag/README",  # a file ragd does not know
+        "d/.rag/tmp/staged",  # not ragd's debris
+    ],
+)
+def test_a_store_with_anything_left_stays(tmp_path: Path, keep: str) -> None:
+    _emptied_store(tmp_path / "d")
+    target = tmp_path / keep
+    if keep.endswith("/"):
+        target.mkdir()
+    else:
+        target.write_text("{}")
+    assert not sidecar.drop_emptied(tmp_path / "d")
+    assert (tmp_path / "d" / ".rag" / "a.md.ragjson.deleted").exists()
+
+
+def _waiting_for_flock(directory: Path) -> bool:
+    """Someone waits for the flock on `directory` (a blocked request in /proc/locks: `N: -> FLOCK ...`)."""
+    ino = os.stat(directory).st_ino
+    return any("->" in line and f":{ino} " in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_a_job_waiting_for_the_lock_of_a_removed_store_takes_a_new_one(tmp_path: Path) -> None:
+    directory = tmp_path / "d"
+    _emptied_store(directory)
+    old_tmp = directory / ".rag" / "tmp"
+    wrote: list[Path] = []
+
+    def job() -> None:
+        with DirLock(directory):
+            wrote.append(sidecar.write_entry(directory, _entry("new.md")))
+
+    with DirLock(directory, create=False):  # the remover holds the lock
+        thread = threading.Thread(target=job)
+        thread.start()
+        poll(lambda: _waiting_for_flock(old_tmp), timeout=10, what="the job waiting for the lock")
+        for p in (directory / ".rag").iterdir():
+            if p.is_file():
+                p.unlink()
+        os.rmdir(old_tmp)  # its debris went as the lock was taken
+        os.rmdir(directory / ".rag")
+    thread.join(10)
+    assert wrote and wrote[0].exists()
+    assert (directory / ".rag" / ".gitignore").exists()

@@ -87,7 +87,13 @@ def _file_state(
             f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
             len(entry.chunks),
         )
-    return FileState(path, EMBEDDED, chunks=len(entry.chunks), note=ocr_note(entry), ocr=entry.ocr)
+    return FileState(path, EMBEDDED, chunks=len(entry.chunks), note=entry_note(entry), ocr=entry.ocr)
+
+
+def entry_note(entry: FileEntry) -> str:
+    """What the status says of an EMBEDDED file beside its state: what OCR did, what was read with damage."""
+    notes = [n for n in (ocr_note(entry), f"with {entry.warning}" if entry.warning else "") if n]
+    return "; ".join(notes)
 
 
 def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:

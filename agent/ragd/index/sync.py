@@ -229,6 +229,8 @@ class IndexSync:
 
         The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
+        if not path.exists():  # consumed by someone else, and maybe its store removed: not made again
+            return None
         with sidecar.DirLock(directory):
             if not path.exists():
                 return None  # consumed by someone else meanwhile
@@ -278,11 +280,16 @@ class IndexSync:
         return report
 
     def flushed(self, applied: Sequence[Path]) -> None:
-        """Flush the index, then delete the mushrooms it has now applied for good."""
+        """Flush the index, then delete the mushrooms it has now applied for good (and the store of a folder they
+        left with nothing: sidecar.drop_emptied)."""
         if applied:
             self.index.flush()
         for p in applied:
             p.unlink(missing_ok=True)
+        for directory in {
+            p.parent.parent for p in applied
+        }:  # a folder whose last documents these notes deleted
+            sidecar.drop_emptied(directory)
 
     def apply_pending(self, dirs: Iterable[Path]) -> SyncReport:
         paths = sorted(mushroom.walk_pending(dirs), key=lambda p: mushroom.sort_key(p.name))

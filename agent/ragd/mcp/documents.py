@@ -51,8 +51,7 @@ def _file_text(path: Path, max_size: int) -> str:
     except OSError as err:
         raise RagdError(f"cannot read {path}: {err.strerror or err}", "check its permissions",
                         code=p.FAILED) from None  # fmt: skip
-    text, _encoding = decode(data)  # ParseError (binary content) is a RagdError
-    return normalise_newlines(text)
+    return normalise_newlines(decode(data).text)  # ParseError (binary content) is a RagdError
 
 
 def _indexed_text(path: Path) -> str:

@@ -157,6 +157,7 @@ class FileTask:
     todo: list[int] = field(default_factory=list)
     parser: str | None = None
     ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
+    warning: str | None = None  # the entry's `warning` key: what the parse read with damage
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
     # the file's stat its change was decided on (the directory's listing)
     planned: os.stat_result | None = None
@@ -243,6 +244,9 @@ class FileTask:
         self.parser, self.chunks = parsed.parser, list(parsed.chunks)
         self.ocr = parsed.ocr.to_json() if parsed.ocr is not None else None
         self.document = parsed.metadata
+        self.warning = parsed.warning
+        if self.warning:
+            log.warning("%s: read with %s", self.path, self.warning)
         if not self.chunks:
             raise FileSkipped("no text to index after splitting")
 
@@ -435,6 +439,7 @@ class FileTask:
         created = self.old.create_dt if self.old and self.old.create_dt else stamp
         revision = SPLIT_REVISION if kw.get("chunks") else None
         metadata = self.labels.entry(self.document) if kw.get("chunks") else None
+        kw.setdefault("warning", self.warning)
         entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
                           model_name=ident.model_name, dimension=ident.dimension,
                           splitter=ident.splitter.fingerprint, split_revision=revision, metadata=metadata,

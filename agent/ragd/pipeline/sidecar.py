@@ -6,8 +6,10 @@ Layout beside each tracked directory D:
     D/.rag/<name>.ragjson.deleted   entry of a deleted source (renamed back if it returns)
     D/.rag/tmp/                     staging for atomic writes; its fd is the flock(2) target for D
     D/.rag/*.mushroom               pending change notes for the index (see mushroom.py)
+    D/.rag/.gitignore               `*`: the store never shows in `git status` (written when missing)
 
-Every write is tmp + fsync + rename() under the directory's lock (see DirLock). An entry is never more readable than
+Every write is tmp + fsync + rename() under the directory's lock (see DirLock). A store left with nothing but deleted
+entries in a folder that holds nothing else is removed (`drop_emptied`). An entry is never more readable than
 its source, `.rag/` never more open than its directory, `.rag/tmp/` is 0700, and names that are not valid UTF-8 are
 never written (see modes.py).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -44,6 +47,9 @@ VERSION = "2.4"
 ENTRY_SUFFIX = ".ragjson"
 DELETED_SUFFIX = ".ragjson.deleted"
 DIR_ENTRY = {"ragjson_version": VERSION}
+GITIGNORE = ".gitignore"
+GITIGNORE_TEXT = b"# written by ragd: this folder holds its index sidecars, never to be committed\n*\n"
+LOCK_ATTEMPTS = 5  # a store removed (drop_emptied) while its lock was awaited: taken again at most this often
 
 # processing.status values
 INITIAL, CHUNKING, CHUNKED, EMBEDDING, EMBEDDED = "INITIAL", "CHUNKING", "CHUNKED", "EMBEDDING", "EMBEDDED"
@@ -184,6 +190,7 @@ class FileEntry:
     lead: StoredLead | None = (
         None  # the document's lead and its vector (lead.py); None in another tool's entries
     )
+    warning: str | None = None  # what was read with damage, e.g. "2 undecodable bytes replaced (U+FFFD)"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -193,7 +200,7 @@ class FileEntry:
             "embedding": {"model_name": self.model_name, "dimension": self.dimension},
             "chunks": [c.to_json() for c in self.chunks],
         }
-        for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id"):
+        for key in ("parser", "splitter", "split_revision", "error", "ocr", "document_id", "warning"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         if self.metadata is not None:
@@ -252,6 +259,7 @@ def entry_from_json(data: Mapping[str, Any]) -> FileEntry | None:
         document_id=_document_id(data.get("document_id")),
         metadata=EntryMetadata.from_json(data.get("metadata")),
         lead=StoredLead.from_json(data.get("lead")),
+        warning=data["warning"] if isinstance(data.get("warning"), str) else None,
     )
 
 
@@ -419,13 +427,7 @@ class DirLock:
     def __enter__(self) -> DirLock:
         tmp = rag_dir(self.directory) / TMP_DIR
         try:
-            try:
-                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
-            except FileNotFoundError:
-                if not self.create:
-                    raise
-                self._fd = _make_store(self.directory)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._take(tmp)
         except OSError as err:
             self._release()
             rd = rag_dir(self.directory)
@@ -436,10 +438,37 @@ class DirLock:
             raise StorageError(
                 f"cannot lock {tmp}: {err.strerror or err}", "check write permission on the directory"
             ) from None
+        assert self._fd is not None
         if self.create:
             _keep_private(self.directory, self._fd)
+            keep_out_of_git(self.directory)
         clean_debris(tmp)
         return self
+
+    def _take(self, tmp: Path) -> None:
+        """Open and flock `tmp` (the store made first when `create`). A store removed while its lock was awaited
+        (an emptied folder's: `drop_emptied`) is not the one at `tmp` any more: the one there now is taken."""
+        lost: OSError | None = None
+        for _ in range(LOCK_ATTEMPTS):
+            try:
+                self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                if not self.create:
+                    raise
+                try:
+                    self._fd = _make_store(self.directory)
+                except FileNotFoundError as err:  # `.rag/` removed between its mkdir and tmp's
+                    lost = err
+                    continue
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            if _is_at(self._fd, tmp):
+                return
+            self._release()
+            lost = FileNotFoundError(errno.ENOENT, "the store was removed meanwhile", str(tmp))
+            if not self.create:
+                raise lost
+        assert lost is not None
+        raise lost
 
     def __exit__(self, *exc: object) -> None:
         self._release()
@@ -451,7 +480,8 @@ class DirLock:
 
 
 def _make_store(directory: Path) -> int:
-    """Create `.rag/` (never more open than `directory`) and `.rag/tmp/` (0700); return the fd of tmp."""
+    """Create `.rag/` (never more open than `directory`) and `.rag/tmp/` (0700); return the fd of tmp. Its
+    `.gitignore` is written once the lock is held (keep_out_of_git)."""
     rd = rag_dir(directory)
     like = os.stat(directory)
     with contextlib.suppress(FileExistsError):
@@ -459,6 +489,28 @@ def _make_store(directory: Path) -> int:
     with contextlib.suppress(FileExistsError):
         os.mkdir(rd / TMP_DIR, 0o700)
     return os.open(rd / TMP_DIR, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """The directory open as `fd` is the one at `path` now."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
+
+
+def keep_out_of_git(directory: Path) -> None:
+    """`.rag/.gitignore` holding `*` (as a Python venv does), written when missing: a store in a git work tree
+    never shows in `git status` nor is committed by `git add -A`. One the user edited is left as it is; never
+    fatal (the store works without it; a store the agent may lock but not write, another user's, stays as it is)."""
+    if os.path.lexists(rag_dir(directory) / GITIGNORE):
+        return
+    try:
+        write_atomic(directory, GITIGNORE, GITIGNORE_TEXT, mode=0o644)
+    except StorageError as err:
+        log.debug("%s", err.message)
 
 
 def _keep_private(directory: Path, tmp_fd: int) -> None:
@@ -488,6 +540,52 @@ def clean_debris(tmp: Path) -> int:
         except (FileNotFoundError, IsADirectoryError):  # gone meanwhile; not ours to remove
             pass
     return removed
+
+
+def drop_emptied(directory: Path) -> bool:
+    """Remove the store of a folder that holds nothing else any more (its documents deleted, `git rm` or a checkout
+    of a branch without them): entries of deleted sources, `.gitignore` and `tmp/` only, no change note. The folder
+    itself is the user's and stays. Checked again under the lock, which is dropped last; a job waiting for that
+    lock takes a new store (DirLock). True if it was removed."""
+    if not _only_store(directory) or not _emptied(rag_dir(directory)):
+        return False
+    try:
+        with DirLock(directory, create=False):
+            rd = rag_dir(directory)
+            if not _only_store(directory) or not _emptied(rd):
+                return False
+            with os.scandir(rd) as it:
+                names = [de.name for de in it if de.name != TMP_DIR]
+            for name in names:
+                os.unlink(rd / name)
+            os.rmdir(rd / TMP_DIR)  # empty: debris was removed as the lock was taken
+            os.rmdir(rd)
+    except (StorageError, OSError) as err:  # someone else's file, a new entry meanwhile: the store stays
+        log.debug("store of %s kept: %s", directory, err)
+        return False
+    log.info("removed the sidecars of %s: the folder holds nothing any more", directory)
+    return True
+
+
+def _only_store(directory: Path) -> bool:
+    """`directory` holds nothing but its `.rag/` (stops at the first other name: cheap in a big folder)."""
+    try:
+        with os.scandir(directory) as it:
+            return all(de.name == RAG_DIR for de in it)
+    except OSError:
+        return False
+
+
+def _emptied(rd: Path) -> bool:
+    """`.rag/` holds only entries of deleted sources, its `.gitignore` and `tmp/` (with nothing but debris)."""
+    try:
+        with os.scandir(rd) as it:
+            names = [de.name for de in it]
+        with os.scandir(rd / TMP_DIR) as it:
+            staged = [de.name for de in it if not de.name.endswith(".tmp")]
+    except OSError:
+        return False
+    return not staged and all(n.endswith(DELETED_SUFFIX) or n in (GITIGNORE, TMP_DIR) for n in names)
 
 
 def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: int) -> dict[str, str]:

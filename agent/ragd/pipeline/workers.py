@@ -44,13 +44,14 @@ PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitte
 
 @dataclass(frozen=True)
 class Parsed:
-    """What a worker sends back: the parser's name, the file's chunks, what OCR did (if it ran) and the document's
-    own metadata (if it has any)."""
+    """What a worker sends back: the parser's name, the file's chunks, what OCR did (if it ran), the document's
+    own metadata (if it has any) and what was read with damage (Document.warning)."""
 
     parser: str
     chunks: tuple[Chunk, ...]
     ocr: OcrReport | None = None
     metadata: Extracted | None = None
+    warning: str | None = None
 
 
 def parse_and_split(
@@ -61,7 +62,7 @@ def parse_and_split(
     from .split import split
 
     doc = parse(path, limits, options)
-    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr, doc.metadata)
+    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr, doc.metadata, doc.warning)
 
 
 class Pending:

@@ -6,6 +6,9 @@
 - a job whose directory vanished meanwhile is forgotten: its parent's next job records the deletion;
 - any other failure is recorded as the directory's error, where `status` and the run's summary show it.
 
+A job that found its folder empty, with a store left from before, removes that store (sidecar.drop_emptied; after
+a deletion, the index writer does it once the change note is applied).
+
 The resident agent then follows up (`FollowUps`): the job's change note goes to the index writer at once, the
 subdirectories it began tracking are walked and queued, the parent of a vanished directory is looked at again, and
 a failed directory (or the first failed file due for a retry) runs again later. `run --once` follows up on nothing:
@@ -28,7 +31,7 @@ from .. import __version__
 from ..config import Config
 from ..errors import RagdError
 from ..paths import root_of
-from ..pipeline import mushroom
+from ..pipeline import mushroom, sidecar
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filejob import SubmitFn
 from ..pipeline.identity import Identify, fallback
@@ -120,6 +123,10 @@ class Outcomes:
             # this result came in, which would leave what the job saw (its files, FAILED ones too) tracked for ever
             self._vanished(result.directory)
             return
+        if not (
+            result.files or result.subdirs or result.mushroom
+        ):  # emptied before (an earlier ragd kept it)
+            sidecar.drop_emptied(result.directory)
         fu = self.follow_ups
         if fu is None:
             return

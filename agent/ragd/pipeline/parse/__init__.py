@@ -14,8 +14,9 @@ Formats, by extension (case-insensitive):
 | .doc .ppt | `soffice --headless --convert-to docx/pptx`, then markitdown | markdown |
 | .odt .ods .odp | odfdo (odf.py): a text's headings, lists and tables; a sheet's table; a slide's frames | markdown |
 
-Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else charset-normalizer's
-detection (GBK/GB18030, Big5, Shift-JIS, cp125x, ...; `Document.encoding` records it). JSON is plain text too:
+Text files are decoded without markitdown: a byte-order mark, else strict UTF-8, else UTF-8 with a few undecodable
+bytes (a stray byte, a last character cut off: each run of them becomes U+FFFD, `Document.warning` says how many),
+else charset-normalizer's detection (GBK/GB18030, Big5, Shift-JIS, cp125x, ...; `Document.encoding` records it). JSON is plain text too:
 markitdown would only decode it the same way. Newlines become `\\n`. Titles: HTML `<title>`, OOXML core
 properties, OpenDocument properties, PDF metadata, Markdown front matter (YAML or TOML: frontmatter.py) / Org `#+TITLE:`; else the first markdown heading (HTML,
 .docx, .pptx, .odt, .odp, prose text types); else the line under a man-page `NAME` header; else None. Data formats
@@ -36,11 +37,12 @@ the agent runs this stage in worker processes (pipeline/workers.py), which enfor
 from __future__ import annotations
 
 import codecs
+import contextlib
 import logging
 from pathlib import Path
 
 from ...config import LimitsConfig, ParseConfig
-from ...errors import FileSkipped
+from ...errors import FileSkipped, ParseError
 from ...model import Document
 from ..structure import scan_rst
 from . import frontmatter
@@ -49,7 +51,15 @@ from .legacy import LEGACY_EXTENSIONS, parse_legacy
 from .odf import ODF_EXTENSIONS, parse_odf
 from .office import MARKITDOWN_EXTENSIONS, parse_markitdown
 from .pdf import parse_pdf
-from .text import clean_title, decode, heading_title, man_title, normalise_newlines
+from .text import (
+    clean_title,
+    damaged_utf8,
+    decode,
+    heading_title,
+    man_title,
+    normalise_newlines,
+    replaced_warning,
+)
 
 __all__ = ["IMAGE_EXTENSIONS", "SUPPORTED_EXTENSIONS", "parse", "refuse_image"]
 
@@ -103,6 +113,9 @@ def _looks_like_text(head: bytes) -> bool:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
         return True
     except UnicodeDecodeError:
+        with contextlib.suppress(ParseError):  # UTF-8 with a stray byte is text (read with it replaced)
+            if damaged_utf8(head) is not None:
+                return True
         import charset_normalizer  # on first use only (as every heavy library here)
 
         best = charset_normalizer.from_bytes(head).best()
@@ -178,8 +191,8 @@ def _dispatch(path: Path, ext: str, limits: LimitsConfig, options: ParseConfig) 
 
 
 def _parse_text(path: Path, ext: str) -> Document:
-    text, encoding = decode(path.read_bytes())
-    text = normalise_newlines(text)
+    decoded = decode(path.read_bytes())
+    text = normalise_newlines(decoded.text)
     title, metadata = None, frontmatter.read(text) if ext in MARKDOWN_EXTENSIONS else None
     if metadata is not None and metadata.fields.get("title"):
         title = clean_title(metadata.fields["title"][0])
@@ -197,6 +210,7 @@ def _parse_text(path: Path, ext: str) -> Document:
         title=title,
         is_markdown=ext in MARKDOWN_EXTENSIONS,
         markup=MARKUP_EXTENSIONS.get(ext),
-        encoding=encoding,
+        encoding=decoded.encoding,
         metadata=metadata,
+        warning=replaced_warning(decoded),
     )

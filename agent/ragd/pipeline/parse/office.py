@@ -24,7 +24,15 @@ from ...errors import ParseError
 from ...model import Document
 from ..metadata import Extracted, normalise
 from ..structure import drop_permalinks
-from .text import check_clean, clean_title, decode, heading_title, normalise_newlines
+from .text import (
+    Decoded,
+    check_clean,
+    clean_title,
+    decode,
+    heading_title,
+    normalise_newlines,
+    replaced_warning,
+)
 
 CFB_MAGIC = bytes.fromhex("D0CF11E0A1B11AE1")  # OLE2 compound file: legacy Office, or encrypted OOXML
 _ENCRYPTED_STREAM = "EncryptedPackage".encode("utf-16-le")
@@ -63,23 +71,25 @@ def parse_markitdown(
     """
     if ext in _HTML:
         parser = "html"
-    if ext in _TEXTUAL:
-        text, title, encoding = _convert_textual(path, ext)
+    decoded = Decoded("")
+    if ext in _TEXTUAL:  # checked for junk as it was decoded (with its replaced bytes, if any, left out)
+        text, title, decoded = _convert_textual(path, ext)
     else:
-        text, title, encoding = _convert_binary(path, ext), None, None
+        text, title = _convert_binary(path, ext), None
+        check_clean(text)
     text = normalise_newlines(text).strip()
-    check_clean(text)
     metadata = ooxml_properties(path) if ext in OOXML_EXTENSIONS else None
     if title is None and metadata is not None and metadata.fields.get("title"):
         title = clean_title(metadata.fields["title"][0])
     if title is None and ext in _HEADING_TITLE:
         title = heading_title(text)
     return Document(path=source or path, text=text, parser=parser, title=title, is_markdown=True,
-                    encoding=encoding, metadata=metadata)  # fmt: skip
+                    encoding=decoded.encoding, metadata=metadata, warning=replaced_warning(decoded))  # fmt: skip
 
 
-def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]:
-    text, encoding = decode(path.read_bytes())
+def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, Decoded]:
+    decoded = decode(path.read_bytes())
+    text = decoded.text
     if ext in _HTML:
         from .html import html_to_markdown
 
@@ -88,11 +98,11 @@ def _convert_textual(path: Path, ext: str) -> tuple[str, str | None, str | None]
         except Exception as exc:  # stage boundary: BeautifulSoup and markdownify raise many exception types
             raise conversion_error(ext, exc) from exc
         # Sphinx, MkDocs, GitHub...: a `[¶](#anchor)` after each heading and definition
-        return drop_permalinks(markdown), clean_title(title) if title else None, encoding
+        return drop_permalinks(markdown), clean_title(title) if title else None, decoded
     # Hand the converter UTF-8 so it does not guess again.
     result = _run(ext, io.BytesIO(text.encode("utf-8")), charset="utf-8")
     title = clean_title(str(result.title)) if result.title else None
-    return str(result.markdown), title, encoding
+    return str(result.markdown), title, decoded
 
 
 def _convert_binary(path: Path, ext: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from typing import NamedTuple
 
 from ...errors import ParseError
 from ..structure import clean_heading
@@ -20,6 +21,11 @@ _BOMS = (
 # plus U+FFFD, the mark of text that was already mis-decoded.
 _GARBAGE = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]")
 MAX_GARBAGE_RATIO = 0.02
+# UTF-8 with damage (a stray byte, a last character cut off): at most this share of its non-ASCII bytes undecodable.
+# Text in another encoding read as UTF-8 has about half (GBK, Big5, Shift-JIS, EUC-JP) or all (cp1252) of them so.
+MAX_DAMAGE_RATIO = 0.05
+_ESCAPED = re.compile("[\udc80-\udcff]+")  # the bytes surrogateescape could not decode
+_ASCII = bytes(range(0x80))
 _BINARY_HINT = "the file looks binary; give it its real extension or add it to ignore.patterns"
 
 _TITLE_SCAN_LINES = 1000
@@ -33,40 +39,87 @@ _FRONT_TITLE = re.compile(r"^title:[ \t]*(.+)$")
 _NOT_SETEXT_TEXT = re.compile(r"^\s*(?:[-*+>|]|\d+[.)])\s")
 
 
-def decode(data: bytes) -> tuple[str, str | None]:
-    """Bytes of a text file -> (text, encoding), encoding None for UTF-8.
+class Decoded(NamedTuple):
+    """A text file's text, its encoding (None for UTF-8) and how many undecodable bytes were replaced."""
 
-    A byte-order mark decides first; then strict UTF-8; then charset-normalizer's detection (GBK/GB18030,
-    Big5, Shift-JIS, cp1252, ...). Raises ParseError for NUL bytes, undecodable bytes or text that is mostly
-    control characters: garbage is never returned as text.
+    text: str
+    encoding: str | None = None
+    replaced: int = 0
+
+
+def decode(data: bytes) -> Decoded:
+    """Bytes of a text file -> its text.
+
+    A byte-order mark decides first; then strict UTF-8; then UTF-8 with a few undecodable bytes (each run of them
+    becomes U+FFFD and `replaced` counts them); then charset-normalizer's detection (GBK/GB18030, Big5, Shift-JIS,
+    cp1252, ...). Raises ParseError for NUL bytes, undecodable bytes or text that is mostly control characters:
+    garbage is never returned as text.
     """
     with_bom = _decode_bom(data)
     if with_bom is not None:
-        check_clean(with_bom[0])
         return with_bom
     if b"\x00" in data:
         raise ParseError("binary content: NUL bytes in a text file", _BINARY_HINT)
-    encoding: str | None = None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
+        damaged = damaged_utf8(data)
+        if damaged is not None:
+            return damaged
         text, encoding = _detect(data)
+        check_clean(text)
+        return Decoded(text, encoding)
     check_clean(text)
-    return text, encoding
+    return Decoded(text)
 
 
-def _decode_bom(data: bytes) -> tuple[str, str | None] | None:
+def replaced_warning(decoded: Decoded) -> str | None:
+    """The entry's warning for a text read with undecodable bytes replaced (None when none were)."""
+    n = decoded.replaced
+    return f"{n} undecodable byte{'s' if n != 1 else ''} replaced (U+FFFD)" if n else None
+
+
+def damaged_utf8(data: bytes) -> Decoded | None:
+    """UTF-8 text with a few undecodable bytes: its text with each run of them as U+FFFD, or None when `data` is not
+    mostly valid UTF-8 (binary, or text in another encoding). Valid multi-byte sequences must be found, and the
+    undecodable bytes be at most MAX_DAMAGE_RATIO of the non-ASCII ones, or only a last character cut off.
+    Raises ParseError (check_clean) when the decodable part is mostly control characters."""
+    escaped = data.decode("utf-8", "surrogateescape")
+    replaced = sum(len(run) for run in _ESCAPED.findall(escaped))
+    high = len(data.translate(None, _ASCII))  # the non-ASCII bytes
+    if replaced == 0 or replaced == high:
+        return None
+    if replaced > MAX_DAMAGE_RATIO * high and not _cut_short(data):
+        return None
+    check_clean(_ESCAPED.sub("", escaped))
+    return Decoded(_ESCAPED.sub("\ufffd", escaped), None, replaced)
+
+
+def _cut_short(data: bytes) -> bool:
+    """Valid UTF-8 but for its last character, cut off (a truncated copy or download)."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _decode_bom(data: bytes) -> Decoded | None:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
                 text = data.decode(encoding)
             except UnicodeDecodeError as exc:
+                damaged = damaged_utf8(data[len(bom) :]) if encoding == "utf-8-sig" else None
+                if damaged is not None:
+                    return damaged
                 raise ParseError(
                     f"undecodable text: starts with a {encoding} byte-order mark but is not "
                     f"valid {encoding} ({exc.reason})",
                     _BINARY_HINT,
                 ) from exc
-            return text, None if encoding == "utf-8-sig" else encoding
+            check_clean(text)
+            return Decoded(text, None if encoding == "utf-8-sig" else encoding)
     return None
 
 
