@@ -418,17 +418,23 @@ class DirLock:
 
     def __enter__(self) -> DirLock:
         tmp = rag_dir(self.directory) / TMP_DIR
+        making = False
         try:
             try:
                 self._fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
             except FileNotFoundError:
                 if not self.create:
                     raise
+                making = True
                 self._fd = _make_store(self.directory)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         except OSError as err:
             self._release()
             rd = rag_dir(self.directory)
+            if making and not isinstance(err, FileNotFoundError):  # no store, and none can be made here
+                raise StorageError(f"cannot write in {self.directory}: {err.strerror or err} (ragd keeps this "
+                                   f"folder's sidecars in {rd})", "give the agent's user write permission on "
+                                   "the folder, or ignore the folder ([ignore] skip_dirs)") from None  # fmt: skip
             if rd.exists() and not rd.is_dir():
                 raise StorageError(f"cannot lock {tmp}: Not a directory ({rd} is a file, where ragd keeps this "
                                    "folder's sidecars)", f"move or rename {rd}: ragd needs a .rag folder there",

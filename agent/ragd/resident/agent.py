@@ -97,12 +97,15 @@ class Agent:
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             offer_note=lambda note: self.indexer.offer(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
-            retry_dir_s=DIR_RETRY_S, changes=self.changes))  # fmt: skip
+            retry_dir_s=DIR_RETRY_S, changes=self.changes,
+            out_of_search=lambda d: self.indexer.call(partial(_drop_subtree, root=d, keep=[])),
+            back_in_search=lambda d: self.indexer.call(partial(_fill_root, root=d))))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
-            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
+            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
+            held_out=self.tracker.held_out, look_at=self.debouncer.touch))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:
         return replace(self._ctx, force=force, roots=real_roots(self.roots))
