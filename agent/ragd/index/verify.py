@@ -251,6 +251,8 @@ class Verifier:
         """`d` is not compared: it cannot be read (nor anything below it), or lies in a folder the agent holds out
         of search for that. Neither is damage, nor a repair: a folder found unreadable, or readable again while
         held out, is handed to the agent, whose job there holds it out or brings it back from its sidecars."""
+        if under_any(d, found.unreadable):  # below a folder it cannot read (whose names it could list)
+            return True
         top = next((h for h in held if is_under(d, h)), None)
         if unreadable(d):
             found.unreadable[top or d] = PERMISSION_DENIED
