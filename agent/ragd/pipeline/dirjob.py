@@ -132,10 +132,7 @@ def _moved_in(sub: Path) -> bool:
     note still pending) is not that: the job announces its files itself."""
     if mushroom.pending(sub):
         return False
-    try:
-        return any(not en.deleted for en in sidecar.list_entries(sub))
-    except PermissionError:  # it cannot be read: its own job says so
-        return False
+    return any(not en.deleted for en in sidecar.list_entries(sub))
 
 
 def _read_deleted(directory: Path, name: str) -> FileEntry | None:

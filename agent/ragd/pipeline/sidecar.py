@@ -321,6 +321,8 @@ def list_entries(directory: Path) -> Iterator[EntryName]:
                     yield EntryName(de.name[: -len(DELETED_SUFFIX)], Path(de.path), True)
     except (FileNotFoundError, NotADirectoryError):  # no store (a file named .rag fails its own job only)
         return
+    except PermissionError:  # a folder the agent cannot read: nothing in it can be served (its job says why)
+        return
 
 
 @dataclass

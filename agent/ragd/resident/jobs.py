@@ -156,7 +156,9 @@ class Outcomes:
         """`directory` cannot be read, nor anything below it: the topmost such folder under its root is held out."""
         fu = self.follow_ups
         top = directory
-        while fu is not None and root_of(top.parent, fu.roots()) and unreadable(top.parent):
+        while (
+            (fu is None or root_of(top.parent, fu.roots())) and top.parent != top and unreadable(top.parent)
+        ):
             top = top.parent
         if not self.tracker.record_denied(top, PERMISSION_DENIED, utc_stamp()):
             return  # known already (a folder below it, or the watcher saw it twice)

@@ -146,11 +146,13 @@ class Tracker:
         """`top` cannot be read: its files, and those below it, leave the tracker (and search); the folder is shown
         with `reason` instead. False if it was known already."""
         with self._lock:
-            known = top in self.denied
-        if known:
-            return False
-        self.forget(top)
-        with self._lock:
+            if top in self.denied:
+                return False
+            for d in [d for d in self._dirs if is_under(d, top)]:
+                self._count(self._dirs.pop(d), -1)
+            for d in [d for d in self.dir_errors if is_under(d, top)]:
+                del self.dir_errors[d]
+                self.denied.pop(d, None)
             self.denied[top] = since
             self.dir_errors[top] = reason
             prog = self.progress
