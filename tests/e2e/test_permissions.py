@@ -85,10 +85,25 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@dataclass
+class AsUser:
+    """What running ragd as the test's user takes: an interpreter it may run, and its environment."""
+
+    user: User
+    python: str
+    env: dict[str, str]
+    kb: Path
+
+    def ragd(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.python, "-m", "ragd", *args], capture_output=True, text=True, timeout=300,
+                              env=self.env, cwd=self.env["HOME"], user=self.user.uid, group=self.user.gid,
+                              extra_groups=[])  # fmt: skip
+
+
 @pytest.fixture
-def setup(
+def as_user(
     base: Path, user: User, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Setup]:
+) -> AsUser:
     kb = base / "kb"
     for rel, marker in MARKERS.items():
         write_doc(kb / rel, marker)
@@ -106,11 +121,16 @@ def setup(
         env[var] = str(_owned(home / sub, user))
     (base / "ragd.toml").chmod(0o644)
     monkeypatch.setenv("RAGD_SOCKET", env["RAGD_SOCKET"])  # root's ragctl asks that agent
-    agent = UserAgent(base / "agent.log", python, user, str(kb), env=env)
+    return AsUser(user, python, env, kb)
+
+
+@pytest.fixture
+def setup(base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI) -> Iterator[Setup]:
+    agent = UserAgent(base / "agent.log", as_user.python, as_user.user, str(as_user.kb), env=as_user.env)
     try:
         agent.wait_ready()
         agent.wait_idle()
-        yield Setup(agent, kb, fake_openai_server)
+        yield Setup(agent, as_user.kb, fake_openai_server)
     finally:
         agent.kill()
 
@@ -173,3 +193,24 @@ def test_a_folder_the_agent_cannot_write_in_is_named_in_status(setup: Setup) -> 
     assert f"{ro}: cannot write in {ro}" in plain, plain
     assert not setup.finds("zqnever")
     assert "Traceback" not in setup.agent.log()
+
+
+def test_run_once_over_a_folder_it_cannot_read(as_user: AsUser, fake_openai_server: FakeOpenAI) -> None:
+    """`ragd run --once`: the closed folder is a failed folder ("permission denied", exit 1, no traceback) and its
+    files leave the index; opened again, the next run serves them from their sidecars, nothing embedded again."""
+    kb, sub = as_user.kb, as_user.kb / "sub"
+    (kb / "ro").chmod(0o755)
+    first = as_user.ragd("run", "--once", "--json", str(kb))
+    assert first.returncode == 0, first.stderr
+    texts = len(fake_openai_server.texts)
+    sub.chmod(0)
+    closed = as_user.ragd("run", "--once", "--json", str(kb))
+    assert closed.returncode == 1 and "Traceback" not in closed.stderr, closed.stderr
+    summary = json.loads(closed.stdout)
+    assert summary["failed_dirs"] == [{"path": str(sub), "reason": "permission denied"}]
+    assert summary["index"]["chunks"] == 2  # top.md and ro/never.md
+    sub.chmod(0o755)
+    opened = as_user.ragd("run", "--once", "--json", str(kb))
+    assert opened.returncode == 0, opened.stderr
+    assert json.loads(opened.stdout)["index"]["chunks"] == 4
+    assert len(fake_openai_server.texts) == texts
