@@ -47,6 +47,7 @@ class Setup:
     agent: UserAgent
     kb: Path
     api: FakeOpenAI
+    as_user: AsUser
 
     def finds(self, marker: str) -> bool:
         return bool(keyword_hits(marker))
@@ -130,7 +131,7 @@ def setup(base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI) -> Iterat
     try:
         agent.wait_ready()
         agent.wait_idle()
-        yield Setup(agent, as_user.kb, fake_openai_server)
+        yield Setup(agent, as_user.kb, fake_openai_server, as_user)
     finally:
         agent.kill()
 
@@ -169,6 +170,12 @@ def test_a_folder_the_agent_cannot_read_is_out_of_search_until_it_can(setup: Set
     assert report["unreadable"] == [str(sub)]
     log = setup.agent.log()
     assert "Traceback" not in log and "internal error" not in log, log
+    for path in (kb, sub / "a.md"):  # `ragd status PATH`, offline, as the agent's user
+        offline = setup.as_user.ragd("status", "-r", "--json", str(path))
+        assert offline.returncode == 0, offline.stderr
+        rows = json.loads(offline.stdout)["entries"]
+        [row] = [e for e in rows if e["path"].startswith(str(sub)) and e["state"] != "TRACKED"]
+        assert (row["state"], row["reason"]) == ("FAILED", "permission denied: its files are out of search")
 
     sub.chmod(0o755)
     poll(lambda: setup.finds("zqsuba") and setup.finds("zqinner"), what="sub/ to come back")

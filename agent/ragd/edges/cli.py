@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -177,11 +178,12 @@ def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> i
 
 
 def _cmd_status(args: argparse.Namespace, config: Config) -> int:
+    from ..pipeline.scan import unreadable
     from ..resident.jobs import skip_policy
     from .console import print_states
     from .filestatus import collect, counts
 
-    if not args.path.exists():
+    if not os.path.exists(args.path) and not unreadable(args.path):
         raise RagdError(f"{args.path} does not exist", "name a tracked folder or file", code="usage")
     states = collect(args.path, config, recursive=args.recursive, policy=skip_policy(config))
     if args.json:
