@@ -17,7 +17,9 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from ragd.pipeline import sidecar
@@ -163,6 +165,10 @@ def test_a_folder_the_agent_cannot_read_is_out_of_search_until_it_can(setup: Set
     assert denied["reason"] == "permission denied" and denied["since"]
     plain = ragctl("status").stdout
     assert f"{sub}: permission denied" in plain, plain
+    url = urlsplit(ragctl_json("status")["mcp"]["ui_url"])
+    page = httpx.get(f"{url.scheme}://{url.netloc}/ui/failures").text  # the web page's failures
+    assert f'<span class="path">{sub}</span>: <span class="reason">permission denied</span>' in page, page
+    assert f"(since {denied['since']}: its files are out of search)" in page
     verify = ragctl("verify", "--json")
     assert verify.returncode == 0, verify.stderr
     report = json.loads(verify.stdout)

@@ -172,6 +172,10 @@ class Tracker:
         with self._lock:
             return set(self.denied)
 
+    def held_out_since(self) -> dict[Path, str]:
+        with self._lock:
+            return dict(self.denied)
+
     def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
         """Drop `top` and every directory under it (deleted, moved out, or its root removed), except those under
         a directory of `keep` (roots nested in a removed root, which stay)."""
