@@ -227,3 +227,36 @@ def test_run_once_over_a_folder_it_cannot_read(as_user: AsUser, fake_openai_serv
     assert opened.returncode == 0, opened.stderr
     assert json.loads(opened.stdout)["index"]["chunks"] == 4
     assert len(fake_openai_server.texts) == texts
+
+
+def test_without_a_watch_event_the_verification_finds_the_folder_and_brings_it_back(
+    base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI
+) -> None:
+    """A root watched by polling (a network file system's: a chmod changes no size nor mtime the poll compares):
+    a verification pass finds the folder closed, and the agent holds it out; the next pass after it is opened
+    hands it back to the agent, which serves it again; neither counts as a repair."""
+    kb, sub = as_user.kb, as_user.kb / "sub"
+    cfg = Path(as_user.env["RAGD_CONFIG"])
+    cfg.write_text(
+        cfg.read_text() + f"poll = [{json.dumps(str(kb))}]\npoll_interval = 3600\n"
+    )  # [watch] is last
+    agent = UserAgent(base / "agent.log", as_user.python, as_user.user, str(kb), env=as_user.env)
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        assert keyword_hits("zqsuba")
+        sub.chmod(0)
+        first = ragctl_json("verify")
+        assert (first["repaired"], first["removed"], first["unreadable"]) == (0, 0, [str(sub)])
+        ragctl("wait")
+        assert not keyword_hits("zqsuba") and not keyword_hits("zqinner")
+        [root] = ragctl_json("status")["roots"]
+        assert [e["reason"] for e in root["dir_errors"] if e["path"] == str(sub)] == ["permission denied"]
+        sub.chmod(0o755)
+        second = ragctl_json("verify")
+        assert (second["repaired"], second["removed"], second["unreadable"]) == (0, 0, [])
+        ragctl("wait")
+        assert keyword_hits("zqsuba") and keyword_hits("zqinner")
+        assert "Traceback" not in agent.log()
+    finally:
+        agent.kill()
