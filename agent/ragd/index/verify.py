@@ -343,11 +343,11 @@ class Verifier:
         `directory`, the root itself counts, and the path must still be a directory."""
         for root in roots:
             if directory and path == root:
-                return path.is_dir()
+                return os.path.isdir(path)  # False in a folder it cannot read
             if is_under(path, root) and path != root:
                 parts = path.relative_to(root).parts
                 if directory:
-                    return not any(self.ignore.dir(x) for x in parts) and path.is_dir()
+                    return not any(self.ignore.dir(x) for x in parts) and os.path.isdir(path)
                 return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
         return False
 
