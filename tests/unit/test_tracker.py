@@ -125,5 +125,9 @@ def test_a_folder_that_cannot_be_read_stands_for_its_subtree_until_its_next_resu
     t.record(_result("/r/s", FileOutcome("b.md", "UNCHANGED")))
     assert t.held_out() == set() and t.root_summary(Path("/r"))["dir_errors"] == [] and t.totals() == (2, 0)
     t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T10:00:00Z")
+    t.start_phase("rescan")  # while it is held out: its jobs there count as done
+    t.add_to_phase([Path("/r"), Path("/r/s"), Path("/r/s/in")])
+    assert not t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T11:00:00Z")
+    assert t.progress_json()["dirs_done"] == 2
     t.forget(Path("/r/s"))  # deleted while closed
     assert t.held_out() == set() and t.root_summary(Path("/r"))["dir_errors"] == []

@@ -146,6 +146,10 @@ class Tracker:
         """`top` cannot be read: its files, and those below it, leave the tracker (and search); the folder is shown
         with `reason` instead. False if it was known already."""
         with self._lock:
+            prog = self.progress
+            for d in prog.dirs:  # the phase's jobs there are done (a rescan while it is held out too)
+                if is_under(d, top) and d not in prog.done:
+                    prog.done[d] = 0
             if top in self.denied:
                 return False
             for d in [d for d in self._dirs if is_under(d, top)]:
@@ -155,10 +159,6 @@ class Tracker:
                 self.denied.pop(d, None)
             self.denied[top] = since
             self.dir_errors[top] = reason
-            prog = self.progress
-            for d in prog.dirs:
-                if is_under(d, top) and d not in prog.done:
-                    prog.done[d] = 0
             if top in prog.dirs:
                 prog.failed_dirs.append((str(top), reason))
         return True
