@@ -154,6 +154,17 @@ def _root_lines(root: Obj) -> list[str]:
     more = max(len(failures), _int(files.get("FAILED"))) - min(len(failures), MAX_FAILURES)
     if failures and more > 0:
         lines.append(f"    … and {more} more")
+    return lines + _dir_error_lines(root.get("dir_errors") or [])
+
+
+def _dir_error_lines(dir_errors: Sequence[Obj]) -> list[str]:
+    """The folders whose job failed, or that cannot be read (out of search, with since when)."""
+    lines = ["  folders with errors:"] if dir_errors else []
+    for err in dir_errors[:MAX_FAILURES]:
+        since = f" (since {err['since']}: its files are out of search)" if err.get("since") else ""
+        lines.append(f"    {show_path(err.get('path', '?'))}: {one_line(err.get('reason', ''))}{since}")
+    if len(dir_errors) > MAX_FAILURES:
+        lines.append(f"    … and {len(dir_errors) - MAX_FAILURES} more")
     return lines
 
 
@@ -274,6 +285,8 @@ def verified(result: Obj) -> str:
     fixed = _int(result.get("repaired")) + _int(result.get("removed"))
     if fixed > listed:
         lines.append(f"… and {fixed - listed} more (see the agent's log)")
+    for p in result.get("unreadable") or []:
+        lines.append(f"cannot read {show_path(p)} (permission denied): out of search, not compared")
     if _int(result.get("busy_dirs")):
         lines.append(
             f"{_count(result['busy_dirs'], 'directory', 'directories')} had work in progress: checked again once "

@@ -168,3 +168,34 @@ def nobody_peer() -> Iterator[tuple[socket.socket, int]]:
         with conn:
             yield conn, child
     assert os.waitpid(child, 0)[1] == 0, "the `nobody` child did not connect"
+
+
+def python_for(user: User, where: Path) -> str:
+    """An interpreter `user` may run, seeing this project's packages: the test's own if the user can execute it,
+    else a venv at `where` (a directory every user may pass through) over a system Python of the same minor version, whose
+    `.pth` adds this environment's site-packages. ragd's worker processes are started by executing it again, so
+    importing everything before dropping to the user (as `ragctl` does above) is not enough for the agent."""
+    import site
+    import sysconfig
+
+    if _runs_as(user, sys.executable):
+        return sys.executable
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system = next((p for p in (f"/usr/bin/{minor}", f"/usr/local/bin/{minor}") if _runs_as(user, p)), None)
+    if system is None:
+        pytest.skip(f"needs a {minor} that an ordinary user may run (this one is {sys.executable})")
+    subprocess.run([system, "-m", "venv", "--without-pip", str(where)], check=True, timeout=60)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(where), "platbase": str(where)})["purelib"])
+    dirs = [*site.getsitepackages()]
+    (purelib / "project.pth").write_text("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs))
+    return str(where / "bin" / "python")
+
+
+def _runs_as(user: User, program: str) -> bool:
+    """Whether `user` may execute `program` (every directory on its path passable, the file executable)."""
+    try:
+        proc = subprocess.run([program, "-c", "pass"], user=user.uid, group=user.gid, extra_groups=[],
+                              capture_output=True, timeout=60)  # fmt: skip
+    except OSError:
+        return False
+    return proc.returncode == 0

@@ -31,6 +31,8 @@ class FollowUpCalls:
         self.notes: list[Path] = []
         self.offered: list[Path] = []
         self.looked: list[Path] = []
+        self.dropped: list[Path] = []  # folders out of search (cannot be read)
+        self.back: list[Path] = []  # and back in search
         self.found = 0
         self.changes = ChangeLog()
 
@@ -40,7 +42,7 @@ class FollowUpCalls:
 
         return FollowUps(scheduler, roots=lambda: roots, hand_note=self.notes.append,
                          offer_note=self.offered.append, look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0,
-                         changes=self.changes)  # fmt: skip
+                         changes=self.changes, out_of_search=self.dropped.append, back_in_search=self.back.append)  # fmt: skip
 
 
 def test_without_follow_ups_every_outcome_is_recorded_and_counted_once(tmp_path: Path) -> None:

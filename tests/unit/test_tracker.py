@@ -102,3 +102,32 @@ def test_a_phase_tallies_what_its_jobs_did_and_keeps_what_the_index_should_hold_
     t.add_to_phase([Path("/r")])
     t.record(DirResult(Path("/r"), indexable={"/r/a.md": Expected("m", 4)}))
     assert t.phase_tally().expected is None and t.phase_tally().tally.mushrooms == 0
+
+
+def test_a_folder_that_cannot_be_read_stands_for_its_subtree_until_its_next_result() -> None:
+    """Held out: the files of the folder and of the folders below it leave the counts, the folder is listed with
+    its reason and since when, once (a folder below it reported later changes nothing); its next result ends it."""
+    t = Tracker()
+    t.start_phase("rescan")
+    t.add_to_phase([Path("/r"), Path("/r/s"), Path("/r/s/in")])
+    t.record(_result("/r", FileOutcome("a.md", "EMBEDDED")))
+    t.record(_result("/r/s", FileOutcome("b.md", "EMBEDDED"), FileOutcome("c.pdf", "FAILED", reason="x")))
+    t.record(_result("/r/s/in", FileOutcome("d.md", "EMBEDDED")))
+    t.record_error(Path("/r/s/in"), "cannot lock")
+    assert t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T08:00:00Z")
+    assert not t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T09:00:00Z")
+    assert t.totals() == (1, 0) and t.held_out() == {Path("/r/s")} and t.is_held_out(Path("/r/s"))
+    assert t.root_summary(Path("/r"))["dir_errors"] == [
+        {"path": "/r/s", "reason": "permission denied", "since": "2026-12-04T08:00:00Z"}
+    ]
+    p = t.phase_tally()
+    assert (p.dirs_total, p.dirs_done) == (3, 3) and p.failed_dirs[-1] == ("/r/s", "permission denied")
+    t.record(_result("/r/s", FileOutcome("b.md", "UNCHANGED")))
+    assert t.held_out() == set() and t.root_summary(Path("/r"))["dir_errors"] == [] and t.totals() == (2, 0)
+    t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T10:00:00Z")
+    t.start_phase("rescan")  # while it is held out: its jobs there count as done
+    t.add_to_phase([Path("/r"), Path("/r/s"), Path("/r/s/in")])
+    assert not t.record_denied(Path("/r/s"), "permission denied", "2026-12-04T11:00:00Z")
+    assert t.progress_json()["dirs_done"] == 2
+    t.forget(Path("/r/s"))  # deleted while closed
+    assert t.held_out() == set() and t.root_summary(Path("/r"))["dir_errors"] == []

@@ -396,3 +396,16 @@ def test_folder_defaults_changes_are_reported_for_the_subtree(tree: Tree, sink: 
     hidden.mkdir()
     (hidden / ".ragd-meta.toml").write_text("x = 1\n")  # in an ignored folder: nothing
     assert all(e.kind != "subtree" for e in tree.barrier())
+
+
+def test_a_chmod_of_a_folder_makes_it_dirty(tree: Tree, sink: Sink) -> None:
+    """A folder closed to the agent, or opened again: its job says what that means for its files. Its `.rag/`
+    changing mode (the agent narrows it) is nothing."""
+    tree.barrier()
+    tree.docs.chmod(0o700)
+    sink.wait("dirty", tree.docs)
+    tree.barrier()
+    (tree.docs / ".rag").mkdir()
+    tree.barrier()
+    (tree.docs / ".rag").chmod(0o700)
+    assert tree.barrier() == []

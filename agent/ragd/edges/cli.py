@@ -179,11 +179,14 @@ def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> i
 
 
 def _cmd_status(args: argparse.Namespace, config: Config) -> int:
+    from ..pipeline.scan import unreadable
     from ..resident.jobs import skip_policy
     from .console import print_states
     from .filestatus import collect, counts
 
-    missing = [p for p in args.paths if not os.path.lexists(p)]
+    missing = [
+        p for p in args.paths if not os.path.lexists(p) and not unreadable(p)
+    ]  # (one in a closed folder: FAILED)
     if missing and len(missing) == len(args.paths):
         verb = "does" if len(missing) == 1 else "do"
         raise RagdError(f"{', '.join(map(str, missing))} {verb} not exist", "name a tracked folder or file",

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ..config import Config
 from ..modes import display_name
-from ..pipeline import sidecar
-from ..pipeline.scan import Change, Ignore, classify, list_dir, walk_dirs
+from ..paths import under_any
+from ..pipeline import scan, sidecar
+from ..pipeline.scan import PERMISSION_DENIED, Change, Ignore, classify, list_dir, walk_dirs
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
 
 STATES = ("EMBEDDED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "FAILED", "SKIPPED", "TRACKED")
@@ -97,6 +98,9 @@ def entry_note(entry: FileEntry) -> str:
 
 
 def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:
+    if scan.unreadable(directory):  # nothing in it can be listed or read: the folder stands for its files
+        yield FileState(directory, FAILED, f"{PERMISSION_DENIED}: its files are out of search", is_dir=True)
+        return
     listing = list_dir(directory, ignore)
     found = sidecar.load_entries(directory)
     live, deleted, unreadable = found.live, found.deleted, found.unreadable
@@ -131,10 +135,19 @@ def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list
     symbolic link's own entry."""
     ignore = Ignore(config.ignore)
     path = entry_path(path)
-    if path.is_symlink() or not path.is_dir():
+    # a link shows its own entry; os.path: False (not an error) for one in a folder that cannot be read (the walk
+    # says why)
+    if os.path.islink(path) or os.path.isfile(path):
         return [s for s in directory_states(path.parent, config, ignore, policy) if s.path == path]
     dirs = walk_dirs(path, ignore) if recursive else iter([path])
-    return [s for d in dirs for s in directory_states(d, config, ignore, policy)]
+    states: list[FileState] = []
+    closed: list[Path] = []  # folders that cannot be read: those below them (mode 0644) are theirs
+    for d in dirs:
+        if not under_any(d, closed):
+            states += directory_states(d, config, ignore, policy)
+            if states and states[-1].path == d and states[-1].is_dir and states[-1].state == FAILED:
+                closed.append(d)
+    return states
 
 
 def counts(states: list[FileState]) -> dict[str, int]:

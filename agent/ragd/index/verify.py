@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..model import EmbeddingIdentity
-from ..paths import is_under, outermost
+from ..paths import is_under, outermost, under_any
 from ..pipeline import mushroom, sidecar
-from ..pipeline.scan import Expected, Ignore, list_dir, walk_dirs
+from ..pipeline.scan import PERMISSION_DENIED, Expected, Ignore, list_dir, unreadable, walk_dirs
 from . import SourceSummary
 from .sync import IndexSync, servable
 
@@ -55,6 +55,7 @@ class VerifyReport:
     notes: int  # change notes found on disk that the index writer did not know of (handed to it)
     repaired: tuple[str, ...] = ()  # sources re-synced from their sidecars
     removed: tuple[str, ...] = ()  # indexed sources with no EMBEDDED sidecar under a current root
+    unreadable: tuple[str, ...] = ()  # folders that cannot be read: out of search, not compared, not repaired
 
     @property
     def ok(self) -> bool:
@@ -66,7 +67,8 @@ class VerifyReport:
                 "busy_dirs": self.busy_dirs, "notes": self.notes,
                 "repaired": len(self.repaired), "removed": len(self.removed),
                 "repaired_paths": list(self.repaired[:MAX_LISTED]),
-                "removed_paths": list(self.removed[:MAX_LISTED])}  # fmt: skip
+                "removed_paths": list(self.removed[:MAX_LISTED]),
+                "unreadable": list(self.unreadable[:MAX_LISTED])}  # fmt: skip
 
 
 @dataclass
@@ -76,6 +78,7 @@ class _Pass:
     busy: set[Path] = field(default_factory=set)  # directories left for want of quiet
     notes: int = 0
     suspects: list[str] = field(default_factory=list)
+    unreadable: dict[Path, str] = field(default_factory=dict)  # folders out of search: not compared, and why
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ class VerifyHooks:
         [Path], bool
     ]  # a change note found on disk: the writer applies it (False: it knew it)
     check: Callable[[], None] = lambda: None  # at a pass's start: an index that vanished is rebuilt first
+    # the folders the agent holds out of search because it cannot read them
+    held_out: Callable[[], set[Path]] = set
+    # a folder whose readability is not what the agent holds: its job runs (and holds it out, or brings it back)
+    look_at: Callable[[Path], object] = lambda _d: None
 
 
 class SidecarCache:
@@ -196,7 +203,7 @@ class Verifier:
             self.skipped = frozenset(found.busy)
             report = VerifyReport(trigger, sidecar.utc_stamp(), round(time.monotonic() - started, 3),
                                   found.dirs, found.sources, len(indexed), len(found.busy), found.notes,
-                                  tuple(repaired), tuple(removed))  # fmt: skip
+                                  tuple(repaired), tuple(removed), tuple(map(str, sorted(found.unreadable))))  # fmt: skip
             self.last = report
             self.passes += 1
             self.repaired_total += len(repaired) + len(removed)
@@ -213,9 +220,11 @@ class Verifier:
     def _check_dirs(self, dirs: list[Path], indexed: dict[str, SourceSummary]) -> _Pass:
         by_dir = _by_dir(indexed)
         found = _Pass()
+        held = self.hooks.held_out()
         for d in dirs:
             found.dirs += 1
-            self._check_dir(d, by_dir.get(d, {}), found)
+            if not self._out_of_search(d, held, found):
+                self._check_dir(d, by_dir.get(d, {}), found)
         return found
 
     def _walk(
@@ -224,6 +233,7 @@ class Verifier:
         by_dir = _by_dir(indexed)
         found = _Pass()
         walked: set[Path] = set()
+        held = self.hooks.held_out()
         for root in outermost(roots):
             for d in walk_dirs(root, self.ignore):
                 walked.add(d)
@@ -232,13 +242,41 @@ class Verifier:
                     time.sleep(0.001)
                     if progress:
                         progress(found.dirs)
-                self._check_dir(d, by_dir.get(d, {}), found)
+                if not self._out_of_search(d, held, found):
+                    self._check_dir(d, by_dir.get(d, {}), found)
         for d, have in by_dir.items():  # outside every root, in an ignored directory, or a directory now gone
-            if d not in walked:
+            if d not in walked and not under_any(d, found.unreadable):
                 found.suspects += have
         return found
 
+    def _out_of_search(self, d: Path, held: set[Path], found: _Pass) -> bool:
+        """`d` is not compared: it cannot be read (nor anything below it), or lies in a folder the agent holds out
+        of search for that. Neither is damage, nor a repair: a folder found unreadable, or readable again while
+        held out, is handed to the agent, whose job there holds it out or brings it back from its sidecars."""
+        if under_any(d, found.unreadable):  # below a folder it cannot read (whose names it could list)
+            return True
+        top = next((h for h in held if is_under(d, h)), None)
+        if unreadable(d):
+            found.unreadable[top or d] = PERMISSION_DENIED
+            if top is None:
+                self.hooks.look_at(d)
+            return True
+        if top is None:
+            return False
+        if d == top:  # readable again: its job brings it back; checked again once the agent is idle
+            self.hooks.look_at(d)
+            found.busy.add(d)
+        return True
+
     def _check_dir(self, d: Path, have: dict[str, SourceSummary], found: _Pass) -> None:
+        """Compare `d`; an OS error on the way (the folder changed under the pass) leaves it to the next pass."""
+        try:
+            self._compare_dir(d, have, found)
+        except OSError as err:
+            log.info("verify: %s left for the next pass: %s", d, err)
+            found.busy.add(d)
+
+    def _compare_dir(self, d: Path, have: dict[str, SourceSummary], found: _Pass) -> None:
         if self.hooks.busy(d):
             found.busy.add(d)
             return
@@ -307,11 +345,11 @@ class Verifier:
         `directory`, the root itself counts, and the path must still be a directory."""
         for root in roots:
             if directory and path == root:
-                return path.is_dir()
+                return os.path.isdir(path)  # False in a folder it cannot read
             if is_under(path, root) and path != root:
                 parts = path.relative_to(root).parts
                 if directory:
-                    return not any(self.ignore.dir(x) for x in parts) and path.is_dir()
+                    return not any(self.ignore.dir(x) for x in parts) and os.path.isdir(path)
                 return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
         return False
 

@@ -137,10 +137,11 @@ def read(path: Path) -> Mushroom:
 
 
 def pending(directory: Path) -> list[Path]:
-    """Mushrooms waiting in directory/.rag/, oldest first."""
+    """Mushrooms waiting in directory/.rag/, oldest first (none seen in a folder the agent cannot read: they wait
+    there until it can)."""
     try:
         names = [n for n in os.listdir(rag_dir(directory)) if n.endswith(SUFFIX)]
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
     return [rag_dir(directory) / n for n in sorted(names, key=sort_key)]
 

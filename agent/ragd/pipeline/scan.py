@@ -118,6 +118,21 @@ def _broken_link(de: os.DirEntry[str], err: OSError) -> str | None:
     return f"symbolic link to {target} cannot be followed: {err.strerror}"
 
 
+PERMISSION_DENIED = "permission denied"
+
+
+def unreadable(directory: Path) -> bool:
+    """The agent may not list `directory` or reach what is in it: no read or no search (x) permission on it, or on
+    a folder above it. A directory that is gone, or no directory, is not unreadable: it vanished."""
+    try:
+        st = os.stat(directory)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and not os.access(directory, os.R_OK | os.X_OK)
+
+
 def walk_dirs(root: Path, ignore: Ignore) -> Iterator[Path]:
     """Every tracked directory under root (root first), without following symlinks."""
     stack = [root]

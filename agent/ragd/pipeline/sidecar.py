@@ -329,6 +329,8 @@ def list_entries(directory: Path) -> Iterator[EntryName]:
                     yield EntryName(de.name[: -len(DELETED_SUFFIX)], Path(de.path), True)
     except (FileNotFoundError, NotADirectoryError):  # no store (a file named .rag fails its own job only)
         return
+    except PermissionError:  # a folder the agent cannot read: nothing in it can be served (its job says why)
+        return
 
 
 @dataclass
@@ -423,14 +425,20 @@ class DirLock:
         self.directory = directory
         self.create = create
         self._fd: int | None = None
+        self._making = False  # the store did not exist: this lock made it (or tried)
 
     def __enter__(self) -> DirLock:
         tmp = rag_dir(self.directory) / TMP_DIR
+        self._making = False
         try:
             self._take(tmp)
         except OSError as err:
             self._release()
             rd = rag_dir(self.directory)
+            if self._making and not isinstance(err, FileNotFoundError):  # no store, and none can be made here
+                raise StorageError(f"cannot write in {self.directory}: {err.strerror or err} (ragd keeps this "
+                                   f"folder's sidecars in {rd})", "give the agent's user write permission on "
+                                   "the folder, or ignore the folder ([ignore] skip_dirs)") from None  # fmt: skip
             if rd.exists() and not rd.is_dir():
                 raise StorageError(f"cannot lock {tmp}: Not a directory ({rd} is a file, where ragd keeps this "
                                    "folder's sidecars)", f"move or rename {rd}: ragd needs a .rag folder there",
@@ -455,6 +463,7 @@ class DirLock:
             except FileNotFoundError:
                 if not self.create:
                     raise
+                self._making = True
                 try:
                     self._fd = _make_store(self.directory)
                 except FileNotFoundError as err:  # `.rag/` removed between its mkdir and tmp's

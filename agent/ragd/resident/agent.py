@@ -100,12 +100,15 @@ class Agent:
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             offer_note=lambda note: self.indexer.offer(note),
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
-            retry_dir_s=DIR_RETRY_S, changes=self.changes))  # fmt: skip
+            retry_dir_s=DIR_RETRY_S, changes=self.changes,
+            out_of_search=lambda d: self.indexer.call(partial(_drop_subtree, root=d, keep=[])),
+            back_in_search=lambda d: self.indexer.call(partial(_fill_root, root=d))))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
+            held_out=self.tracker.held_out, look_at=self.debouncer.touch,
             check=lambda: self.check_data_dir(at_once=True)))  # fmt: skip
         # the data directory watched while the agent runs (datadir.py): what vanished is made again
         # roots.json as last read or written: written back if it vanishes

@@ -4,6 +4,9 @@
 
 - a finished job is recorded in the tracker (the files' states, and the phase's tally);
 - a job whose directory vanished meanwhile is forgotten: its parent's next job records the deletion;
+- a directory the agent cannot read (or reach) is held out of search: the topmost such folder is recorded with
+  "permission denied", its files and those below it leave the tracker and the index (their sidecars stay), and
+  the next job that finishes there (the watcher sees the chmod) brings the subtree back from its sidecars;
 - any other failure is recorded as the directory's error, where `status` and the run's summary show it.
 
 A job that found its folder empty, with a store left from before, removes that store (sidecar.drop_emptied; after
@@ -37,8 +40,8 @@ from ..pipeline.filejob import SubmitFn
 from ..pipeline.identity import Identify, fallback
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
-from ..pipeline.scan import Ignore, walk_dirs
-from ..pipeline.sidecar import FAILED, parse_stamp
+from ..pipeline.scan import PERMISSION_DENIED, Ignore, unreadable, walk_dirs
+from ..pipeline.sidecar import FAILED, parse_stamp, utc_stamp
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
 from .changes import ChangeLog
@@ -97,6 +100,8 @@ class FollowUps:
     subdirs_found: Callable[[], object]  # a job began tracking subdirectories: the watcher checks them
     retry_dir_s: float  # a directory whose job failed runs again after this
     changes: ChangeLog  # the journal of what changed (for MCP: recent changes, change announcements)
+    out_of_search: Callable[[Path], object]  # a folder that cannot be read: the index drops its subtree
+    back_in_search: Callable[[Path], object]  # readable again: its subtree is served from its sidecars
 
 
 class Outcomes:
@@ -111,12 +116,15 @@ class Outcomes:
         """The scheduler's done callback: exactly one of `result` and `err` is set."""
         if result is not None:
             self._finished(result)
+        elif unreadable(directory):
+            self._denied(directory)
         elif vanished(directory, err):
             self._vanished(directory)
         else:
             self._failed(directory, err)
 
     def _finished(self, result: DirResult) -> None:
+        back = self.tracker.is_held_out(result.directory)
         self.tracker.record(result)
         if not result.directory.is_dir():
             # deleted while its job ran: the deletion may have been handled (and the directory forgotten) before
@@ -131,6 +139,8 @@ class Outcomes:
         if fu is None:
             return
         fu.changes.record(result)
+        if back:
+            self._readable_again(result.directory, fu)
         if result.mushroom is not None:
             fu.hand_note(result.mushroom)
         # A note applied in a folder that was then moved, before its flush deleted it, came along with the folder:
@@ -148,6 +158,30 @@ class Outcomes:
         if retry is not None:
             due = time.monotonic() + max(0.0, retry - time.time()) + FILE_RETRY_SLACK_S
             fu.scheduler.retry_later(result.directory, due)
+
+    def _denied(self, directory: Path) -> None:
+        """`directory` cannot be read, nor anything below it: the topmost such folder under its root is held out."""
+        fu = self.follow_ups
+        top = directory
+        while (
+            (fu is None or root_of(top.parent, fu.roots())) and top.parent != top and unreadable(top.parent)
+        ):
+            top = top.parent
+        if not self.tracker.record_denied(top, PERMISSION_DENIED, utc_stamp()):
+            return  # known already (a folder below it, or the watcher saw it twice)
+        log.warning("%s cannot be read (permission denied): its files are out of search until the agent's user "
+                    "may read it", top)  # fmt: skip
+        if fu is not None:
+            fu.out_of_search(top)
+
+    def _readable_again(self, directory: Path, fu: FollowUps) -> None:
+        """A folder held out of search can be read again: its subtree is served from its sidecars (nothing is
+        embedded again), and the folders below it are looked at (the tracker forgot their files)."""
+        log.info("%s can be read again: its files are back in search", directory)
+        fu.back_in_search(directory)
+        below = [d for d in walk_dirs(directory, self.ignore) if d != directory]
+        self.tracker.add_to_phase(below)
+        fu.scheduler.enqueue(below)
 
     def _vanished(self, directory: Path) -> None:
         self.tracker.forget(directory)

@@ -114,6 +114,8 @@ class Tracker:
         self._failed = 0
         self.progress = Progress()
         self.dir_errors: dict[Path, str] = {}
+        # folders the agent cannot read (among dir_errors): out of search, each with when that was seen first
+        self.denied: dict[Path, str] = {}
 
     # -- updates ----------------------------------------------------------------------------------------------
     def record(self, result: DirResult) -> None:
@@ -125,6 +127,7 @@ class Tracker:
             self._dirs[result.directory] = files
             self._count(files, +1)
             self.dir_errors.pop(result.directory, None)
+            self.denied.pop(result.directory, None)
             prog = self.progress
             if result.directory in prog.dirs:
                 prog.done[result.directory] = len(files)
@@ -139,6 +142,40 @@ class Tracker:
                 self.progress.done[directory] = 0
                 self.progress.failed_dirs.append((str(directory), reason))
 
+    def record_denied(self, top: Path, reason: str, since: str) -> bool:
+        """`top` cannot be read: its files, and those below it, leave the tracker (and search); the folder is shown
+        with `reason` instead. False if it was known already."""
+        with self._lock:
+            prog = self.progress
+            for d in prog.dirs:  # the phase's jobs there are done (a rescan while it is held out too)
+                if is_under(d, top) and d not in prog.done:
+                    prog.done[d] = 0
+            if top in self.denied:
+                return False
+            for d in [d for d in self._dirs if is_under(d, top)]:
+                self._count(self._dirs.pop(d), -1)
+            for d in [d for d in self.dir_errors if is_under(d, top)]:
+                del self.dir_errors[d]
+                self.denied.pop(d, None)
+            self.denied[top] = since
+            self.dir_errors[top] = reason
+            if top in prog.dirs:
+                prog.failed_dirs.append((str(top), reason))
+        return True
+
+    def is_held_out(self, directory: Path) -> bool:
+        with self._lock:
+            return directory in self.denied
+
+    def held_out(self) -> set[Path]:
+        """The folders out of search because they cannot be read."""
+        with self._lock:
+            return set(self.denied)
+
+    def held_out_since(self) -> dict[Path, str]:
+        with self._lock:
+            return dict(self.denied)
+
     def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
         """Drop `top` and every directory under it (deleted, moved out, or its root removed), except those under
         a directory of `keep` (roots nested in a removed root, which stay)."""
@@ -151,6 +188,7 @@ class Tracker:
                 self._count(self._dirs.pop(d), -1)
             for d in [d for d in self.dir_errors if gone(d)]:
                 del self.dir_errors[d]
+                self.denied.pop(d, None)
             prog = self.progress
             prog.dirs = {d for d in prog.dirs if not gone(d) or d in prog.done}
 
@@ -181,6 +219,7 @@ class Tracker:
         with self._lock:
             dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
             dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
+            denied = {d: since for d, since in self.denied.items() if is_under(d, root)}
         for d, files in dirs:
             for name, st in files.items():
                 counts[st.state] = counts.get(st.state, 0) + 1
@@ -194,8 +233,8 @@ class Tracker:
             "files": counts,
             "failures": failures,
             "skipped": skipped,
-            "dir_errors": [{"path": str(d), "reason": r} for d, r in sorted(dir_errors)][
-                :MAX_FAILURES_LISTED
+            "dir_errors": [
+                _dir_error(d, r, denied.get(d)) for d, r in sorted(dir_errors)[:MAX_FAILURES_LISTED]
             ],
         }
 
@@ -244,3 +283,8 @@ class Tracker:
                         return found, True
                     found.append((path, self._dirs[d][name]))
         return found, False
+
+
+def _dir_error(directory: Path, reason: str, since: str | None) -> dict[str, Any]:
+    """A folder's error as status lists it; one that cannot be read says since when."""
+    return {"path": str(directory), "reason": reason, **({"since": since} if since else {})}

@@ -52,6 +52,7 @@ GONE_MEMORY = 4096  # directories remembered as gone (oldest forgotten first)
 EVENT_FILTER: list[type[wde.FileSystemEvent]] = [
     *(wde.FileCreatedEvent, wde.FileModifiedEvent, wde.FileAttribEvent, wde.FileClosedEvent),
     *(wde.FileDeletedEvent, wde.FileMovedEvent, wde.DirCreatedEvent, wde.DirDeletedEvent, wde.DirMovedEvent),
+    wde.DirAttribEvent,  # a chmod: a folder the agent can no longer read, or can again
 ]
 
 
@@ -147,7 +148,10 @@ class _Translator:
                 return self._dir_left(src)
             if kind == "moved":
                 return self._dir_left(src) + self._dir_arrived(dest)
-            return []  # modified / attrib of a directory: its file events say what changed
+            if kind == "attrib" and src is not None and self._tracked_dir(src):
+                # its permissions may have changed: its job says what that means
+                return [WatchEvent(src, DIRTY)]
+            return []  # modified: its file events say what changed
         if kind in ("modified", "attrib", "deleted") or (kind == "created" and not self.polling):
             return self._file_changed(src)  # an inotify IN_CREATE: the mushroom is reported once closed
         if kind in ("closed", "created"):

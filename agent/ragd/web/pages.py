@@ -82,7 +82,9 @@ def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> d
     found = [{"path": str(path), "dir": str(path.parent), "name": path.name, "state": st.state,
               "reason": st.reason, "retry_at": st.retry_at} for path, st in shown[:MAX_PROBLEMS]]  # fmt: skip
     dirs = [(d, r) for d, r in sorted(rt.tracker.dir_errors.items()) if top is None or is_under(d, top)]
-    dir_errors = [{"path": str(d), "reason": r} for d, r in scope.keep(dirs, lambda e: e[0], gone_ok=True)]
+    since = rt.tracker.held_out_since()  # the folders out of search: the agent cannot read them
+    dir_errors = [{"path": str(d), "reason": r, "since": since.get(d)}
+                  for d, r in scope.keep(dirs, lambda e: e[0], gone_ok=True)]  # fmt: skip
     return {"files": found, "total": len(shown), "dir_errors": dir_errors, "roots": [str(r) for r in rt.roots],
             "state": state, "text": text, "root": root}  # fmt: skip
 
