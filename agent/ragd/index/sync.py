@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,7 +229,11 @@ class IndexSync:
 
         The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
-        with sidecar.DirLock(directory):
+        # a note a running job handed over final announces only changes it made: applied beside the job
+        lock: AbstractContextManager[object] = (
+            nullcontext() if mushroom.is_final(path) else sidecar.DirLock(directory)
+        )
+        with lock:
             if not path.exists():
                 return None  # consumed by someone else meanwhile
             note = mushroom.read(path)
