@@ -99,9 +99,8 @@ class Progress:
     # a job reporting in steps (a big folder), until its result: its files reported so far, and in all
     partial: dict[Path, int] = field(default_factory=dict)
     planned: dict[Path, int] = field(default_factory=dict)
-    pace: deque[tuple[float, int]] = field(
-        default_factory=deque
-    )  # (monotonic time, files done) as they moved
+    reported: int = 0  # files reported by the phase's jobs and steps (a directory run twice counts twice)
+    pace: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic time, `reported` then)
 
     @property
     def dirs_total(self) -> int:
@@ -120,10 +119,11 @@ class Progress:
         """The files of the directories done and of the big folders under way (the others are not counted yet)."""
         return sum(self.done.values()) + sum(n for d, n in self.planned.items() if d not in self.done)
 
-    def moved(self) -> None:
-        """Files were done just now: a point of the pace."""
+    def moved(self, files: int) -> None:
+        """`files` were reported just now: a point of the pace."""
         now, pace = time.monotonic(), self.pace
-        pace.append((now, self.files_done))
+        self.reported += files
+        pace.append((now, self.reported))
         while len(pace) > 2 and pace[1][0] < now - ETA_WINDOW_S:
             pace.popleft()
 
@@ -133,13 +133,14 @@ class Progress:
         if not self.phase or len(self.pace) < 2:
             return None
         now = time.monotonic()
-        (t0, n0), done = self.pace[0], self.files_done
-        if now - t0 < ETA_MIN_S or done <= n0:
+        (t0, n0), n = self.pace[0], self.reported
+        if now - t0 < ETA_MIN_S or n <= n0:
             return None
         begun = len(self.done) + sum(1 for d in self.planned if d not in self.done)
-        unknown = max(0, self.dirs_total - begun) * self.files_total / max(1, begun)
-        left = max(0.0, self.files_total - done + unknown)
-        return round(left * (now - t0) / (done - n0), 1)
+        total = self.files_total
+        unknown = max(0, self.dirs_total - begun) * total / max(1, begun)
+        left = max(0.0, total - self.files_done + unknown)
+        return round(left * (now - t0) / (n - n0), 1)
 
     def to_json(self, failed_files: int) -> dict[str, Any]:
         return {"phase": self.phase, "dirs_total": self.dirs_total, "dirs_done": self.dirs_done,
@@ -178,7 +179,7 @@ class Tracker:
                 prog.tally.add(result)
                 if prog.expected is not None:
                     prog.expected.update(result.indexable)
-                prog.moved()
+                prog.moved(len(result.files))
 
     def record_step(self, result: DirResult) -> None:
         """A step of a job that reports as it goes: its files take their states now (the others keep theirs until
@@ -204,7 +205,7 @@ class Tracker:
             prog.tally.add(result)
             if prog.expected is not None:
                 prog.expected.update(result.indexable)
-            prog.moved()
+            prog.moved(len(files))
 
     def record_error(self, directory: Path, reason: str) -> None:
         with self._lock:
