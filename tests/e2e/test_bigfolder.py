@@ -52,6 +52,27 @@ def _watch_job(agent: AgentProcess, root: Path) -> list[dict[str, Any]]:
     return seen
 
 
+def test_a_rescan_during_a_big_folders_job_holds_back_none_of_its_rounds(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rescan (every 2 s here; hourly, or after a watch queue overflow, as an export unpacks) applies the notes it
+    finds: the index writer waited for the running job's planned note, and no round's note was applied meanwhile."""
+    fake_openai_server.delay = 0.15
+    cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch={**FAST_WATCH,
+                           "reconcile_interval": 2}, batch_size=4, concurrency=2)  # fmt: skip
+    monkeypatch.setenv("RAGD_CONFIG", str(cfg))
+    root = tmp_path / "kb"
+    root.mkdir()
+    folder = _big_folder(tmp_path / "outside")
+    with running_agent(tmp_path / "agent.log", str(root), idle=True) as agent:
+        shutil.move(folder, root / "notes")
+        seen = _watch_job(agent, root)
+        counts = {s["found"] for s in seen if s["running"] and 0 < s["found"] < FILES}
+        assert len(counts) >= 3, seen  # the index grew, round by round, while the job ran
+        agent.wait_idle()
+        assert agent.sources() == files_in(root)
+
+
 def test_a_big_folder_is_searchable_and_shows_progress_while_its_job_runs(
     tmp_path: Path, slow_config: Path
 ) -> None:

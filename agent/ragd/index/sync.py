@@ -229,6 +229,9 @@ class IndexSync:
 
         The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
+        if mushroom.held_back(path):  # a big folder's job runs there: it offers the note again at its end
+            log.debug("change note %s waits for the job in its folder", path)
+            return None
         # a note a running job handed over final announces only changes it made: applied beside the job
         lock: AbstractContextManager[object] = (
             nullcontext() if mushroom.is_final(path) else sidecar.DirLock(directory)

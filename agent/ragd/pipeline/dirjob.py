@@ -189,6 +189,8 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
         )
         note = mushroom.write(directory, plan.events) if plan.events else None
         steps = _Steps(ctx, directory, plan, report)
+        if steps.on:  # the writer does not wait for the planned note meanwhile (`mushroom.held_back`)
+            mushroom.working(directory, True)
         try:
             _apply_structure(directory, plan)
             outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
@@ -201,6 +203,8 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
             note = _finish_mushroom(directory, note, plan.events, final)
         finally:
             mushroom.release(steps.notes)
+            if steps.on:
+                mushroom.working(directory, False)
         changed = {n for n, _ in plan.work} | {ev.file for ev in plan.events}
         statcache.keep(ctx.stat_cache, directory, plan.found, changed)
     subdirs = tuple(directory / d for d in plan.listing.dirs)

@@ -36,6 +36,7 @@ _last_us = 0
 # (dirjob.py, big folders): each announces only changes made, so the index consumer applies it without the lock.
 _final: set[Path] = set()
 _final_lock = threading.Lock()
+_working: dict[Path, int] = {}  # directories whose job in this process holds the lock (how many: nested uses)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,23 @@ def release(paths: Iterable[Path]) -> None:
     """The job that handed these notes over ends (its lock is released): the consumer takes the lock again."""
     with _final_lock:
         _final.difference_update(paths)
+
+
+def working(directory: Path, on: bool) -> None:
+    """A job of this process takes (`on`) or leaves the lock of `directory`."""
+    with _final_lock:
+        n = _working.get(directory, 0) + (1 if on else -1)
+        if n > 0:
+            _working[directory] = n
+        else:
+            _working.pop(directory, None)
+
+
+def held_back(path: Path) -> bool:
+    """A note the consumer would wait for: not final, in a directory a job of this process works on (the job
+    offers its folder's notes to the writer when it ends, dirjob.py)."""
+    with _final_lock:
+        return path not in _final and path.parent.parent in _working
 
 
 def payload(events: Iterable[Event]) -> bytes:
