@@ -25,6 +25,9 @@ applies a note so marked without waiting for the lock (`mushroom.is_final`): the
 running job. The job cannot release the lock between rounds instead: the planned note would then be there for the
 taking (a rescan's `apply_pending`, another tool), and applied and deleted while its remaining changes are made.
 Another process's job on the same directory (the ragjson tool) is still kept out by the lock for the whole job.
+Nor does the writer wait for such a job's planned note (a rescan applies every note it finds, and waited for the
+lock until the job's end, its rounds' notes queued behind): it leaves the note (`mushroom.held_back`), which the
+agent offers it again, with the folder's other notes, once the job has ended.
 
 Without `report` (`ragd run --once`, whose notes wait for the sync at its end) the job reports once, at the end.
 
