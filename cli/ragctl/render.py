@@ -81,10 +81,27 @@ def progress_line(progress: Obj | None, bar_width: int | None = None) -> str:
     if not progress or not progress.get("phase"):
         return ""
     phase = progress["phase"]
-    what = {"initial": "indexing", "rescan": "rescanning", "sync": "syncing"}.get(phase, str(phase))
+    what = {"initial": "indexing", "rescan": "rescanning", "sync": "syncing", "folder": "indexing"}.get(
+        phase, str(phase)
+    )
     done, total = _int(progress.get("dirs_done")), _int(progress.get("dirs_total"))
     text = f"{what} {done}/{total} dirs, {_int(progress.get('failed'))} failed"
+    files, of = _int(progress.get("files_done")), _int(progress.get("files_total"))
+    if of > files:  # a big folder under way: its files are the progress to show
+        text = f"{what} {files}/{of} files ({done}/{total} dirs), {_int(progress.get('failed'))} failed"
+        done, total = files, of
+    eta = progress.get("eta_s")
+    if isinstance(eta, int | float):
+        text += f", about {_duration(eta)} left"
     return f"{bar(done, total, bar_width)} {text}" if bar_width else text
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def status(result: Obj, bar_width: int | None = None) -> str:

@@ -578,3 +578,10 @@ def test_counts_are_in_the_right_number() -> None:
         one.startswith("checked 1 source in 1 directory against 1 indexed") and "1 directory had work" in one
     )
     assert render.exported("a.tgz", 1, [], "every root") == "wrote a.tgz: 1 entry of every root\n"
+
+
+def test_status_shows_a_big_folders_files_and_the_time_left() -> None:
+    prog = {"phase": "folder", "dirs_total": 1, "dirs_done": 0, "files_done": 640, "files_total": 30000,
+            "eta_s": 754.2, "failed": 0}  # fmt: skip
+    assert render.progress_line(prog) == "indexing 640/30000 files (0/1 dirs), 0 failed, about 13 min left"
+    assert render.progress_line({**prog, "eta_s": None, "files_total": 640}) == "indexing 0/1 dirs, 0 failed"

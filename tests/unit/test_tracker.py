@@ -131,3 +131,31 @@ def test_a_folder_that_cannot_be_read_stands_for_its_subtree_until_its_next_resu
     assert t.progress_json()["dirs_done"] == 2
     t.forget(Path("/r/s"))  # deleted while closed
     assert t.held_out() == set() and t.root_summary(Path("/r"))["dir_errors"] == []
+
+
+def test_a_big_folders_steps_show_as_they_come_and_its_result_completes_them() -> None:
+    """A job reporting in steps (dirjob.py): its files take their states at once, a phase starts to show them, the
+    total is the files it plans, and its result leaves exactly the files of all its steps (an old one is gone)."""
+    t = Tracker()
+    t.record(_result("/r/big", FileOutcome("old.md", "EMBEDDED")))
+    t.record_step(DirResult(Path("/r/big"), (FileOutcome("u.md", "UNCHANGED"),), step=1, planned=4))
+    p = t.progress_json()
+    assert (p["phase"], p["files_done"], p["files_total"], p["dirs_done"]) == ("folder", 1, 4, 0)
+    t.record_step(DirResult(Path("/r/big"), (FileOutcome("a.md", "EMBEDDED"), FileOutcome("b.md", "FAILED")),
+                            step=2, planned=4))  # fmt: skip
+    assert t.root_summary(Path("/r"))["files"] == {"EMBEDDED": 3, "SKIPPED": 0, "FAILED": 1}
+    assert t.progress_json()["files_done"] == 3
+    t.record(DirResult(Path("/r/big"), (FileOutcome("c.md", "EMBEDDED"),), step=3))
+    p = t.progress_json()
+    assert (p["files_done"], p["files_total"], p["dirs_done"], p["dirs_total"]) == (4, 4, 1, 1)
+    assert t.totals() == (4, 1) and t.file_state(Path("/r/big/old.md")) is None
+    assert t.phase_tally().tally.embedded == 2
+
+
+def test_a_failed_job_leaves_no_steps_behind() -> None:
+    t = Tracker()
+    t.start_phase("rescan")
+    t.record_step(DirResult(Path("/r"), (FileOutcome("a.md", "EMBEDDED"),), step=1, planned=100))
+    t.record_error(Path("/r"), "gone wrong")
+    t.record(DirResult(Path("/r"), (FileOutcome("b.md", "EMBEDDED"),), step=2))
+    assert t.totals() == (1, 0) and t.progress_json()["files_done"] == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,7 +231,14 @@ class IndexSync:
         directory = path.parent.parent
         if not path.exists():  # consumed by someone else, and maybe its store removed: not made again
             return None
-        with sidecar.DirLock(directory):
+        if mushroom.held_back(path):  # a big folder's job runs there: it offers the note again at its end
+            log.debug("change note %s waits for the job in its folder", path)
+            return None
+        # a note a running job handed over final announces only changes it made: applied beside the job
+        lock: AbstractContextManager[object] = (
+            nullcontext() if mushroom.is_final(path) else sidecar.DirLock(directory)
+        )
+        with lock:
             if not path.exists():
                 return None  # consumed by someone else meanwhile
             note = mushroom.read(path)

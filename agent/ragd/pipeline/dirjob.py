@@ -7,6 +7,30 @@ the plan out and rewrites that mushroom with the final events. The index consume
 only ever sees the final mushroom, unless the job died: then the planned events stand, and the sidecars they
 point at say how far the job got (the next job picks up from there).
 
+A big directory is made searchable as it goes (DESIGN §4.1, big folders). Given a `report` callback (the resident
+agent), the job hands over what it has finished in steps, each with a change note of its own, final when it is
+written: first the structure (deletions, returning and new subdirectories, unchanged files), then each round of
+FILES_PER_ROUND files once all of them are recorded. The planned note keeps announcing every planned event until
+the job ends (it is then rewritten with the events not handed over yet, or removed), so that at every moment each
+change made and not yet applied is named by a note on disk: a round's note is written after its files' entries,
+which the planned note announced before they were written; a SIGKILL leaves both, and applying both is harmless
+(idempotent, order-insensitive).
+
+The lock. The job holds the directory's lock from its plan to its end, and the index consumer takes the same lock
+to apply a note, so that it never applies (and then deletes) a planned note whose changes are still being made.
+A round's note is different: it announces only changes already made, that this job will not touch again, and it
+re-reads the current entries when applied (an entry is replaced by a rename: whole, old or new), so applying it
+does not need the lock. The job marks each note it hands over as final (`mushroom.hand_over`), and the consumer
+applies a note so marked without waiting for the lock (`mushroom.is_final`): the writer thread never waits for a
+running job. The job cannot release the lock between rounds instead: the planned note would then be there for the
+taking (a rescan's `apply_pending`, another tool), and applied and deleted while its remaining changes are made.
+Another process's job on the same directory (the ragjson tool) is still kept out by the lock for the whole job.
+Nor does the writer wait for such a job's planned note (a rescan applies every note it finds, and waited for the
+lock until the job's end, its rounds' notes queued behind): it leaves the note (`mushroom.held_back`), which the
+agent offers it again, with the folder's other notes, once the job has ended.
+
+Without `report` (`ragd run --once`, whose notes wait for the sync at its end) the job reports once, at the end.
+
 Names that cannot be recorded (not valid UTF-8: sidecars and mushrooms are UTF-8 JSON) and entries that are not
 regular files (FIFOs, sockets, devices, dangling links, link loops) are never opened nor recorded: each gets a SKIPPED
 outcome with the reason, under its display name (undecodable bytes as `\\xNN`), and the rest of the directory goes
@@ -19,7 +43,8 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -32,7 +57,7 @@ from .filejob import RELABELED, FileOutcome, FileTask, JobContext
 from .metadata import Labels
 from .mushroom import Event
 from .scan import Change, Expected, Listing, classify, entry_basis, indexable, list_dir
-from .sidecar import EMBEDDED, SKIPPED, FileEntry
+from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
 from .statcache import DirEntries
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
@@ -41,6 +66,10 @@ log = logging.getLogger(__name__)
 
 FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
 PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
+# a round's files are finished (their vectors awaited, their entries written) this many at a time: each entry's
+# write waits for its fsync (7 ms a file on a loaded machine, twice a file with the CHUNKED entry), which kept the
+# embedder waiting for texts (2.4 a request) while one thread wrote a big folder's entries one by one
+FINISH_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -52,6 +81,16 @@ class DirResult:
     mushroom: Path | None = None
     indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
     new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
+    # A job that reports in steps (`report`): `step` numbers its reports from 1, its result being the last (0: it
+    # reported nothing before its result, which names every file); `planned`: the files it names in all
+    step: int = 0
+    planned: int = 0
+    retries: tuple[
+        str, ...
+    ] = ()  # (in the result of a job that reported in steps) its FAILED files' retry times
+
+
+Report = Callable[[DirResult], object]
 
 
 @dataclass
@@ -139,8 +178,10 @@ def _read_deleted(directory: Path, name: str) -> FileEntry | None:
     return sidecar.try_read(sidecar.entry_path(directory, name, deleted=True))
 
 
-def run_directory(ctx: JobContext, directory: Path) -> DirResult:
-    """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised."""
+def run_directory(ctx: JobContext, directory: Path, report: Report | None = None) -> DirResult:
+    """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised. Given `report`, what
+    is done is reported (and its change note handed over) in steps as the job goes, each step's result passed to
+    `report` under the directory's lock; the returned result then holds only what no step reported."""
     if not valid_name(str(directory)):
         log.debug("%s is not tracked: its path is not valid UTF-8", modes.display_name(str(directory)))
         return DirResult(directory)
@@ -150,17 +191,89 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
             directory / d for d in plan.listing.dirs if not (d in plan.entries and plan.entries[d] is None)
         )
         note = mushroom.write(directory, plan.events) if plan.events else None
-        _apply_structure(directory, plan)
-        outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
-        outcomes += _not_tracked(directory, plan.listing)
-        outcomes += _run_files(ctx, directory, plan)
-        final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
-        note = _finish_mushroom(directory, note, plan.events, final)
+        steps = _Steps(ctx, directory, plan, report)
+        if steps.on:  # the writer does not wait for the planned note meanwhile (`mushroom.held_back`)
+            mushroom.working(directory, True)
+        try:
+            _apply_structure(directory, plan)
+            outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
+            outcomes += _not_tracked(directory, plan.listing)
+            outcomes = steps.structure(outcomes)
+            outcomes += _run_files(ctx, directory, plan, steps)
+            final = [
+                ev for ev in steps.left() if ev.status != mushroom.UPSERT or (directory / ev.file).exists()
+            ]
+            note = _finish_mushroom(directory, note, plan.events, final)
+        finally:
+            mushroom.release(steps.notes)
+            if steps.on:
+                mushroom.working(directory, False)
         changed = {n for n, _ in plan.work} | {ev.file for ev in plan.events}
         statcache.keep(ctx.stat_cache, directory, plan.found, changed)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
-    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh)
+    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh,
+                     step=steps.step + 1 if steps.step else 0, retries=tuple(steps.retries))  # fmt: skip
+
+
+class _Steps:
+    """What a job reporting in steps (`report`) has handed over so far: the names its notes announced, the notes
+    (final, marked so until the job ends), and its FAILED files' retry times."""
+
+    def __init__(self, ctx: JobContext, directory: Path, plan: _Plan, report: Report | None) -> None:
+        self._ctx, self._dir, self._plan, self._report = ctx, directory, plan, report
+        self._handed: set[str] = set()
+        self.notes: list[Path] = []
+        self.retries: list[str] = []
+        self.step = 0
+        self._by_name: dict[str, list[Event]] = {}
+        for ev in plan.events:
+            self._by_name.setdefault(ev.file, []).append(ev)
+
+    @property
+    def on(self) -> bool:
+        return self._report is not None and len(self._plan.work) > FILES_PER_ROUND
+
+    def structure(self, outcomes: list[FileOutcome]) -> list[FileOutcome]:
+        """The first step, before any file is read: what the plan made final (entries of deleted or returning
+        names, subdirectories) and the files found unchanged. Returns what is left to report at the end."""
+        if not self.on:
+            return outcomes
+        work = {n for n, _ in self._plan.work}
+        self._hand([ev for ev in self._plan.events if ev.file not in work], outcomes)
+        return []
+
+    def round(self, outcomes: list[FileOutcome]) -> list[FileOutcome]:
+        """A round's files, all recorded: reported, with a note for their events. Returns what is left to report."""
+        if not self.on:
+            return outcomes
+        names = [f.name for f in outcomes if f.name not in self._handed]
+        d, by_name = self._dir, self._by_name
+        events = [
+            ev for n in names for ev in by_name.get(n, ()) if ev.status != mushroom.UPSERT or (d / n).exists()
+        ]
+        self._hand(events, outcomes)
+        self._handed.update(names)  # an upsert of a file gone meanwhile is in no note (no entry was written)
+        return []
+
+    def left(self) -> list[Event]:
+        """The planned events no step handed over."""
+        return [ev for ev in self._plan.events if ev.file not in self._handed]
+
+    def _hand(self, events: list[Event], outcomes: list[FileOutcome]) -> None:
+        assert self._report is not None
+        note = mushroom.write(self._dir, events) if events else None
+        if note is not None:
+            mushroom.hand_over(note)
+            self.notes.append(note)
+        self._handed.update(ev.file for ev in events)
+        self.retries += [f.retry_at for f in outcomes if f.final_state == FAILED and f.retry_at]
+        self.step += 1
+        listing = self._plan.listing
+        planned = len(listing.files) + len(listing.undecodable) + len(listing.special)
+        expected = _expected(self._ctx, self._dir, self._plan, outcomes)
+        self._report(DirResult(self._dir, tuple(outcomes), events=tuple(events), mushroom=note, indexable=expected,
+                               step=self.step, planned=planned))  # fmt: skip
 
 
 def _expected(
@@ -269,18 +382,31 @@ class _ReusePool:
         return found
 
 
-def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcome]:
+def _run_files(ctx: JobContext, directory: Path, plan: _Plan, steps: _Steps) -> list[FileOutcome]:
     """Rounds of files: each file is prepared as its chunks come back from the parse workers (at most
     `PARSE_AHEAD` of the job's files wait there, so that a changed directory's files never queue behind a whole
     round of another's), its texts joining the shared embed queue; only then is the round before finished, so the
     embedder always has the next round's texts while the last round's vectors are awaited."""
+    with ThreadPoolExecutor(FINISH_THREADS, thread_name_prefix="finish") as finishing:
+        return _rounds(ctx, directory, plan, steps, partial(_finish, finishing))
+
+
+def _rounds(
+    ctx: JobContext,
+    directory: Path,
+    plan: _Plan,
+    steps: _Steps,
+    _finish: Callable[[list[FileTask]], list[FileOutcome]],
+) -> list[FileOutcome]:
     reuse = _ReusePool(ctx, directory, plan)
     outcomes: list[FileOutcome] = []
     embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
+    done: list[FileOutcome] = []  # the previous round's files that ended before their texts were submitted
     for start in range(0, len(plan.work), FILES_PER_ROUND):
         todo = iter(plan.work[start : start + FILES_PER_ROUND])
         parsing: deque[FileTask] = deque()
-        waiting = []
+        waiting: list[FileTask] = []
+        ended: list[FileOutcome] = []
         while True:
             while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
                 task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]),
@@ -289,7 +415,7 @@ def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcom
                 if out is None:
                     parsing.append(task)
                 else:
-                    outcomes.append(out)
+                    ended.append(out)
             if not parsing:
                 break
             task = parsing.popleft()
@@ -297,16 +423,19 @@ def _run_files(ctx: JobContext, directory: Path, plan: _Plan) -> list[FileOutcom
             if out is None:
                 waiting.append(task)
             else:
-                outcomes.append(out)
-        outcomes += _finish(embedding)
-        embedding = waiting
-    return outcomes + _finish(embedding)
+                ended.append(out)
+        outcomes += steps.round(done + _finish(embedding))
+        embedding, done = waiting, ended
+    return outcomes + steps.round(done + _finish(embedding))
 
 
-def _finish(tasks: list[FileTask]) -> list[FileOutcome]:
-    outcomes = []
-    for task in tasks:
-        out = task.guard(task.finish)
-        assert out is not None
-        outcomes.append(out)
+def _finish(finishing: ThreadPoolExecutor, tasks: list[FileTask]) -> list[FileOutcome]:
+    """The tasks finished, FINISH_THREADS at a time (a task's state is its own; the entries are distinct files)."""
+    outcomes = list(finishing.map(_finish_one, tasks)) if len(tasks) > 1 else [_finish_one(t) for t in tasks]
     return outcomes
+
+
+def _finish_one(task: FileTask) -> FileOutcome:
+    out = task.guard(task.finish)
+    assert out is not None
+    return out

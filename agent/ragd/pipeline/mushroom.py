@@ -33,6 +33,11 @@ MODE = 0o600
 _seq = itertools.count()
 _last_lock = threading.Lock()
 _last_us = 0
+# Notes a directory job of this process wrote final and handed over while it still holds the directory's lock
+# (dirjob.py, big folders): each announces only changes made, so the index consumer applies it without the lock.
+_final: set[Path] = set()
+_final_lock = threading.Lock()
+_working: dict[Path, int] = {}  # directories whose job in this process holds the lock (how many: nested uses)
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,42 @@ def write(directory: Path, events: Iterable[Event]) -> Path | None:
 def rewrite(path: Path, events: Iterable[Event]) -> Path:
     """Replace the events of the mushroom at `path` (caller holds its directory's DirLock)."""
     return write_atomic(path.parent.parent, path.name, payload(coalesce(events)), mode=MODE)
+
+
+def hand_over(path: Path) -> None:
+    """Mark the note at `path` final: every change it announces is made, and its writer, which holds the
+    directory's lock, makes none more to the names it lists until it ends (then `release`)."""
+    with _final_lock:
+        _final.add(path)
+
+
+def is_final(path: Path) -> bool:
+    """A note handed over by a job still running (`hand_over`): it may be applied without the directory's lock."""
+    with _final_lock:
+        return path in _final
+
+
+def release(paths: Iterable[Path]) -> None:
+    """The job that handed these notes over ends (its lock is released): the consumer takes the lock again."""
+    with _final_lock:
+        _final.difference_update(paths)
+
+
+def working(directory: Path, on: bool) -> None:
+    """A job of this process takes (`on`) or leaves the lock of `directory`."""
+    with _final_lock:
+        n = _working.get(directory, 0) + (1 if on else -1)
+        if n > 0:
+            _working[directory] = n
+        else:
+            _working.pop(directory, None)
+
+
+def held_back(path: Path) -> bool:
+    """A note the consumer would wait for: not final, in a directory a job of this process works on (the job
+    offers its folder's notes to the writer when it ends, dirjob.py)."""
+    with _final_lock:
+        return path not in _final and path.parent.parent in _working
 
 
 def payload(events: Iterable[Event]) -> bytes:

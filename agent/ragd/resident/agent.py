@@ -358,7 +358,7 @@ class Agent:
         self._job_dir.express = express = self.scheduler.express(directory)
         ctx = replace(self._job_context(forced), express=express, dropped=partial(self._unwatched, directory))
         try:
-            return run_directory(ctx, directory)
+            return run_directory(ctx, directory, partial(self._job_step, directory))
         finally:
             self._job_dir.path = None
             self._job_dir.express = False
@@ -491,6 +491,12 @@ class Agent:
     def _unwatched(self, directory: Path) -> bool:
         """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""
         return not under_any(directory, list(self.roots))
+
+    def _job_step(self, directory: Path, result: DirResult) -> None:
+        """What a big folder's job has finished so far (dirjob.py): recorded and handed to the index writer now."""
+        with self._roots_lock:
+            if not self._unwatched(directory):
+                self._outcomes.step(result)
 
     def _job_done(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
         with self._roots_lock:

@@ -123,6 +123,17 @@ class Outcomes:
         else:
             self._failed(directory, err)
 
+    def step(self, result: DirResult) -> None:
+        """A step of a job that reports as it goes (a big folder, dirjob.py): its files' states and the phase's
+        tally move, and its change note goes to the index writer at once (the rest waits for the job's end)."""
+        self.tracker.record_step(result)
+        fu = self.follow_ups
+        if fu is None:
+            return
+        fu.changes.record(result)
+        if result.mushroom is not None:
+            fu.hand_note(result.mushroom)
+
     def _finished(self, result: DirResult) -> None:
         back = self.tracker.is_held_out(result.directory)
         self.tracker.record(result)
@@ -225,5 +236,6 @@ def failure_reason(err: BaseException | None) -> str:
 def soonest_retry(result: DirResult) -> float | None:
     """When the first of the job's FAILED files is due for its retry (epoch seconds; None: none waits for time)."""
     stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == FAILED and f.retry_at]
+    stamps += [parse_stamp(at) for at in result.retries]  # those of the steps it reported before
     times = [t for t in stamps if t is not None]
     return min(times) if times else None

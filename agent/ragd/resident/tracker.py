@@ -3,11 +3,18 @@
 Fed by directory job results (and by the removal of directories and roots); read by `status` without touching the
 disk, so that `ragctl status` stays fast with tens of thousands of files. A phase (a rescan, or `ragd run --once`)
 also tallies what its jobs did: that tally is the summary `run --once` prints.
+
+A big folder's job reports its files in steps as it goes (dirjob.py): each step's files take their states at once,
+the phase counts them as done, and the files it will report in all count in the phase's total; the time left is
+told from the pace of the last ETA_WINDOW_S. Such a job outside any phase (a folder that appeared) starts one, so
+that its progress shows (the agent ends it, as any phase, once no job is left).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +26,9 @@ from ..pipeline.scan import Expected
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 
 MAX_FAILURES_LISTED = 50
+ETA_WINDOW_S = 60.0  # the time left is told from the pace of the files done in the last minute
+ETA_MIN_S = 3.0  # ... once that pace has been seen for this long
+STEP_PHASE = "folder"  # the phase a big folder's job starts when none is under way
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,11 @@ class Progress:
     failed_dirs: list[tuple[str, str]] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
     expected: dict[str, Expected] | None = None  # source path -> what the index should hold (None: not kept)
+    # a job reporting in steps (a big folder), until its result: its files reported so far, and in all
+    partial: dict[Path, int] = field(default_factory=dict)
+    planned: dict[Path, int] = field(default_factory=dict)
+    reported: int = 0  # files reported by the phase's jobs and steps (a directory run twice counts twice)
+    pace: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic time, `reported` then)
 
     @property
     def dirs_total(self) -> int:
@@ -97,11 +112,40 @@ class Progress:
 
     @property
     def files_done(self) -> int:
-        return sum(self.done.values())
+        return sum(self.done.values()) + sum(n for d, n in self.partial.items() if d not in self.done)
+
+    @property
+    def files_total(self) -> int:
+        """The files of the directories done and of the big folders under way (the others are not counted yet)."""
+        return sum(self.done.values()) + sum(n for d, n in self.planned.items() if d not in self.done)
+
+    def moved(self, files: int) -> None:
+        """`files` were reported just now: a point of the pace."""
+        now, pace = time.monotonic(), self.pace
+        self.reported += files
+        pace.append((now, self.reported))
+        while len(pace) > 2 and pace[1][0] < now - ETA_WINDOW_S:
+            pace.popleft()
+
+    def time_left(self) -> float | None:
+        """Seconds left at the pace of the last ETA_WINDOW_S (None: no pace yet); the directories not begun are
+        taken to hold as many files as those begun, on average."""
+        if not self.phase or len(self.pace) < 2:
+            return None
+        now = time.monotonic()
+        (t0, n0), n = self.pace[0], self.reported
+        if now - t0 < ETA_MIN_S or n <= n0:
+            return None
+        begun = len(self.done) + sum(1 for d in self.planned if d not in self.done)
+        total = self.files_total
+        unknown = max(0, self.dirs_total - begun) * total / max(1, begun)
+        left = max(0.0, total - self.files_done + unknown)
+        return round(left * (now - t0) / (n - n0), 1)
 
     def to_json(self, failed_files: int) -> dict[str, Any]:
         return {"phase": self.phase, "dirs_total": self.dirs_total, "dirs_done": self.dirs_done,
-                "files_done": self.files_done, "failed": failed_files,
+                "files_done": self.files_done, "files_total": self.files_total, "eta_s": self.time_left(),
+                "failed": failed_files,
                 "failed_dirs": [{"path": p, "reason": r} for p, r in self.failed_dirs[:MAX_FAILURES_LISTED]]}  # fmt: skip
 
 
@@ -116,27 +160,61 @@ class Tracker:
         self.dir_errors: dict[Path, str] = {}
         # folders the agent cannot read (among dir_errors): out of search, each with when that was seen first
         self.denied: dict[Path, str] = {}
+        self._steps: dict[Path, dict[str, FileStatus]] = {}  # a job reporting in steps: the files it reported
 
     # -- updates ----------------------------------------------------------------------------------------------
     def record(self, result: DirResult) -> None:
-        files = {}
-        for f in result.files:
-            files[f.name] = FileStatus(f.final_state, f.reason, f.retry_at)
+        """A job's result: its directory's files are those it names (with those its steps named, if any)."""
+        files = _states(result)
         with self._lock:
+            if result.step:
+                files = {**self._steps.pop(result.directory, {}), **files}
             self._count(self._dirs.get(result.directory), -1)
             self._dirs[result.directory] = files
             self._count(files, +1)
             self.dir_errors.pop(result.directory, None)
             self.denied.pop(result.directory, None)
             prog = self.progress
+            prog.partial.pop(result.directory, None)
+            prog.planned.pop(result.directory, None)
             if result.directory in prog.dirs:
                 prog.done[result.directory] = len(files)
                 prog.tally.add(result)
                 if prog.expected is not None:
                     prog.expected.update(result.indexable)
+                prog.moved(len(result.files))
+
+    def record_step(self, result: DirResult) -> None:
+        """A step of a job that reports as it goes: its files take their states now (the others keep theirs until
+        the job's result), and count as done in the phase, which it joins (or starts)."""
+        files = _states(result)
+        d = result.directory
+        with self._lock:
+            if result.step == 1:
+                self._steps[d] = {}
+            known = self._dirs.setdefault(d, {})
+            self._count({n: known[n] for n in files if n in known}, -1)
+            known.update(files)
+            self._count(files, +1)
+            self._steps.setdefault(d, {}).update(files)
+            prog = self.progress
+            if prog.phase is None:
+                prog = self.progress = Progress(STEP_PHASE)
+            prog.dirs.add(d)
+            if result.step == 1:
+                prog.planned[d] = result.planned
+                prog.partial[d] = 0
+            prog.partial[d] = prog.partial.get(d, 0) + len(files)
+            prog.tally.add(result)
+            if prog.expected is not None:
+                prog.expected.update(result.indexable)
+            prog.moved(len(files))
 
     def record_error(self, directory: Path, reason: str) -> None:
         with self._lock:
+            self._steps.pop(directory, None)
+            self.progress.partial.pop(directory, None)
+            self.progress.planned.pop(directory, None)
             self.dir_errors[directory] = reason
             if directory in self.progress.dirs:
                 self.progress.done[directory] = 0
@@ -189,8 +267,13 @@ class Tracker:
             for d in [d for d in self.dir_errors if gone(d)]:
                 del self.dir_errors[d]
                 self.denied.pop(d, None)
+            for d in [d for d in self._steps if gone(d)]:
+                del self._steps[d]
             prog = self.progress
             prog.dirs = {d for d in prog.dirs if not gone(d) or d in prog.done}
+            for d in [d for d in prog.planned if gone(d)]:
+                prog.planned.pop(d)
+                prog.partial.pop(d, None)
 
     def _count(self, files: dict[str, FileStatus] | None, sign: int) -> None:
         if files:
@@ -288,3 +371,7 @@ class Tracker:
 def _dir_error(directory: Path, reason: str, since: str | None) -> dict[str, Any]:
     """A folder's error as status lists it; one that cannot be read says since when."""
     return {"path": str(directory), "reason": reason, **({"since": since} if since else {})}
+
+
+def _states(result: DirResult) -> dict[str, FileStatus]:
+    return {f.name: FileStatus(f.final_state, f.reason, f.retry_at) for f in result.files}

@@ -39,7 +39,8 @@ def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
     prog = dict(st["progress"])
     total, done = prog.get("dirs_total") or 0, prog.get("dirs_done") or 0
     prog["percent"] = round(100 * done / total, 1) if prog.get("phase") and total else None
-    prog["eta_s"] = throughput.time_left(total, done) if prog.get("phase") else None
+    if prog.get("phase") and prog.get("eta_s") is None:  # the status' own, from the files done, comes first
+        prog["eta_s"] = throughput.time_left(total, done)
     index = st["index"]
     verify = index.get("verify") or {}
     series = throughput.series()

@@ -1,0 +1,203 @@
+"""A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
+nothing.
+
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone]
+
+The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
+bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
+moved into it as one folder. Then, until the agent is idle:
+
+- when the first file of the folder is searchable (keyword search for the common token, polled every 0.2 s);
+- samples of `ragctl status --json`: the phase's files done, its time left, texts embedded and requests made;
+- the agent's RSS (its own process) and its workers' (the child processes), peak during and once idle;
+- texts per embed request (the status' `embedder.texts / embedder.requests`).
+
+Then, unless `--no-alone`, the embedder alone: the bundled model in the same number of worker processes embeds the
+texts the agent embedded (each file's chunks and lead, read back from the sidecars), in batches as large as the
+agent's queue makes them, and the ratio of the agent's files per second to the embedder's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_agent import Agent
+from bench.corpus import EN, ZH
+
+COMMON = "bigfoldertoken"
+
+
+def note(rng: random.Random, i: int) -> str:
+    kind = rng.choice(("en", "zh", "mixed"))
+    pool = ZH if kind == "zh" else EN if kind == "en" else ZH + EN
+    sep = "" if kind == "zh" else " "
+    lines = [sep.join(rng.choice(pool) for _ in range(rng.randint(2, 5))) for _ in range(rng.randint(1, 3))]
+    return f"# Note {i} {COMMON}\n\nkey nt{i:06d}q {rng.randrange(10**9)}\n\n" + "\n\n".join(lines) + "\n"
+
+
+def make_folder(where: Path, n: int) -> Path:
+    rng = random.Random(36)
+    folder = where / "notes"
+    folder.mkdir(parents=True)
+    for i in range(n):
+        (folder / f"note{i:06d}.md").write_text(note(rng, i), encoding="utf-8")
+    return folder
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def memory(pid: int) -> tuple[float, float]:
+    """(the agent's RSS, its worker processes' RSS together), in MiB."""
+    return rss_kib(pid) / 1024, sum(rss_kib(c) for c in children(pid)) / 1024
+
+
+def status(env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "ragctl", "status", "--json"], env=env, capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    try:
+        return json.loads(out.stdout)  # type: ignore[no-any-return]
+    except ValueError:
+        return {}
+
+
+def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
+    """Poll until idle: first searchable, status samples, memory."""
+    first: float | None = None
+    peak_agent = peak_workers = 0.0
+    next_sample = moved_at
+    samples = []
+    while True:
+        now = time.monotonic()
+        a, w = memory(agent.proc.pid)
+        peak_agent, peak_workers = max(peak_agent, a), max(peak_workers, w)
+        if first is None:
+            hits = agent.call("search", {"query": COMMON, "mode": "keyword", "k": 1})["results"]
+            if hits:
+                first = now - moved_at
+                print(f"first file searchable after {first:.1f} s", flush=True)
+        if now >= next_sample:
+            next_sample += every
+            st = status(agent.env)
+            prog, emb = st.get("progress", {}), st.get("embedder", {})
+            files = sum(sum(r.get("files", {}).values()) for r in st.get("roots", []))
+            line = (f"  +{now - moved_at:6.1f} s  files_done {prog.get('files_done')}/{prog.get('files_total')}"
+                    f"  time left {prog.get('eta_s')}  files in status {files}  texts {emb.get('texts')}"
+                    f"  requests {emb.get('requests')}  agent {a:.0f} MiB  workers {w:.0f} MiB")  # fmt: skip
+            print(line, flush=True)
+            samples.append(st)
+            if st.get("agent", {}).get("idle") and now - moved_at > 5:
+                break
+        time.sleep(0.2)
+    idle = time.monotonic() - moved_at
+    time.sleep(3)  # the agent trims its memory once idle
+    a, w = memory(agent.proc.pid)
+    emb = status(agent.env).get("embedder", {})
+    return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_workers": peak_workers,
+            "idle_agent": a, "idle_workers": w, "texts": emb.get("texts", 0),
+            "requests": emb.get("requests", 0)}  # fmt: skip
+
+
+def texts_of(folder: Path) -> list[str]:
+    """What the agent embedded: each file's chunks and lead, from its sidecar."""
+    out = []
+    for entry in sorted((folder / ".rag").glob("*.ragjson")):
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        out += [c["content"] for c in data.get("chunks", [])]
+        lead = data.get("lead") or {}
+        if lead.get("content"):
+            out.append(lead["content"])
+    return out
+
+
+def embedder_alone(texts: list[str], batch: int) -> float:
+    """Seconds the bundled model, in the agent's number of worker processes, takes to embed `texts`."""
+    from ragd.config import Config
+    from ragd.pipeline.embed import LazyEmbedQueue
+
+    cfg = Config()
+    with tempfile.TemporaryDirectory(prefix="ragd-bench-models-") as models:
+        queue = LazyEmbedQueue(cfg.embedding, run=cfg.run, models=Path(models))
+        try:
+            queue.embed(texts[:batch])  # the workers started and their models loaded
+            t0 = time.perf_counter()
+            futures = [queue.submit(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+            for f in futures:
+                f.result()
+            return time.perf_counter() - t0
+        finally:
+            queue.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=30000)
+    ap.add_argument("--every", type=float, default=5.0, help="seconds between status samples")
+    ap.add_argument("--no-alone", action="store_true", help="skip the embedder-alone figure")
+    args = ap.parse_args(argv)
+    print(f"load: {os.getloadavg()}, cores: {len(os.sched_getaffinity(0))}, files: {args.files}")
+    with tempfile.TemporaryDirectory(prefix="ragd-bigfolder-") as tmp:
+        base = Path(tmp)
+        root, outside = base / "kb", base / "outside"
+        root.mkdir()
+        t0 = time.perf_counter()
+        folder = make_folder(outside, args.files)
+        print(f"{args.files} notes written in {time.perf_counter() - t0:.1f} s")
+        agent = Agent(base, root, None)
+        try:
+            agent.wait()
+            a, w = memory(agent.proc.pid)
+            print(f"agent idle on an empty root: agent {a:.0f} MiB, workers {w:.0f} MiB")
+            moved = root / folder.name
+            shutil.move(folder, moved)
+            r = watch(agent, time.monotonic(), args.every)
+        finally:
+            agent.stop()
+        per_request = r["texts"] / r["requests"] if r["requests"] else 0.0
+        print(f"first searchable: {r['first_s']:.1f} s; idle after {r['idle_s']:.1f} s "
+              f"({args.files / r['idle_s']:.1f} files/s)")  # fmt: skip
+        print(f"agent RSS: peak {r['peak_agent']:.0f} MiB, idle {r['idle_agent']:.0f} MiB; workers: peak "
+              f"{r['peak_workers']:.0f} MiB, idle {r['idle_workers']:.0f} MiB")  # fmt: skip
+        print(
+            f"embedder: {r['texts']} texts in {r['requests']} requests ({per_request:.1f} texts per request)"
+        )
+        if not args.no_alone:
+            texts = texts_of(moved)
+            alone = embedder_alone(texts, 32)
+            ratio = alone / r["idle_s"]
+            print(
+                f"embedder alone: {len(texts)} texts in {alone:.1f} s ({len(texts) / alone:.1f} texts/s, "
+                f"{args.files / alone:.1f} files/s); the agent's throughput is {100 * ratio:.0f} % of it"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
