@@ -8,11 +8,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, data_dir
+from ..errors import ConfigError
 from ..modes import display_name
 from ..pipeline import sidecar
-from ..pipeline.scan import Change, Ignore, classify, list_dir, walk_dirs
+from ..pipeline.scan import Change, Ignore, classify, list_dir, outside_links, under_real_roots, walk_dirs
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
+from ..resident import rootstate
 
 STATES = ("EMBEDDED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "FAILED", "SKIPPED", "TRACKED")
 
@@ -90,7 +92,10 @@ def _file_state(
     return FileState(path, EMBEDDED, chunks=len(entry.chunks), note=ocr_note(entry), ocr=entry.ocr)
 
 
-def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:
+def directory_states(
+    directory: Path, config: Config, ignore: Ignore, policy: str, roots: tuple[Path, ...] = ()
+) -> Iterator[FileState]:
+    """`roots` (real paths): a symbolic link to a folder outside all of them is SKIPPED, as the agent reports it."""
     listing = list_dir(directory, ignore)
     found = sidecar.load_entries(directory)
     live, deleted, unreadable = found.live, found.deleted, found.unreadable
@@ -103,7 +108,9 @@ def directory_states(directory: Path, config: Config, ignore: Ignore, policy: st
             yield FileState(directory / name, "CHANGED", unreadable[name])
         else:
             yield _file_state(directory / name, live.get(name), st, config, policy, now)
-    for name, why in sorted({**listing.undecodable, **listing.special}.items()):
+    for name, why in sorted(
+        {**listing.undecodable, **listing.special, **outside_links(listing, roots)}.items()
+    ):
         yield FileState(directory / name, "SKIPPED", why)  # display names: never recorded, safe in --json
     for name, entry in sorted(live.items()):
         if name not in listing.files and name not in listing.dirs:
@@ -117,9 +124,22 @@ def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list
     ignore = Ignore(config.ignore)
     path = path.expanduser().resolve()
     if path.is_file():
-        return [s for s in directory_states(path.parent, config, ignore, policy) if s.path == path]
+        roots = _roots(config, path.parent)
+        return [s for s in directory_states(path.parent, config, ignore, policy, roots) if s.path == path]
+    roots = _roots(config, path)
     dirs = walk_dirs(path, ignore) if recursive else iter([path])
-    return [s for d in dirs for s in directory_states(d, config, ignore, policy)]
+    return [s for d in dirs for s in directory_states(d, config, ignore, policy, roots)]
+
+
+def _roots(config: Config, directory: Path) -> tuple[Path, ...]:
+    """The roots as configured (with those added or removed by `ragctl roots`), real paths; a folder under none of
+    them (a root given on `ragd run`'s command line) is taken as a root itself."""
+    try:
+        roots = rootstate.load(data_dir(config)).apply(list(config.roots))
+    except ConfigError:
+        roots = list(config.roots)
+    known = tuple(Path(os.path.realpath(r)) for r in roots)
+    return known if under_real_roots(directory, known) else (directory,)
 
 
 def counts(states: list[FileState]) -> dict[str, int]:

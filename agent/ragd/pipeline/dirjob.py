@@ -31,7 +31,18 @@ from .digest import Digest
 from .filejob import RELABELED, FileOutcome, FileTask, JobContext
 from .metadata import Labels
 from .mushroom import Event
-from .scan import Change, Expected, Listing, classify, entry_basis, indexable, list_dir
+from .scan import (
+    Change,
+    Expected,
+    Listing,
+    Shared,
+    classify,
+    entry_basis,
+    indexable,
+    list_dir,
+    outside_links,
+    shared_files,
+)
 from .sidecar import EMBEDDED, SKIPPED, FileEntry
 from .statcache import DirEntries
 
@@ -52,6 +63,7 @@ class DirResult:
     mushroom: Path | None = None
     indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
     new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
+    shared: tuple[Shared, ...] = ()  # its files that another path can change (symbolic and hard links)
 
 
 @dataclass
@@ -152,7 +164,7 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         note = mushroom.write(directory, plan.events) if plan.events else None
         _apply_structure(directory, plan)
         outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
-        outcomes += _not_tracked(directory, plan.listing)
+        outcomes += _not_tracked(directory, plan.listing, ctx.roots)
         outcomes += _run_files(ctx, directory, plan)
         final = [ev for ev in plan.events if ev.status != mushroom.UPSERT or (directory / ev.file).exists()]
         note = _finish_mushroom(directory, note, plan.events, final)
@@ -160,7 +172,8 @@ def run_directory(ctx: JobContext, directory: Path) -> DirResult:
         statcache.keep(ctx.stat_cache, directory, plan.found, changed)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
-    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh)
+    shared = shared_files(plan.listing)
+    return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh, shared)
 
 
 def _expected(
@@ -206,10 +219,10 @@ def _keep_private(directory: Path, name: str, st: os.stat_result, now: os.stat_r
         )
 
 
-def _not_tracked(directory: Path, listing: Listing) -> list[FileOutcome]:
+def _not_tracked(directory: Path, listing: Listing, roots: tuple[Path, ...]) -> list[FileOutcome]:
     for name, why in listing.undecodable.items():  # only a rename by the user helps: say so in the log too
         log.warning("%s/%s: %s", directory, name, why)
-    skipped = {**listing.undecodable, **listing.special}
+    skipped = {**listing.undecodable, **listing.special, **outside_links(listing, roots)}
     return [FileOutcome(name, SKIPPED, reason=why) for name, why in skipped.items()]
 
 

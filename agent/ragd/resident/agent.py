@@ -44,6 +44,7 @@ from .debounce import Debouncer
 from .history import open_history
 from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
+from .links import LinkMap
 from .scheduler import Scheduler, job_slots
 from .tracker import Tracker
 from .watcher import Watcher, WatchEvent
@@ -77,6 +78,7 @@ class Agent:
         )
         self.embed.when_used(self.scheduler.widen)
         self.watcher = Watcher(self.ignore, self.on_watch_event)
+        self.links = LinkMap()  # paths that share a file with others: an edit through one reaches them all
         self.last_event = 0.0
         self.rebuilding = False
         self._rescans = 0  # rescan threads still walking
@@ -239,6 +241,7 @@ class Agent:
         self.debouncer.discard_under(root, keep=nested)
         self.scheduler.discard_under(root, keep=nested)
         self.tracker.forget(root, keep=nested)
+        self.links.forget(root)  # (a nested root's links come back with its next jobs)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
         self.changes.removed(root, keep=nested, detail=NOT_A_ROOT)
 
@@ -252,6 +255,7 @@ class Agent:
             self.rescan([ev.directory], "rescan")
         elif ev.kind == "gone":
             self.tracker.forget(ev.directory)
+            self.links.forget(ev.directory)
             self.scheduler.discard_under(ev.directory)
             self.debouncer.discard_under(ev.directory)
             if ev.directory.parent.is_dir() and root_of(ev.directory.parent, self.roots):
@@ -262,8 +266,17 @@ class Agent:
                     self.debouncer.touch(d)
         elif root_of(ev.directory, self.roots):
             self.debouncer.touch(ev.directory)
+            if ev.path is not None:
+                self._touch_links(ev.path)
             self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index
             self.embed.warm()
+
+    def _touch_links(self, path: Path) -> None:
+        """The folders of the other paths to the file that changed (hard links, symbolic links to it): inotify
+        reported the write on one path only."""
+        for other in self.links.others(path):
+            if root_of(other.parent, self.roots):
+                self.debouncer.touch(other.parent)
 
     def _schedule_loop(self) -> None:
         while True:
@@ -400,6 +413,8 @@ class Agent:
                 log.debug("job for %s ended after its root was removed; its outcome is dropped", directory)
                 return
             self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
+            if result is not None and result.directory.is_dir():
+                self.links.record(directory, result.shared)
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:
