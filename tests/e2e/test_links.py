@@ -1,5 +1,6 @@
 """Symbolic and hard links (DESIGN §4.1): a link to a file under a root is indexed under its own path, and an edit
-through any path reaches every path's entry at once; a link leading outside every root is SKIPPED with the reason."""
+through any path reaches every path's entry at once; a link leading outside every root is SKIPPED with the reason;
+an edit the watcher cannot see (made through a path outside the roots) is caught and redone by the verification."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_a_symlinked_file_follows_an_edit_of_its_target_in_another_folder(
         ragctl("wait")
         assert keyword_hits("newtarget") == [str(link), str(target)]
         assert keyword_hits("oldtarget") == []
+        assert ragctl_json("verify")["redone"] == 0  # the watcher's path got there: nothing left to redo
         target.unlink()  # the link dangles now: out of search, SKIPPED with the reason
         ragctl("wait")
         assert keyword_hits("newtarget") == []
@@ -102,3 +104,23 @@ def test_links_leading_outside_every_root_are_skipped_with_the_reason(tmp_path: 
     assert "outside the roots" in offline[str(root / "folder")]["reason"]
     assert offline[str(root / "leak.md")]["state"] == "SKIPPED"
 
+
+def test_verify_redoes_a_file_edited_through_a_path_outside_every_root(tmp_path: Path, config: Path) -> None:
+    """inotify reports a write only on the path it was made through: an edit through a hard link outside every root
+    reaches no watched folder. The verification sees the source's own stat differ from its entry's record and has
+    the file indexed again (its sidecar was as stale as the index, so a re-sync from it would change nothing)."""
+    root, outside = tmp_path / "kb", tmp_path / "elsewhere"
+    inside = write_doc(root / "docs" / "h.md", "oldunseen")
+    outside.mkdir()
+    os.link(inside, outside / "h.md")
+    with running_agent(tmp_path / "agent.log", str(root), idle=True):
+        assert keyword_hits("oldunseen") == [str(inside)]
+        _edit_in_place(outside / "h.md", "newunseen")
+        ragctl("wait")
+        assert keyword_hits("oldunseen") == [str(inside)]  # nothing saw it
+        report = ragctl_json("verify")
+        assert report["redone_paths"] == [str(inside)]
+        ragctl("wait")
+        assert keyword_hits("newunseen") == [str(inside)]
+        assert keyword_hits("oldunseen") == []
+        assert ragctl_json("verify")["redone"] == 0

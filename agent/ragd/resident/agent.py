@@ -104,7 +104,8 @@ class Agent:
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
-            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note)))  # fmt: skip
+            busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
+            redo=lambda d: self.scheduler.enqueue([d], urgent=True)))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:
         return replace(self._ctx, force=force, roots=real_roots(self.roots))
