@@ -124,3 +124,25 @@ def test_verify_redoes_a_file_edited_through_a_path_outside_every_root(tmp_path:
         assert keyword_hits("newunseen") == [str(inside)]
         assert keyword_hits("oldunseen") == []
         assert ragctl_json("verify")["redone"] == 0
+
+
+def test_a_link_is_judged_again_when_its_targets_root_is_removed_or_added(
+    tmp_path: Path, config: Path
+) -> None:
+    """The link's own stat and its target's did not change, so its entry stood: still searchable (the target's
+    text) after the target's root was removed, and still SKIPPED after the target's folder became a root."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    target = write_doc(two / "t.md", "roottoken")
+    one.mkdir()
+    link = one / "l.md"
+    link.symlink_to(target)
+    with running_agent(tmp_path / "agent.log", str(one), str(two), idle=True):
+        assert keyword_hits("roottoken") == [str(link), str(target)]
+        ragctl("roots", "remove", str(two))
+        ragctl("wait")
+        assert keyword_hits("roottoken") == []
+        assert "outside the roots" in _skipped(ragctl_json("status"), one)[str(link)]
+        ragctl("roots", "add", str(two))
+        ragctl("wait")
+        assert keyword_hits("roottoken") == [str(link), str(target)]
+        assert _skipped(ragctl_json("status"), one) == {}

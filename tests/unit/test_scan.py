@@ -19,6 +19,7 @@ from ragd.pipeline.scan import (
     list_dir,
     md5_file,
     outside_links,
+    rejudge_link,
     shared_files,
     walk_dirs,
 )
@@ -205,6 +206,21 @@ def test_links_are_listed_with_their_real_targets_and_only_shared_files_are_kept
     }
     assert outside_links(listing, (root, outside)) == {}
     assert outside_links(listing, ()) == {}  # roots unknown: nothing judged
+
+
+def test_a_link_is_judged_again_when_its_target_enters_or_leaves_the_roots(tmp_path: Path) -> None:
+    (tmp_path / "t.md").write_text("x")
+    target, one, two = str(tmp_path / "two" / "t.md"), tmp_path / "one", tmp_path / "two"
+    indexed = _entry(tmp_path / "t.md")
+    outside = _entry(tmp_path / "t.md", status=SKIPPED,
+                     error={"code": "skipped", "message": f"symbolic link to {target}, outside the roots"})  # fmt: skip
+    other_skip = _entry(
+        tmp_path / "t.md", status=SKIPPED, error={"code": "skipped", "message": "file too large"}
+    )
+    assert rejudge_link(indexed, target, (one,)) and not rejudge_link(indexed, target, (one, two))
+    assert rejudge_link(outside, target, (one, two)) and not rejudge_link(outside, target, (one,))
+    assert not rejudge_link(other_skip, target, (one, two))
+    assert not rejudge_link(None, target, (one,)) and not rejudge_link(indexed, target, ())
 
 
 def test_md5_never_blocks_on_a_fifo(tmp_path: Path) -> None:

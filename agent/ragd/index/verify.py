@@ -94,7 +94,8 @@ class VerifyHooks:
     hand_note: Callable[
         [Path], bool
     ]  # a change note found on disk: the writer applies it (False: it knew it)
-    redo: Callable[[Path], object] = lambda _d: None  # queue this directory's job: a source in it changed
+    # these sources of this directory changed since their entries were written: its job is queued
+    redo: Callable[[Path, list[str]], object] = lambda _d, _names: None
 
 
 class SidecarCache:
@@ -280,14 +281,9 @@ class Verifier:
         write through a hard link outside the roots, an event the watcher missed): the sidecar is as stale as the
         index, so the directory's job is queued to parse and embed them again."""
         changed = [name for name, st in stats.items() if _source_changed(self.cache.recorded(d, name), st)]
-        if not changed:
-            return
-        for name in changed:
-            log.info(
-                "%s changed since its entry was written, unseen by the watcher; indexing it again", d / name
-            )
-        found.redone += [str(d / name) for name in changed]
-        self.hooks.redo(d)
+        if changed:
+            found.redone += [str(d / name) for name in changed]
+            self.hooks.redo(d, changed)
 
     # -- repairs, on the index writer thread ------------------------------------------------------------------
     def _repair(self, sync: IndexSync, found: _Pass) -> tuple[list[str], list[str]]:

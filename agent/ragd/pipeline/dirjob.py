@@ -41,6 +41,7 @@ from .scan import (
     indexable,
     list_dir,
     outside_links,
+    rejudge_link,
     shared_files,
 )
 from .sidecar import EMBEDDED, SKIPPED, FileEntry
@@ -118,6 +119,8 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         change = (
             Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
         )
+        if change == Change.UNCHANGED and name in listing.links:
+            change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL, Change.LEAD):
             plan.work.append((name, change))
         else:

@@ -21,6 +21,7 @@ from .digest import Digest, lacks_lead, outdated
 from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, SourceInfo, parse_stamp
 
 HASH_BLOCK = 1 << 20
+OUTSIDE_ROOTS = "outside the roots"  # how a link leading outside every root is SKIPPED
 Entry = FileEntry | Digest  # a whole entry, or what the stat cache keeps of it
 
 
@@ -127,10 +128,21 @@ def outside_links(listing: Listing, roots: tuple[Path, ...]) -> dict[str, str]:
     if not roots:
         return {}
     return {
-        name: f"symbolic link to the folder {display_name(target)}, outside the roots: not followed"
+        name: f"symbolic link to the folder {display_name(target)}, {OUTSIDE_ROOTS}: not followed"
         for name, target in listing.linked_dirs.items()
         if not under_real_roots(Path(target), roots)
     }
+
+
+def rejudge_link(entry: Entry | None, target: str, roots: tuple[Path, ...]) -> bool:
+    """A symbolic link's entry no longer says what the roots make of it: indexed though its target (real path)
+    lies outside every root now (its root removed), or SKIPPED as outside though the target is under one now."""
+    if entry is None or not roots:
+        return False
+    skipped_outside = entry.status == SKIPPED and str((entry.error or {}).get("message", "")).endswith(
+        OUTSIDE_ROOTS
+    )
+    return skipped_outside == under_real_roots(Path(target), roots)
 
 
 def under_real_roots(target: Path, roots: tuple[Path, ...]) -> bool:

@@ -105,7 +105,7 @@ class Agent:
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
-            redo=lambda d: self.scheduler.enqueue([d], urgent=True)))  # fmt: skip
+            redo=self._redo))  # fmt: skip
 
     def _job_context(self, force: bool) -> JobContext:
         return replace(self._ctx, force=force, roots=real_roots(self.roots))
@@ -206,6 +206,8 @@ class Agent:
                         self.indexer.call(partial(_fill_root, root=r))
             if added or removed:
                 self._record_served()
+                # a symbolic link whose target entered or left the roots is indexed, or SKIPPED, from now on
+                self.scheduler.enqueue(self.links.symlink_dirs(), urgent=True)
         if ok:
             self.rescan(ok, phase)
         return ok, removed
@@ -242,7 +244,7 @@ class Agent:
         self.debouncer.discard_under(root, keep=nested)
         self.scheduler.discard_under(root, keep=nested)
         self.tracker.forget(root, keep=nested)
-        self.links.forget(root)  # (a nested root's links come back with its next jobs)
+        self.links.forget(root, keep=nested)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
         self.changes.removed(root, keep=nested, detail=NOT_A_ROOT)
 
@@ -271,6 +273,13 @@ class Agent:
                 self._touch_links(ev.path)
             self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index
             self.embed.warm()
+
+    def _redo(self, directory: Path, names: list[str]) -> None:
+        """The verification found these files changed though no event said so: their folder's job runs again."""
+        for name in names:
+            log.info("%s changed since its entry was written, unseen by the watcher; indexing it again",
+                     directory / name)  # fmt: skip
+        self.scheduler.enqueue([directory], urgent=True)
 
     def _touch_links(self, path: Path) -> None:
         """The folders of the other paths to the file that changed (hard links, symbolic links to it): inotify

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -48,11 +49,17 @@ class LinkMap:
                     self._inodes.setdefault(s.inode, set()).add(path)
                     self._recorded[path] = s.inode
 
-    def forget(self, top: Path) -> None:
-        """`top` and everything below it left the tree (deleted, moved away, its root removed)."""
+    def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
+        """`top` and everything below it left the tree (deleted, moved away, its root removed), except what is
+        under `keep` (the roots nested in a root removed, which stay)."""
         with self._lock:
-            for d in [d for d in self._by_dir if is_under(d, top)]:
+            for d in [d for d in self._by_dir if is_under(d, top) and not any(is_under(d, k) for k in keep)]:
                 self._drop(d)
+
+    def symlink_dirs(self) -> list[Path]:
+        """The directories that hold symbolic links (to be judged again when the roots change)."""
+        with self._lock:
+            return [d for d, shared in self._by_dir.items() if any(s.target is not None for s in shared)]
 
     def __len__(self) -> int:
         with self._lock:
