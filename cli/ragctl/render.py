@@ -298,6 +298,9 @@ def verified(result: Obj) -> str:
              f"against {_num(result.get('indexed'))} indexed, in {_num(result.get('elapsed_s'))} s"]  # fmt: skip
     lines += [f"repaired {show_path(p)}" for p in result.get("repaired_paths") or []]
     lines += [f"removed {show_path(p)}" for p in result.get("removed_paths") or []]
+    lines += [
+        f"changed since indexed, indexing again: {show_path(p)}" for p in result.get("redone_paths") or []
+    ]
     listed = len(result.get("repaired_paths") or []) + len(result.get("removed_paths") or [])
     fixed = _int(result.get("repaired")) + _int(result.get("removed"))
     if fixed > listed:

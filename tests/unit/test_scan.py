@@ -11,7 +11,18 @@ from ragd.errors import FileSkipped
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
 from ragd.pipeline.digest import Digest
-from ragd.pipeline.scan import Change, Ignore, classify, list_dir, md5_file, walk_dirs
+from ragd.pipeline.scan import (
+    Change,
+    Ignore,
+    Shared,
+    classify,
+    list_dir,
+    md5_file,
+    outside_links,
+    rejudge_link,
+    shared_files,
+    walk_dirs,
+)
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
 
 IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
@@ -167,6 +178,49 @@ def test_fifos_sockets_devices_and_broken_links_are_listed_with_the_reason(tmp_p
         "dangling.md": f"dangling symbolic link to {tmp_path / 'nowhere.md'}",
         "loop.md": "symbolic link loop",
     }
+
+
+def test_links_are_listed_with_their_real_targets_and_only_shared_files_are_kept(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "b").mkdir(parents=True)
+    outside.mkdir()
+    (root / "b" / "t.md").write_text("target")
+    (root / "plain.md").write_text("one name only")
+    (root / "hard.md").write_text("two names")
+    os.link(root / "hard.md", root / "b" / "hard2.md")
+    (root / "l.md").symlink_to("b/t.md")
+    (root / "inner").symlink_to(root / "b")
+    (root / "away").symlink_to(outside)
+    listing = list_dir(root, Ignore(IgnoreConfig()))
+    assert set(listing.files) == {"plain.md", "hard.md", "l.md"}
+    assert listing.files["l.md"].st_ino == (root / "b" / "t.md").stat().st_ino  # the target's stat
+    assert listing.links == {"l.md": str(root / "b" / "t.md")}
+    assert listing.linked_dirs == {"inner": str(root / "b"), "away": str(outside)}
+    hard = (root / "hard.md").stat()
+    assert set(shared_files(listing)) == {Shared("l.md", target=str(root / "b" / "t.md")),
+                                          Shared("hard.md", inode=(hard.st_dev, hard.st_ino))}  # fmt: skip
+    # a link to a folder under a root is not followed, silently (its files are indexed where they are); one that
+    # leads outside every root is SKIPPED with the reason
+    assert outside_links(listing, (root,)) == {
+        "away": f"symbolic link to the folder {outside}, outside the roots: not followed"
+    }
+    assert outside_links(listing, (root, outside)) == {}
+    assert outside_links(listing, ()) == {}  # roots unknown: nothing judged
+
+
+def test_a_link_is_judged_again_when_its_target_enters_or_leaves_the_roots(tmp_path: Path) -> None:
+    (tmp_path / "t.md").write_text("x")
+    target, one, two = str(tmp_path / "two" / "t.md"), tmp_path / "one", tmp_path / "two"
+    indexed = _entry(tmp_path / "t.md")
+    outside = _entry(tmp_path / "t.md", status=SKIPPED,
+                     error={"code": "skipped", "message": f"symbolic link to {target}, outside the roots"})  # fmt: skip
+    other_skip = _entry(
+        tmp_path / "t.md", status=SKIPPED, error={"code": "skipped", "message": "file too large"}
+    )
+    assert rejudge_link(indexed, target, (one,)) and not rejudge_link(indexed, target, (one, two))
+    assert rejudge_link(outside, target, (one, two)) and not rejudge_link(outside, target, (one,))
+    assert not rejudge_link(other_skip, target, (one, two))
+    assert not rejudge_link(None, target, (one,)) and not rejudge_link(indexed, target, ())
 
 
 def test_md5_never_blocks_on_a_fifo(tmp_path: Path) -> None:

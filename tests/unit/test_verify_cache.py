@@ -10,7 +10,7 @@ import numpy as np
 from ragd.index.verify import Expected, SidecarCache
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
-from ragd.pipeline.sidecar import EMBEDDED, FileEntry, SourceInfo, StoredChunk
+from ragd.pipeline.sidecar import EMBEDDED, FAILED, FileEntry, SourceInfo, StoredChunk
 
 IDENTITY = EmbeddingIdentity("m", 4, SplitterSettings("recursive", 1000, 200))
 
@@ -40,3 +40,17 @@ def test_an_entry_rewritten_in_place_with_its_mtime_put_back_is_read_again(tmp_p
     cache.end_pass()
     os.unlink(path)
     assert cache.one(path) is None  # a deleted entry says nothing
+
+
+def test_the_recorded_source_stat_is_kept_for_the_entries_a_job_keeps_up_to_date(tmp_path: Path) -> None:
+    """What the verification compares each source's own stat with: EMBEDDED and SKIPPED entries' records; a FAILED
+    entry keeps its old record while its content is unchanged, so it is never compared."""
+    entry = _entry("0" * 32)
+    with sidecar.DirLock(tmp_path):
+        sidecar.write_entry(tmp_path, entry)
+        sidecar.write_entry(tmp_path, entry.with_status(FAILED, source=SourceInfo("b.md", "", 1, 2, 3)))
+    cache = SidecarCache(IDENTITY)
+    cache.expected(tmp_path, ["a.md", "b.md"])
+    assert cache.recorded(tmp_path, "a.md") == entry.source
+    assert cache.recorded(tmp_path, "b.md") is None
+    assert cache.recorded(tmp_path, "c.md") is None  # not seen in this pass

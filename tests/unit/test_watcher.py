@@ -22,6 +22,7 @@ import pytest
 from ragd.config import IgnoreConfig
 from ragd.pipeline.scan import Ignore
 from ragd.resident.watcher import (
+    DIRTY,
     OVERFLOW_MESSAGE,
     WATCHDOG_INOTIFY_LOGGER,
     Watcher,
@@ -51,7 +52,13 @@ class Sink:
             self._events.clear()
 
     def got(self, kind: str, directory: Path, path: Path | None = None) -> bool:
-        return any(e.kind == kind and e.directory == directory and e.path == path for e in self.events)
+        """`path`: the change note of a "mushroom" event; for a "dirty" one, None matches whichever file changed."""
+        return any(
+            e.kind == kind
+            and e.directory == directory
+            and (e.path == path or (path is None and kind == DIRTY))
+            for e in self.events
+        )
 
     def wait(self, kind: str, directory: Path, path: Path | None = None) -> None:
         try:

@@ -8,12 +8,23 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, data_dir
+from ..errors import ConfigError
 from ..modes import display_name
 from ..paths import under_any
 from ..pipeline import scan, sidecar
-from ..pipeline.scan import PERMISSION_DENIED, Change, Ignore, classify, list_dir, walk_dirs
+from ..pipeline.scan import (
+    PERMISSION_DENIED,
+    Change,
+    Ignore,
+    classify,
+    list_dir,
+    outside_links,
+    under_real_roots,
+    walk_dirs,
+)
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
+from ..resident import rootstate
 
 STATES = ("EMBEDDED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "FAILED", "SKIPPED", "TRACKED")
 
@@ -97,7 +108,10 @@ def entry_note(entry: FileEntry) -> str:
     return "; ".join(notes)
 
 
-def directory_states(directory: Path, config: Config, ignore: Ignore, policy: str) -> Iterator[FileState]:
+def directory_states(
+    directory: Path, config: Config, ignore: Ignore, policy: str, roots: tuple[Path, ...] = ()
+) -> Iterator[FileState]:
+    """`roots` (real paths): a symbolic link to a folder outside all of them is SKIPPED, as the agent reports it."""
     if scan.unreadable(directory):  # nothing in it can be listed or read: the folder stands for its files
         yield FileState(directory, FAILED, f"{PERMISSION_DENIED}: its files are out of search", is_dir=True)
         return
@@ -113,7 +127,9 @@ def directory_states(directory: Path, config: Config, ignore: Ignore, policy: st
             yield FileState(directory / name, "CHANGED", unreadable[name])
         else:
             yield _file_state(directory / name, live.get(name), st, config, policy, now)
-    for name, why in sorted({**listing.undecodable, **listing.special}.items()):
+    for name, why in sorted(
+        {**listing.undecodable, **listing.special, **outside_links(listing, roots)}.items()
+    ):
         yield FileState(directory / name, "SKIPPED", why)  # display names: never recorded, safe in --json
     for name, entry in sorted(live.items()):
         if name not in listing.files and name not in listing.dirs:
@@ -138,16 +154,29 @@ def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list
     # a link shows its own entry; os.path: False (not an error) for one in a folder that cannot be read (the walk
     # says why)
     if os.path.islink(path) or os.path.isfile(path):
-        return [s for s in directory_states(path.parent, config, ignore, policy) if s.path == path]
+        roots = _roots(config, path.parent)
+        return [s for s in directory_states(path.parent, config, ignore, policy, roots) if s.path == path]
+    roots = _roots(config, path)
     dirs = walk_dirs(path, ignore) if recursive else iter([path])
     states: list[FileState] = []
     closed: list[Path] = []  # folders that cannot be read: those below them (mode 0644) are theirs
     for d in dirs:
         if not under_any(d, closed):
-            states += directory_states(d, config, ignore, policy)
+            states += directory_states(d, config, ignore, policy, roots)
             if states and states[-1].path == d and states[-1].is_dir and states[-1].state == FAILED:
                 closed.append(d)
     return states
+
+
+def _roots(config: Config, directory: Path) -> tuple[Path, ...]:
+    """The roots as configured (with those added or removed by `ragctl roots`), real paths; a folder under none of
+    them (a root given on `ragd run`'s command line) is taken as a root itself."""
+    try:
+        roots = rootstate.load(data_dir(config)).apply(list(config.roots))
+    except ConfigError:
+        roots = list(config.roots)
+    known = tuple(Path(os.path.realpath(r)) for r in roots)
+    return known if under_real_roots(directory, known) else (directory,)
 
 
 def counts(states: list[FileState]) -> dict[str, int]:

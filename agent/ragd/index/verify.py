@@ -32,7 +32,16 @@ from typing import Any, TypeVar
 from ..model import EmbeddingIdentity
 from ..paths import is_under, outermost, under_any
 from ..pipeline import mushroom, sidecar
-from ..pipeline.scan import PERMISSION_DENIED, Expected, Ignore, list_dir, unreadable, walk_dirs
+from ..pipeline.scan import (
+    PERMISSION_DENIED,
+    Expected,
+    Ignore,
+    list_dir,
+    source_matches,
+    unreadable,
+    walk_dirs,
+)
+from ..pipeline.sidecar import SourceInfo
 from . import SourceSummary
 from .sync import IndexSync, servable
 
@@ -56,6 +65,9 @@ class VerifyReport:
     repaired: tuple[str, ...] = ()  # sources re-synced from their sidecars
     removed: tuple[str, ...] = ()  # indexed sources with no EMBEDDED sidecar under a current root
     unreadable: tuple[str, ...] = ()  # folders that cannot be read: out of search, not compared, not repaired
+    redone: tuple[
+        str, ...
+    ] = ()  # sources changed since their entries were written: their folders' jobs queued
 
     @property
     def ok(self) -> bool:
@@ -68,7 +80,8 @@ class VerifyReport:
                 "repaired": len(self.repaired), "removed": len(self.removed),
                 "repaired_paths": list(self.repaired[:MAX_LISTED]),
                 "removed_paths": list(self.removed[:MAX_LISTED]),
-                "unreadable": list(self.unreadable[:MAX_LISTED])}  # fmt: skip
+                "unreadable": list(self.unreadable[:MAX_LISTED]),
+                "redone": len(self.redone), "redone_paths": list(self.redone[:MAX_LISTED])}  # fmt: skip
 
 
 @dataclass
@@ -79,6 +92,7 @@ class _Pass:
     notes: int = 0
     suspects: list[str] = field(default_factory=list)
     unreadable: dict[Path, str] = field(default_factory=dict)  # folders out of search: not compared, and why
+    redone: list[str] = field(default_factory=list)  # sources whose own stat is not the one recorded
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,8 @@ class VerifyHooks:
     held_out: Callable[[], set[Path]] = set
     # a folder whose readability is not what the agent holds: its job runs (and holds it out, or brings it back)
     look_at: Callable[[Path], object] = lambda _d: None
+    # these sources of this directory changed since their entries were written: its job is queued
+    redo: Callable[[Path, list[str]], object] = lambda _d, _names: None
 
 
 class SidecarCache:
@@ -104,8 +120,8 @@ class SidecarCache:
 
     def __init__(self, identity: EmbeddingIdentity) -> None:
         self.identity = identity
-        self._seen: dict[Path, tuple[tuple[int, ...], Expected | None]] = {}
-        self._next: dict[Path, tuple[tuple[int, ...], Expected | None]] = {}
+        self._seen: dict[Path, tuple[tuple[int, ...], Expected | None, SourceInfo | None]] = {}
+        self._next: dict[Path, tuple[tuple[int, ...], Expected | None, SourceInfo | None]] = {}
 
     def expected(self, directory: Path, files: Sequence[str]) -> dict[str, Expected]:
         """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""
@@ -126,13 +142,27 @@ class SidecarCache:
         if cached is None or cached[0] != key:
             found = sidecar.try_read(entry)
             want = Expected(found.source.md5_hash, len(found.chunks)) if found and servable(found, self.identity) else None  # fmt: skip
-            cached = (key, want)
+            cached = (key, want, recorded_source(found))
         self._next[entry] = cached
         return cached[1]
+
+    def recorded(self, directory: Path, name: str) -> SourceInfo | None:
+        """The source stat that the entry of `name` (seen by `expected` in this pass) recorded, if it is one a
+        directory job keeps up to date (EMBEDDED and SKIPPED entries)."""
+        cached = self._next.get(sidecar.entry_path(directory, name))
+        return None if cached is None else cached[2]
 
     def end_pass(self) -> None:
         """Keep only the entries seen in this pass (bounded by the tree, not by its history)."""
         self._seen, self._next = self._next, {}
+
+
+def recorded_source(entry: sidecar.FileEntry | None) -> SourceInfo | None:
+    """What a source's stat is compared with: what its entry recorded, for the states whose entry the next job
+    rewrites when the stat differs (a FAILED file whose content is unchanged keeps its old record)."""
+    if entry is None or entry.status not in (sidecar.EMBEDDED, sidecar.SKIPPED):
+        return None
+    return entry.source
 
 
 def differs(want: Expected | None, have: SourceSummary | None) -> bool:
@@ -203,7 +233,8 @@ class Verifier:
             self.skipped = frozenset(found.busy)
             report = VerifyReport(trigger, sidecar.utc_stamp(), round(time.monotonic() - started, 3),
                                   found.dirs, found.sources, len(indexed), len(found.busy), found.notes,
-                                  tuple(repaired), tuple(removed), tuple(map(str, sorted(found.unreadable))))  # fmt: skip
+                                  tuple(repaired), tuple(removed), tuple(map(str, sorted(found.unreadable))),
+                                  tuple(found.redone))  # fmt: skip
             self.last = report
             self.passes += 1
             self.repaired_total += len(repaired) + len(removed)
@@ -286,12 +317,22 @@ class Verifier:
             found.busy.add(d)
             return
         try:
-            files = list(list_dir(d, self.ignore).files)
+            stats = list_dir(d, self.ignore).files
         except OSError:
-            files = []  # gone meanwhile: its indexed sources are suspects, re-checked below
-        want = self.cache.expected(d, files)
+            stats = {}  # gone meanwhile: its indexed sources are suspects, re-checked below
+        want = self.cache.expected(d, list(stats))
         found.sources += len(want)
         found.suspects += [p for p in {*want, *have} if differs(want.get(p), have.get(p))]
+        self._redo_changed(d, stats, found)
+
+    def _redo_changed(self, d: Path, stats: dict[str, os.stat_result], found: _Pass) -> None:
+        """Sources whose own stat is no longer the one their entries recorded, though no job saw them change (a
+        write through a hard link outside the roots, an event the watcher missed): the sidecar is as stale as the
+        index, so the directory's job is queued to parse and embed them again."""
+        changed = [name for name, st in stats.items() if _source_changed(self.cache.recorded(d, name), st)]
+        if changed:
+            found.redone += [str(d / name) for name in changed]
+            self.hooks.redo(d, changed)
 
     # -- repairs, on the index writer thread ------------------------------------------------------------------
     def _repair(self, sync: IndexSync, found: _Pass) -> tuple[list[str], list[str]]:
@@ -352,6 +393,10 @@ class Verifier:
                     return not any(self.ignore.dir(x) for x in parts) and os.path.isdir(path)
                 return not self.ignore.file(parts[-1]) and not any(self.ignore.dir(x) for x in parts[:-1])
         return False
+
+
+def _source_changed(recorded: SourceInfo | None, st: os.stat_result) -> bool:
+    return recorded is not None and not source_matches(recorded, st)
 
 
 def _by_dir(indexed: dict[str, SourceSummary]) -> dict[Path, dict[str, SourceSummary]]:

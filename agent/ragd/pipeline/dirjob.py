@@ -56,7 +56,19 @@ from .digest import Digest
 from .filejob import RELABELED, FileOutcome, FileTask, JobContext
 from .metadata import Labels
 from .mushroom import Event
-from .scan import Change, Expected, Listing, classify, entry_basis, indexable, list_dir
+from .scan import (
+    Change,
+    Expected,
+    Listing,
+    Shared,
+    classify,
+    entry_basis,
+    indexable,
+    list_dir,
+    outside_links,
+    rejudge_link,
+    shared_files,
+)
 from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
 from .statcache import DirEntries
 
@@ -81,6 +93,7 @@ class DirResult:
     mushroom: Path | None = None
     indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
     new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
+    shared: tuple[Shared, ...] = ()  # its files that another path can change (symbolic and hard links)
     # A job that reports in steps (`report`): `step` numbers its reports from 1, its result being the last (0: it
     # reported nothing before its result, which names every file); `planned`: the files it names in all
     step: int = 0
@@ -145,6 +158,8 @@ def _plan(ctx: JobContext, directory: Path) -> _Plan:
         change = (
             Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
         )
+        if change == Change.UNCHANGED and name in listing.links:
+            change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL, Change.LEAD):
             plan.work.append((name, change))
         else:
@@ -197,7 +212,7 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
         try:
             _apply_structure(directory, plan)
             outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
-            outcomes += _not_tracked(directory, plan.listing)
+            outcomes += _not_tracked(directory, plan.listing, ctx.roots)
             outcomes = steps.structure(outcomes)
             outcomes += _run_files(ctx, directory, plan, steps)
             final = [
@@ -213,7 +228,8 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
     return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh,
-                     step=steps.step + 1 if steps.step else 0, retries=tuple(steps.retries))  # fmt: skip
+                     step=steps.step + 1 if steps.step else 0, retries=tuple(steps.retries),
+                     shared=shared_files(plan.listing))  # fmt: skip
 
 
 class _Steps:
@@ -319,10 +335,10 @@ def _keep_private(directory: Path, name: str, st: os.stat_result, now: os.stat_r
         )
 
 
-def _not_tracked(directory: Path, listing: Listing) -> list[FileOutcome]:
+def _not_tracked(directory: Path, listing: Listing, roots: tuple[Path, ...]) -> list[FileOutcome]:
     for name, why in listing.undecodable.items():  # only a rename by the user helps: say so in the log too
         log.warning("%s/%s: %s", directory, name, why)
-    skipped = {**listing.undecodable, **listing.special}
+    skipped = {**listing.undecodable, **listing.special, **outside_links(listing, roots)}
     return [FileOutcome(name, SKIPPED, reason=why) for name, why in skipped.items()]
 
 

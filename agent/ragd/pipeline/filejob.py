@@ -40,7 +40,7 @@ from .identity import Identify, fallback
 from .lead import lead_hash, lead_text
 from .metadata import Extracted, Labels, fields_json
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
-from .scan import Change, Ignore, md5_file, not_regular, stat_matches
+from .scan import OUTSIDE_ROOTS, Change, Ignore, md5_file, not_regular, stat_matches, under_real_roots
 from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
 from .statcache import StatCache, stat_key
 from .structure import SPLIT_REVISION
@@ -419,8 +419,8 @@ class FileTask:
             raise FileSkipped(not_regular(self.st.st_mode))
         if self.ctx.roots and self.path.is_symlink():
             target = Path(os.path.realpath(self.path))
-            if not any(target == r or r in target.parents for r in self.ctx.roots):
-                raise FileSkipped(f"symbolic link to {target}, outside the roots",
+            if not under_real_roots(target, self.ctx.roots):
+                raise FileSkipped(f"symbolic link to {target}, {OUTSIDE_ROOTS}",
                                   "move the file into a root, or add its folder as a root")  # fmt: skip
         if kind_of(self.path) is None:  # a README with no extension is read as text; a video is never hashed
             raise unsupported(self.path)

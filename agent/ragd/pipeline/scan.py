@@ -18,9 +18,10 @@ from ..errors import FileSkipped
 from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
 from .digest import Digest, lacks_lead, outdated
-from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, parse_stamp
+from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, SourceInfo, parse_stamp
 
 HASH_BLOCK = 1 << 20
+OUTSIDE_ROOTS = "outside the roots"  # how a link leading outside every root is SKIPPED
 Entry = FileEntry | Digest  # a whole entry, or what the stat cache keeps of it
 
 
@@ -33,6 +34,10 @@ class Listing:
     # shown as SKIPPED, never opened nor recorded: display name -> reason
     undecodable: dict[str, str] = field(default_factory=dict)  # names that are not valid UTF-8
     special: dict[str, str] = field(default_factory=dict)  # FIFOs, sockets, devices, broken symbolic links
+    # symbolic links among `files`: name -> the real path of the file they lead to (tracked under the link's name)
+    links: dict[str, str] = field(default_factory=dict)
+    # symbolic links to directories, never descended: name -> the real path of the directory they lead to
+    linked_dirs: dict[str, str] = field(default_factory=dict)
 
 
 class Ignore:
@@ -54,7 +59,8 @@ class Ignore:
 
 
 def list_dir(directory: Path, ignore: Ignore) -> Listing:
-    """Regular files (symlinks to files followed) and real subdirectories (symlinked ones are not descended).
+    """Regular files (symlinks to files followed: the stat is the target's) and real subdirectories (symlinked ones
+    are not descended, only listed in `linked_dirs`, and symlinked files also in `links`, with their targets).
 
     What cannot be tracked but is not ignored either is listed with the reason: names that are not valid UTF-8 in
     `undecodable` (by display name); FIFOs, sockets, devices, dangling symbolic links and link loops in `special`.
@@ -63,6 +69,8 @@ def list_dir(directory: Path, ignore: Ignore) -> Listing:
     dirs: list[str] = []
     undecodable: dict[str, str] = {}
     special: dict[str, str] = {}
+    links: dict[str, str] = {}
+    linked_dirs: dict[str, str] = {}
     with os.scandir(directory) as it:
         for de in it:
             try:
@@ -77,9 +85,69 @@ def list_dir(directory: Path, ignore: Ignore) -> Listing:
                 dirs.append(de.name)
             elif isinstance(found := _follow(de), os.stat_result):
                 files[de.name] = found
+                if _is_link(de):
+                    links[de.name] = os.path.realpath(de.path)
             elif found:
                 special[de.name] = found
-    return Listing(files, tuple(sorted(dirs)), undecodable, special)
+            elif _is_link(de) and os.path.isdir(de.path):
+                linked_dirs[de.name] = os.path.realpath(de.path)
+    return Listing(files, tuple(sorted(dirs)), undecodable, special, links, linked_dirs)
+
+
+def _is_link(de: os.DirEntry[str]) -> bool:
+    try:
+        return de.is_symlink()
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Shared:
+    """A file of a listing whose content another path can change: a symbolic link (`target`: the real path of the
+    file it leads to), or a file with more than one hard link (`inode`: its device and inode numbers)."""
+
+    name: str
+    target: str | None = None
+    inode: tuple[int, int] | None = None
+
+
+def shared_files(listing: Listing) -> tuple[Shared, ...]:
+    """The listing's symbolic links and hard-linked files (only those: most files have one name, and none is kept)."""
+    out = [Shared(name, target=target) for name, target in listing.links.items()]
+    out += [
+        Shared(name, inode=(st.st_dev, st.st_ino))
+        for name, st in listing.files.items()
+        if st.st_nlink > 1 and name not in listing.links
+    ]
+    return tuple(out)
+
+
+def outside_links(listing: Listing, roots: tuple[Path, ...]) -> dict[str, str]:
+    """The symbolic links to folders that lead outside every root (real paths): name -> why it is SKIPPED. A link
+    to a folder under a root is not followed either, silently: that folder's files are indexed where they are."""
+    if not roots:
+        return {}
+    return {
+        name: f"symbolic link to the folder {display_name(target)}, {OUTSIDE_ROOTS}: not followed"
+        for name, target in listing.linked_dirs.items()
+        if not under_real_roots(Path(target), roots)
+    }
+
+
+def rejudge_link(entry: Entry | None, target: str, roots: tuple[Path, ...]) -> bool:
+    """A symbolic link's entry no longer says what the roots make of it: indexed though its target (real path)
+    lies outside every root now (its root removed), or SKIPPED as outside though the target is under one now."""
+    if entry is None or not roots:
+        return False
+    skipped_outside = entry.status == SKIPPED and str((entry.error or {}).get("message", "")).endswith(
+        OUTSIDE_ROOTS
+    )
+    return skipped_outside == under_real_roots(Path(target), roots)
+
+
+def under_real_roots(target: Path, roots: tuple[Path, ...]) -> bool:
+    """`target` (a real path) is one of `roots` (real paths too) or below one."""
+    return any(target == r or r in target.parents for r in roots)
 
 
 def bad_name_reason(name: str, *, is_dir: bool = False) -> str:
@@ -183,7 +251,11 @@ class Change(Enum):
 
 
 def stat_matches(entry: Entry, st: os.stat_result) -> bool:
-    src = entry.source
+    return source_matches(entry.source, st)
+
+
+def source_matches(src: SourceInfo, st: os.stat_result) -> bool:
+    """The file's stat is the one its entry recorded (for a symbolic link: its target's, as listed)."""
     if src.size_bytes != st.st_size or src.inode != st.st_ino:
         return False
     if src.mtime_ns is not None:

@@ -45,6 +45,7 @@ from .debounce import Debouncer
 from .history import open_history
 from .host import Host
 from .jobs import FollowUps, Outcomes, job_context, real_roots
+from .links import LinkMap
 from .scheduler import Scheduler, job_slots
 from .tracker import Tracker
 from .watcher import Watcher, WatchEvent
@@ -78,6 +79,7 @@ class Agent:
         )
         self.embed.when_used(self.scheduler.widen)
         self.watcher = Watcher(self.ignore, self.on_watch_event)
+        self.links = LinkMap()  # paths that share a file with others: an edit through one reaches them all
         self.last_event = 0.0
         self.rebuilding = False
         self._rescans = 0  # rescan threads still walking
@@ -109,7 +111,7 @@ class Agent:
             roots=lambda: list(self.roots), write=lambda fn: self.indexer.call(fn),
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
             held_out=self.tracker.held_out, look_at=self.debouncer.touch,
-            check=lambda: self.check_data_dir(at_once=True)))  # fmt: skip
+            check=lambda: self.check_data_dir(at_once=True), redo=self._redo))  # fmt: skip
         # the data directory watched while the agent runs (datadir.py): what vanished is made again
         # roots.json as last read or written: written back if it vanishes
         self.overlay = rootstate.RootOverlay()
@@ -226,6 +228,8 @@ class Agent:
                         self.indexer.call(partial(_fill_root, root=r))
             if added or removed:
                 self._record_served()
+                # a symbolic link whose target entered or left the roots is indexed, or SKIPPED, from now on
+                self.scheduler.enqueue(self.links.symlink_dirs(), urgent=True)
             self._remember_data_dir()
         if ok:
             self.rescan(ok, phase)
@@ -263,6 +267,7 @@ class Agent:
         self.debouncer.discard_under(root, keep=nested)
         self.scheduler.discard_under(root, keep=nested)
         self.tracker.forget(root, keep=nested)
+        self.links.forget(root, keep=nested)
         self.indexer.call(lambda s: _drop_subtree(s, root, nested))
         self.changes.removed(root, keep=nested, detail=NOT_A_ROOT)
 
@@ -276,6 +281,7 @@ class Agent:
             self.rescan([ev.directory], "rescan")
         elif ev.kind == "gone":
             self.tracker.forget(ev.directory)
+            self.links.forget(ev.directory)
             self.scheduler.discard_under(ev.directory)
             self.debouncer.discard_under(ev.directory)
             if ev.directory.parent.is_dir() and root_of(ev.directory.parent, self.roots):
@@ -287,8 +293,24 @@ class Agent:
         elif root := root_of(ev.directory, self.roots):
             self._event_in[root] = self.last_event
             self.debouncer.touch(ev.directory)
+            if ev.path is not None:
+                self._touch_links(ev.path)
             self.parsers.keep_one_free(EDITING_S)  # for the edited files, during an initial index
             self.embed.warm()
+
+    def _redo(self, directory: Path, names: list[str]) -> None:
+        """The verification found these files changed though no event said so: their folder's job runs again."""
+        for name in names:
+            log.info("%s changed since its entry was written, unseen by the watcher; indexing it again",
+                     directory / name)  # fmt: skip
+        self.scheduler.enqueue([directory], urgent=True)
+
+    def _touch_links(self, path: Path) -> None:
+        """The folders of the other paths to the file that changed (hard links, symbolic links to it): inotify
+        reported the write on one path only."""
+        for other in self.links.others(path):
+            if root_of(other.parent, self.roots):
+                self.debouncer.touch(other.parent)
 
     def _schedule_loop(self) -> None:
         while True:
@@ -504,6 +526,8 @@ class Agent:
                 log.debug("job for %s ended after its root was removed; its outcome is dropped", directory)
                 return
             self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
+            if result is not None and result.directory.is_dir():
+                self.links.record(directory, result.shared)
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:

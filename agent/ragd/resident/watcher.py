@@ -62,7 +62,9 @@ class WatchEvent:
 
     directory: Path  # needs a job (dirty), left the tree (gone), holds the .rag (mushroom), the root (rescan)
     kind: str  # "dirty" | "rescan" | "mushroom" | "gone" | "subtree"
-    path: Path | None = None  # the mushroom file, for kind="mushroom"
+    path: Path | None = (
+        None  # the mushroom file, for kind="mushroom"; the file that changed, for a "dirty" one
+    )
 
 
 # -- the inotify limit probe ----------------------------------------------------------------------------------------
@@ -173,7 +175,7 @@ class _Translator:
             return [WatchEvent(p.parent, SUBTREE)]  # its defaults label the files of the folder and below
         if p is None or self.ignore.file(p.name) or not self._tracked_dir(p.parent):
             return []
-        return [WatchEvent(p.parent, DIRTY)]
+        return [WatchEvent(p.parent, DIRTY, p)]
 
     def _reported_by_parent(self, d: Path) -> list[WatchEvent]:
         """An untracked directory whose name is not valid UTF-8 (not one the rules ignore): its parent's job reports
