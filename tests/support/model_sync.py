@@ -69,6 +69,11 @@ _ORPHANED_SPAWN = re.compile(
 )
 
 
+# what the agent's verification logs for each repair, and for a pass that repaired (index/verify.py)
+REPAIR = re.compile(r"verify: .*(re-synced from its sidecar|with no EMBEDDED sidecar under a root; removed)"
+                    r"|index verified \(.*\): \d+ sources repaired")  # fmt: skip
+
+
 def is_utf8(name: str) -> bool:
     """False for a name holding bytes that are not UTF-8 (os.fsdecode turns them into lone surrogates)."""
     return not any("\udc80" <= ch <= "\udcff" for ch in name)
@@ -426,7 +431,7 @@ class Judge:
         assert "Traceback" not in _ORPHANED_SPAWN.sub("", log[log_at:]), (
             f"traceback in the agent's log:\n{log[log_at:]}"
         )
-        repairs = [line for line in log[log_at:].splitlines() if "verify: " in line]
+        repairs = [line for line in log[log_at:].splitlines() if REPAIR.search(line)]
         assert not repairs, "the verification repaired the index (a repair is a bug):\n" + "\n".join(repairs)
         self.tree.touched.clear()
         return len(log)
