@@ -12,6 +12,7 @@ import itertools
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -382,6 +383,21 @@ def test_a_pool_starting_removes_the_temp_dirs_of_gone_agents_and_keeps_live_one
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.parametrize("agent", ["gone", "live"])
+def test_a_worker_starting_for_an_agent_gone_exits_quietly(sys_tmp: Path, agent: str) -> None:
+    """A worker still starting when its agent was killed finds its pool's directory removed by the next agent's
+    pool: it exits at once with nothing in the log (its start-up traceback went into the log the agents share).
+    A worker whose agent lives still says what went wrong."""
+    pid = gone_pid() if agent == "gone" else os.getpid()
+    root = sys_tmp / f"ragd-worker-{pid}-abcd"  # never made, or removed
+    code = "import sys; from pathlib import Path; from ragd.pipeline import tmpdirs; tmpdirs.enter(Path(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=60)
+    if agent == "gone":
+        assert (proc.returncode, proc.stderr) == (0, "")
+    else:
+        assert proc.returncode == 1 and "FileNotFoundError" in proc.stderr
 
 
 def test_a_worker_killed_while_idle_leaves_no_temp_dir_once_its_pool_is_replaced(

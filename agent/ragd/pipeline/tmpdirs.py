@@ -45,8 +45,18 @@ def make_root() -> Path | None:
 
 
 def enter(root: Path) -> None:
-    """In a worker as it starts: its own directory in `root`, made its TMPDIR and `tempfile.tempdir`."""
-    own = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
+    """In a worker as it starts: its own directory in `root`, made its TMPDIR and `tempfile.tempdir`.
+
+    A worker still starting when its agent was killed finds `root` removed by the next agent's pool (its agent is
+    gone): it has no one to work for, and exits at once, quietly (its start-up traceback went into the log the
+    agents share)."""
+    try:
+        own = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root)
+    except FileNotFoundError:
+        agent = _pid(root.name[len(PREFIX) :])
+        if agent is not None and not pid_alive(agent):
+            os._exit(0)
+        raise
     os.environ["TMPDIR"] = own
     tempfile.tempdir = own
 
