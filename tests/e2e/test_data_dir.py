@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ragctl.protocol import Client, socket_path
 from ragd.config import data_dir, load_config
 from tests.e2e.agent import (
     RAGD_RUN,
@@ -187,3 +188,16 @@ def test_a_verification_rebuilds_an_index_that_vanished_before_it_answers(
     assert (home / "index").is_dir() and ragctl_json("status")["agent"]["data_dir_rebuilt"]["done"] is True
     agent.wait_idle()
     _served(agent, tree, added)
+
+
+def test_a_rebuild_asked_for_after_the_index_vanished_makes_it_anew(
+    agent: AgentProcess, tree: Path, added: Path, home: Path
+) -> None:
+    """Found by the model-based test: the index deleted while the agent was paused, then `ragctl index --rebuild`:
+    it failed with "index close failed at …" (closing the collection whose files were gone)."""
+    with Client(socket_path()) as client:  # connected first: the request follows the deletion at once
+        shutil.rmtree(home / "index")
+        client.call("index", {"rebuild": True})
+    agent.wait_idle()
+    _served(agent, tree, added)
+    assert keyword_hits("charlie") == [str(tree / "docs/deep/c.md")]

@@ -529,10 +529,7 @@ class ModelSync(RuleBasedStateMachine):
         if not running:
             code = self.agent.stop()
             assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
-        if where.is_dir():
-            shutil.rmtree(where)
-        else:
-            where.unlink(missing_ok=True)
+        _remove(where)
         if not running:
             if part in ("", "roots.json"):
                 self.model.added, self.model.removed = [], []
@@ -632,6 +629,27 @@ class ModelSync(RuleBasedStateMachine):
         self.quiesce()
         self.log_at = ms.Judge(self.tree, self.agent).check(self.checks, self.log_at)
         self.changed = False
+
+
+def _remove(path: Path) -> None:
+    """`rm -rf PATH` of a folder the agent is writing in: a file gone meanwhile is fine, one made meanwhile is
+    removed by the next try."""
+
+    def gone_meanwhile(func: Any, name: str, exc: Any) -> None:
+        if not isinstance(exc[1], FileNotFoundError):
+            raise exc[1]
+
+    for attempt in range(5):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, onerror=gone_meanwhile)
+            else:
+                path.unlink(missing_ok=True)
+            return
+        except OSError:
+            if attempt == 4:
+                raise
+            time.sleep(0.1)
 
 
 def _settings() -> settings:

@@ -437,7 +437,13 @@ class Agent:
             if self.config.index.backend != "milvus":
                 keywords.destroy(Path(sync.index.path))
         else:
-            sync.index.close()
+            try:
+                sync.index.close()
+            except RagdError as err:  # its files vanished under it, not noticed yet: it is made anew all the same
+                log.info("the index to rebuild could not be closed (%s): made anew", err)
+                _close_lost(sync.index)
+                if self.config.index.backend != "milvus":
+                    keywords.destroy(Path(sync.index.path))
         destroy_index(self.data_dir, self.config.identity, self.config.index)
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
         self._searcher = self._search_over(sync.index)
