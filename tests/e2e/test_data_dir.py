@@ -201,3 +201,20 @@ def test_a_rebuild_asked_for_after_the_index_vanished_makes_it_anew(
     agent.wait_idle()
     _served(agent, tree, added)
     assert keyword_hits("charlie") == [str(tree / "docs/deep/c.md")]
+
+
+def test_a_stop_right_after_the_data_directory_went_exits_0_and_the_next_start_fills_it(
+    tmp_path: Path, config: Path, tree: Path, home: Path
+) -> None:
+    """Found by the model-based test: the data directory deleted and the agent stopped before it noticed: closing
+    the index (whose files were gone) failed, and `ragd run` exited 1 on SIGTERM."""
+    with running_agent(tmp_path / "agent.log", str(tree), idle=True) as proc:
+        write_doc(
+            tree / "late.md", "lima"
+        )  # a write on its way: the index has something to flush at the stop
+        shutil.rmtree(home)
+        proc.signal(signal.SIGTERM)
+        assert proc.proc.wait(60) == 0, proc.log()
+    with running_agent(tmp_path / "again.log", str(tree), idle=True) as again:
+        assert again.sources() == files_in(tree)
+        assert keyword_hits("lima") == [str(tree / "late.md")]

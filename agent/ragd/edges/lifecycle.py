@@ -30,7 +30,7 @@ from typing import Any
 from ragctl.protocol import socket_path
 
 from ..config import Config, load_config
-from ..errors import ConfigError
+from ..errors import ConfigError, RagdError
 from ..mcp.server import McpService
 from ..resident import memory
 from ..resident.admission import Admission
@@ -315,7 +315,7 @@ class Lifecycle:
         writer = agent.writer
         if writer is not None:
             writer.stop()
-            writer.index.close()
+            _close_index(writer.index)
         agent.state = "stopped"
         if self.server is not None:
             self.server.close()
@@ -326,6 +326,19 @@ class Lifecycle:
         except OSError:
             pass
         log.info("stopped")
+
+
+def _close_index(index: Any) -> None:
+    """Close the index at a stop. One whose files were deleted under it (the data directory lost just before the
+    stop, too late for the agent to notice) cannot write its last state: nothing is lost, the sidecars hold it all,
+    and the next start finds no index and fills one from them; the stop goes on (it exited 1)."""
+    try:
+        index.close()
+    except RagdError as err:
+        if Path(index.path).exists():
+            raise
+        log.warning("the index at %s was deleted while the agent ran: the next start fills it again from the "
+                    "sidecars (%s)", index.path, err)  # fmt: skip
 
 
 def run_agent(config: Config, config_path: Path | None, cli_roots: list[Path]) -> int:

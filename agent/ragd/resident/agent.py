@@ -439,7 +439,9 @@ class Agent:
         else:
             try:
                 sync.index.close()
-            except RagdError as err:  # its files vanished under it, not noticed yet: it is made anew all the same
+            except (
+                RagdError
+            ) as err:  # its files vanished under it, not noticed yet: it is made anew all the same
                 log.info("the index to rebuild could not be closed (%s): made anew", err)
                 _close_lost(sync.index)
                 if self.config.index.backend != "milvus":
