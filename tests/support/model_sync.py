@@ -10,8 +10,8 @@ agent's code:
 - a file is *tracked* under a root when it lies below the root with no ignored directory (dot-directory,
   `node_modules`, `__pycache__`, `venv`, `site-packages`) on the way and its name is not ignored (dot-file, editor
   temporary file);
-- a tracked file ends SKIPPED when its name is not UTF-8, its extension is not one this model writes text for
-  (.md, .txt), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
+- a tracked file ends SKIPPED when its name is not UTF-8, it has an extension that is not one this model writes
+  text for (.md, .txt; a name without one is text, as a README is), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
   EMBEDDED otherwise;
 - a symbolic link to a file is a file of the link's name with its target's text, when the target is a file tracked
   under a current root; a link to a file outside every root, or a dangling one, is SKIPPED (DESIGN §4.1);
@@ -171,8 +171,9 @@ class Model:
         """The end state of a tracked file (or link)."""
         f = self.text(rel)
         name = base_name(rel)
-        if f is None or not is_utf8(name) or os.path.splitext(name)[1].lower() not in TEXT_EXTENSIONS:
-            return SKIPPED
+        ext = os.path.splitext(name)[1].lower()
+        if f is None or not is_utf8(name) or (ext and ext not in TEXT_EXTENSIONS):
+            return SKIPPED  # (a name without an extension is read as the text it holds, as a README is)
         if not f.content:
             return SKIPPED
         return FAILED if f.poisoned else EMBEDDED
