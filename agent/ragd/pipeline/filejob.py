@@ -192,7 +192,8 @@ class FileTask:
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on
-            if isinstance(err, FileNotFoundError) and not os.path.lexists(self.path):
+            # gone meanwhile: the file, or its folder (NotADirectoryError: the folder replaced by a file of its name)
+            if isinstance(err, (FileNotFoundError, NotADirectoryError)) and not os.path.lexists(self.path):
                 return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
@@ -260,7 +261,7 @@ class FileTask:
             if err.code == SHUTDOWN:  # the agent stopped the parsers under the file
                 return FileOutcome(self.name, ABANDONED, reason=err.message)
             return self.failed(err)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone; or its folder replaced by a file of its name
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         except PermissionError:
             return self.failed(permission_denied(self.path))
