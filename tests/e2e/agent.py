@@ -10,10 +10,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragctl.protocol import Client, Unreachable, socket_path
 from tests.support.poll import poll
+
+if TYPE_CHECKING:
+    from tests.support.users import User
 
 RAGCTL = [sys.executable, "-m", "ragctl"]
 RAGD_RUN = [sys.executable, "-m", "ragd", "run"]
@@ -58,14 +61,26 @@ def ragctl_json(*args: str, check: int | None = 0) -> Any:
 
 
 class AgentProcess:
-    """`ragd run` in the background; its stderr goes to a log file shown when a test fails."""
+    """`ragd run` in the background; its stderr goes to a log file shown when a test fails. With `user`, run as that
+    (throwaway) user with `python`, an interpreter the user may run (tests/support/users.py: python_for), in the
+    directory `env["HOME"]`."""
 
-    def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        user: User | None = None,
+        python: str = sys.executable,
+    ) -> None:
         self.log_path = log_path
         self._log = log_path.open("ab")
         self.env = env or os.environ.copy()
-        self.proc = subprocess.Popen([*RAGD_RUN, *args], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.env)  # fmt: skip
+        as_user: dict[str, Any] = {}
+        if user is not None:
+            as_user = {"cwd": self.env["HOME"], "user": user.uid, "group": user.gid, "extra_groups": []}
+        self.proc = subprocess.Popen([python, *RAGD_RUN[1:], *args], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=self.env, **as_user)  # fmt: skip
 
     @property
     def pid(self) -> int:

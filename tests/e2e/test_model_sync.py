@@ -13,7 +13,9 @@ quiet point compares the agent with a pure model of the tree (tests/support/mode
 Profiles (environment): RAGD_MODEL_PROFILE=ci (default: a few short runs) or soak (long runs, see
 bench/soak_sync.py); RAGD_MODEL_EXAMPLES and RAGD_MODEL_STEPS override the sizes; RAGD_MODEL_SEED replays a seed
 (printed by every run); RAGD_MODEL_EXCLUDE=rule,rule leaves rules out of a soak (to look past a bug known and
-being fixed); RAGD_MODEL_STATS=FILE writes the run's figures as JSON.
+being fixed); RAGD_MODEL_STATS=FILE writes the run's figures as JSON. Run as root, the test starts the agent as a
+throwaway user (so that `chmod 000` closes something to it); RAGD_MODEL_AS_USER=0 runs it as root, without the
+chmod rules.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -43,13 +47,14 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from ragd.config import data_dir
+from ragd.config import APP
 from ragd.pipeline import sidecar
 from tests.e2e.agent import RAGCTL, AgentProcess, ragctl
 from tests.e2e.conftest import write_api_config
 from tests.support import model_sync as ms
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.isolation import isolation
+from tests.support.isolation import XDG_DIRS, isolation
+from tests.support.users import User, can_make_users, python_for, throwaway_users, world_dir
 
 PROFILE = os.environ.get("RAGD_MODEL_PROFILE", "ci")
 SOAK = PROFILE == "soak"
@@ -66,6 +71,9 @@ EXCLUDED = CI_EXCLUDED | frozenset(filter(None, os.environ.get("RAGD_MODEL_EXCLU
 VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
 SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
 STATS = os.environ.get("RAGD_MODEL_STATS")
+AS_USER = (
+    os.environ.get("RAGD_MODEL_AS_USER", "1") != "0"
+)  # 0: the agent runs as the test's user, no chmod rules
 MAX_FILES, MAX_DEPTH = 40, 4
 BULK_FILES = 2000 if SOAK else 150  # a folder of many files (`many_files`), at most once an example
 BURST = 6  # files a git-style burst deletes, restores and renames within a second
@@ -131,6 +139,10 @@ def say(message: str) -> None:
 class ModelSync(RuleBasedStateMachine):
     server: ClassVar[PoisonedOpenAI]
     workdir: ClassVar[Path]
+    user: ClassVar[User | None] = (
+        None  # the agent's (a throwaway user; None: the test's own, and no chmod rules)
+    )
+    python: ClassVar[str] = ""  # an interpreter that user may run
     stats: ClassVar[dict[str, int]] = {"examples": 0, "steps": 0, "checks": 0, "failures": 0, "dropped": 0}
 
     def __init__(self) -> None:
@@ -166,6 +178,9 @@ class ModelSync(RuleBasedStateMachine):
             else:
                 os.environ[key] = value
         os.environ["RAGD_CONFIG"] = str(self.home / "ragd.toml")
+        if self.user is not None:  # the agent's home and XDG folders are its user's
+            for path in (self.home, *(Path(os.environ[var]) for var, _sub in XDG_DIRS)):
+                os.chown(path, self.user.uid, self.user.gid)
 
     def _write_config(self) -> None:
         cfg = write_api_config(self.home / "ragd.toml", self.server)
@@ -174,7 +189,7 @@ class ModelSync(RuleBasedStateMachine):
         cfg.write_text(f"roots = {roots}\n" + cfg.read_text() + extra)
 
     def _start(self) -> AgentProcess:
-        agent = AgentProcess(self.home / "agent.log")
+        agent = AgentProcess(self.home / "agent.log", user=self.user, python=self.python)
         agent.wait_ready()
         self.paused = False
         return agent
@@ -206,7 +221,17 @@ class ModelSync(RuleBasedStateMachine):
             for f in self.model.files
             if any(ms.tracked_dir_under(ms.parent(f), t) for t in ms.TOPS)
             and not ms.ignored_file(ms.base_name(f))
+            and not self.model.hidden(f)
         )
+
+    def closable(self) -> list[str]:
+        """What `chmod 000` may close: a file, or a folder that is not (and holds no) root; not a folder holding
+        a symbolic link's target (whether such a link reads as outside every root or as unreadable is left open)."""
+        if self.user is None:
+            return []
+        targets = set(self.model.links.values())
+        dirs = [d for d in self.movable_dirs() if not any(ms.under(t, d) for t in targets)]
+        return sorted(p for p in [*dirs, *self.model.files] if p not in self.model.closed_paths())
 
     def room(self) -> bool:
         return len(self.model.files) - self.bulk < MAX_FILES
@@ -406,6 +431,25 @@ class ModelSync(RuleBasedStateMachine):
         self.tree.move_dir(staging, rel)  # all at once, as an unpacked archive moved in
         self.bulk = BULK_FILES
 
+    # -- permissions (the agent runs as an ordinary user) ----------------------------------------------------------
+    @precondition(lambda self: self.closable())
+    @rule(data=st.data())
+    @step
+    def chmod_close(self, data: st.DataObject) -> None:
+        """`chmod 000` a file (all its hard links) or a folder: the agent cannot read it any more."""
+        rel = self.pick(data, self.closable(), "path")
+        say(f"chmod 000 {rel!r}")
+        self.tree.chmod(rel, readable=False)
+
+    @precondition(lambda self: self.model.closed_paths())
+    @rule(data=st.data())
+    @step
+    def chmod_open(self, data: st.DataObject) -> None:
+        """`chmod` a closed file or folder back to readable."""
+        rel = self.pick(data, self.model.closed_paths(), "path")
+        say(f"chmod back {rel!r}")
+        self.tree.chmod(rel, readable=True)
+
     # -- folders ------------------------------------------------------------------------------------------------
     @rule(data=st.data())
     @step
@@ -531,7 +575,8 @@ class ModelSync(RuleBasedStateMachine):
         """The agent's data directory, or a part of it, deleted while the agent runs or while it is stopped: the
         agent rebuilds what is derived from the sidecars; the roots added with `ragctl roots add` survive a loss
         while it runs (it writes them back), not one while it is stopped."""
-        where = data_dir() / part if part else data_dir()
+        home = Path(os.environ["XDG_DATA_HOME"]) / APP  # (not data_dir(): it makes the folder, as root)
+        where = home / part if part else home
         say(f"rm -r {part or 'the data directory'} while {'running' if running else 'stopped'}")
         if not running:
             code = self.agent.stop()
@@ -671,6 +716,17 @@ def _settings() -> settings:
     )
 
 
+@contextmanager
+def _agent_user() -> Iterator[User | None]:
+    """The agent's user: a throwaway one when the test runs as root (which reads every file, so that `chmod 000`
+    would close nothing to it), else none (the test's own user; the chmod rules are left out)."""
+    if not AS_USER or not can_make_users():
+        yield None
+        return
+    with throwaway_users("model") as (made, _team):
+        yield made["model"]
+
+
 @pytest.fixture
 def api() -> Iterator[PoisonedOpenAI]:
     with PoisonedOpenAI(dim=8) as server:
@@ -683,11 +739,24 @@ def test_agent_follows_the_model(api: PoisonedOpenAI, tmp_path: Path) -> None:
     run_seed = int(SEED or random.randrange(2**32))
     print(f"model-sync: profile {PROFILE}, {EXAMPLES} examples x {STEPS} steps, seed {run_seed} "
           f"(replay: RAGD_MODEL_SEED={run_seed})")  # fmt: skip
-    ModelSync.server, ModelSync.workdir = api, tmp_path
+    ModelSync.server = api
     ModelSync.stats.update(examples=0, steps=0, checks=0, failures=0, dropped=0)
     started = time.monotonic()
     try:
-        run_state_machine_as_test(seed(run_seed)(ModelSync), settings=_settings())
+        with _agent_user() as user:
+            ModelSync.workdir = world_dir("ragd-model-") if user is not None else tmp_path
+            ModelSync.user = user
+            ModelSync.python = (
+                python_for(user, ModelSync.workdir / "py") if user is not None else sys.executable
+            )
+            umask = os.umask(0)  # the tree's folders writable by the agent's user (its `.rag/`)
+            try:
+                run_state_machine_as_test(seed(run_seed)(ModelSync), settings=_settings())
+            finally:
+                os.umask(umask)
+                ModelSync.user = None
+                if user is not None:
+                    shutil.rmtree(ModelSync.workdir, ignore_errors=True)
     finally:
         figures = {**ModelSync.stats, "seed": run_seed, "seconds": round(time.monotonic() - started, 1)}
         print("model-sync figures:", json.dumps(figures))

@@ -32,21 +32,14 @@ from tests.support.users import User, python_for, require_root, throwaway_users,
 MARKERS = {"top.md": "zqtop", "sub/a.md": "zqsuba", "sub/inner/b.md": "zqinner"}
 
 
-class UserAgent(AgentProcess):
+def user_agent(log_path: Path, python: str, user: User, *args: str, env: dict[str, str]) -> AgentProcess:
     """`ragd run ARGS` as `user`, with `python` (an interpreter that user may run)."""
-
-    def __init__(self, log_path: Path, python: str, user: User, *args: str, env: dict[str, str]) -> None:
-        self.log_path = log_path
-        self._log = log_path.open("ab")
-        self.env = env
-        self.proc = subprocess.Popen([python, "-m", "ragd", "run", *args], stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=env, cwd=env["HOME"], user=user.uid,
-                                     group=user.gid, extra_groups=[])  # fmt: skip
+    return AgentProcess(log_path, *args, env=env, user=user, python=python)
 
 
 @dataclass
 class Setup:
-    agent: UserAgent
+    agent: AgentProcess
     kb: Path
     api: FakeOpenAI
     as_user: AsUser
@@ -129,7 +122,7 @@ def as_user(
 
 @pytest.fixture
 def setup(base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI) -> Iterator[Setup]:
-    agent = UserAgent(base / "agent.log", as_user.python, as_user.user, str(as_user.kb), env=as_user.env)
+    agent = user_agent(base / "agent.log", as_user.python, as_user.user, str(as_user.kb), env=as_user.env)
     try:
         agent.wait_ready()
         agent.wait_idle()
@@ -240,7 +233,7 @@ def test_without_a_watch_event_the_verification_finds_the_folder_and_brings_it_b
     cfg.write_text(
         cfg.read_text() + f"poll = [{json.dumps(str(kb))}]\npoll_interval = 3600\n"
     )  # [watch] is last
-    agent = UserAgent(base / "agent.log", as_user.python, as_user.user, str(kb), env=as_user.env)
+    agent = user_agent(base / "agent.log", as_user.python, as_user.user, str(kb), env=as_user.env)
     try:
         agent.wait_ready()
         agent.wait_idle()

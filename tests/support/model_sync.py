@@ -16,6 +16,10 @@ agent's code:
 - a symbolic link to a file is a file of the link's name with its target's text, when the target is a file tracked
   under a current root; a link to a file outside every root, or a dangling one, is SKIPPED (DESIGN §4.1);
 - hard links are paths of one file: a write through one is the text of all (each path its own entry);
+- (the agent runs as an ordinary user) a file made unreadable (`chmod 000`; all its hard links with it) whose name
+  would be read ends FAILED; a folder made unreadable holds nothing the agent sees: what lies below it is neither
+  counted nor searchable, and the folder is one of its root's directory errors ("permission denied") unless a
+  folder above it is unreadable too; a `chmod` back brings it all back;
 - the index holds exactly the EMBEDDED files tracked under at least one current root, with their current text;
 - the current roots are the config file's, plus those added with `ragctl roots add`, minus those removed with
   `ragctl roots remove` (docs/config.md).
@@ -132,6 +136,8 @@ class Model:
     )  # regular files (hard links: one state, see inode)
     inode: dict[str, int] = field(default_factory=dict)  # each regular file's inode: shared by hard links
     links: dict[str, str] = field(default_factory=dict)  # symbolic links to files: path -> target path
+    closed_dirs: set[str] = field(default_factory=set)  # folders made unreadable (chmod 000)
+    closed_files: set[int] = field(default_factory=set)  # the inodes of files made unreadable (chmod 000)
     config_roots: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)  # `ragctl roots add` (kept across restarts)
     removed: list[str] = field(default_factory=list)  # `ragctl roots remove` of a config root
@@ -160,12 +166,37 @@ class Model:
         """Folders that may become roots: below A or B, no ignored directory on the way, not a root yet."""
         roots = self.roots()
         return sorted(
-            d for d in self.dirs if any(tracked_dir_under(d, t) for t in ROOT_TOPS) and d not in roots
+            d
+            for d in self.dirs
+            if any(tracked_dir_under(d, t) for t in ROOT_TOPS) and d not in roots and not self.unreachable(d)
         )
+
+    # -- unreadable paths ---------------------------------------------------------------------------------------
+    def hidden(self, rel: str) -> bool:
+        """`rel` lies below a folder made unreadable: the agent cannot see it."""
+        return any(under(rel, d) and rel != d for d in self.closed_dirs)
+
+    def unreachable(self, directory: str) -> bool:
+        """The agent can neither list `directory` nor see below it."""
+        return directory in self.closed_dirs or self.hidden(directory)
+
+    def closed(self, rel: str) -> bool:
+        """`rel` is a file made unreadable (through any of its paths)."""
+        return rel in self.inode and self.inode[rel] in self.closed_files
+
+    def closed_paths(self) -> list[str]:
+        """The folders and files made unreadable (each path of a file)."""
+        return sorted({*self.closed_dirs, *(f for f in self.files if self.closed(f))})
+
+    def dir_errors(self, root: str) -> set[str]:
+        """The folders `ragctl status` names under `root` as unreadable."""
+        return {d for d in self.closed_dirs if tracked_dir_under(d, root) and not self.hidden(d)}
 
     # -- what the agent must show -------------------------------------------------------------------------------
     def tracked_under(self, rel: str, root: str) -> bool:
-        return tracked_dir_under(parent(rel), root) and not ignored_file(base_name(rel))
+        return (
+            tracked_dir_under(parent(rel), root) and not ignored_file(base_name(rel)) and not self.hidden(rel)
+        )
 
     def state(self, rel: str) -> str:
         """The end state of a tracked file (or link)."""
@@ -174,6 +205,8 @@ class Model:
         ext = os.path.splitext(name)[1].lower()
         if f is None or not is_utf8(name) or (ext and ext not in TEXT_EXTENSIONS):
             return SKIPPED  # (a name without an extension is read as the text it holds, as a README is)
+        if self.closed(rel) or (rel in self.links and self.closed(self.links[rel])):
+            return FAILED  # permission denied
         if not f.content:
             return SKIPPED
         return FAILED if f.poisoned else EMBEDDED
@@ -206,9 +239,11 @@ class Model:
         return {rel for rel in self.paths() if self.tracked_under(rel, root) and self.state(rel) == FAILED}
 
     def tracked_dirs(self) -> set[str]:
-        """Folders the agent keeps a `.rag/` for: tracked under a current root."""
+        """Folders the agent keeps a `.rag/` for: tracked under a current root, and readable."""
         roots = self.roots()
-        return {d for d in self.dirs if any(tracked_dir_under(d, r) for r in roots)}
+        return {
+            d for d in self.dirs if any(tracked_dir_under(d, r) for r in roots) and not self.unreachable(d)
+        }
 
     def owners(self, token: str) -> set[str]:
         """The paths whose text holds `token`: a file, its hard links, and the links to it that read it."""
@@ -320,8 +355,22 @@ class Tree:
 
     def _forget(self, rel: str) -> None:
         self.model.files.pop(rel, None)
-        self.model.inode.pop(rel, None)
+        n = self.model.inode.pop(rel, None)
+        if n not in self.model.inode.values():
+            self.model.closed_files.discard(n)  # type: ignore[arg-type]  # (None: a link)
         self.model.links.pop(rel, None)
+
+    def chmod(self, rel: str, readable: bool) -> None:
+        """`chmod 000` a folder or a file (all its hard links with it), or give it back its mode (rwx for all: the
+        tree is made with umask 0, so that the agent's user may write `.rag/` folders in it)."""
+        is_dir = rel in self.model.dirs
+        os.chmod(self.path(rel), (0o777 if is_dir else 0o666) if readable else 0)
+        self.touch_under(rel)
+        if is_dir:
+            (self.model.closed_dirs.discard if readable else self.model.closed_dirs.add)(rel)
+        else:
+            n = self.model.inode[rel]
+            (self.model.closed_files.discard if readable else self.model.closed_files.add)(n)
 
     def rename(self, src: str, dst: str) -> None:
         """Rename a file or a link, replacing `dst` if it exists."""
@@ -364,6 +413,7 @@ class Tree:
                 time.sleep(0.1)
         self.touch_under(rel)
         self.model.dirs = {d for d in self.model.dirs if not under(d, rel)}
+        self.model.closed_dirs = {d for d in self.model.closed_dirs if not under(d, rel)}
         for f in [f for f in self.model.paths() if under(f, rel)]:
             self._forget(f)
 
@@ -376,6 +426,7 @@ class Tree:
             return dst + rel[len(src) :] if under(rel, src) else rel
 
         self.model.dirs = {moved(d) for d in self.model.dirs}
+        self.model.closed_dirs = {moved(d) for d in self.model.closed_dirs}
         self.model.files = {moved(f): s for f, s in self.model.files.items()}
         self.model.inode = {moved(f): n for f, n in self.model.inode.items()}
         self.model.links = {moved(f): t for f, t in self.model.links.items()}  # absolute: targets stay
@@ -462,7 +513,9 @@ class Judge:
             )
             failures = {self.rel(f["path"]) for f in entry["failures"]}
             assert failures == self.model.failed(root), f"failures of {root!r}: {entry['failures']}"
-            assert not entry.get("dir_errors"), f"directory errors under {root!r}: {entry['dir_errors']}"
+            errors = {self.rel(e["path"]): e["reason"] for e in entry.get("dir_errors") or ()}
+            want_errors = dict.fromkeys(self.model.dir_errors(root), "permission denied")
+            assert errors == want_errors, f"directory errors under {root!r}: {errors}, want {want_errors}"
         index = status["index"]
         assert index["pending_mushrooms"] == 0 and not index["failed_mushrooms"], f"index: {index}"
 

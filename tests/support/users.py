@@ -56,12 +56,20 @@ class User:
         return [sys.executable, "-c", BOOTSTRAP, str(self.uid), str(self.gid), groups, *args]
 
 
+USER_TOOLS = ("useradd", "groupadd", "userdel", "groupdel")
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates throwaway users and runs ragctl as them")
-    for tool in ("useradd", "groupadd", "userdel", "groupdel"):
+    for tool in USER_TOOLS:
         if _tool(tool) is None:
             pytest.skip(f"needs {tool} to create throwaway users")
+
+
+def can_make_users() -> bool:
+    """Whether this process may create throwaway users (root, with the tools)."""
+    return os.geteuid() == 0 and all(_tool(t) is not None for t in USER_TOOLS)
 
 
 SBIN = os.pathsep.join(("/usr/local/sbin", "/usr/sbin", "/sbin"))  # a minimal PATH (CI's) may leave them out

@@ -41,6 +41,33 @@ def test_the_data_directory_replaced_loses_every_part(tmp_path: Path) -> None:
     assert "the data directory" in datadir.describe(guard.lost(), home)
 
 
+def _parts(home: Path) -> list[datadir.Part]:
+    found = [
+        datadir.present(datadir.INDEX, home / "index"),
+        datadir.present(datadir.HISTORY, home / "history.sqlite3"),
+    ]
+    return [p for p in found if p is not None]
+
+
+def test_a_loss_is_not_forgotten_when_the_parts_are_remembered_meanwhile(tmp_path: Path) -> None:
+    """`ragctl roots add` while the data directory is being deleted remembers what is there then: the index that
+    vanished must stay a loss (it was dropped from the watch, and the change notes failed on for good)."""
+    home = tmp_path / "data"
+    guard = _guard(home)
+    shutil.rmtree(home / "index")
+    guard.remember(_parts(home))  # the roots changed: what is there now
+    assert guard.check(at_once=True) == {datadir.INDEX}
+
+
+def test_parts_made_again_replace_the_lost_ones(tmp_path: Path) -> None:
+    home = tmp_path / "data"
+    guard = _guard(home)
+    shutil.rmtree(home / "index")
+    (home / "index").mkdir()  # the recovery made it again: a new inode
+    guard.remember(_parts(home), made_again=True)
+    assert guard.check(at_once=True) == frozenset()
+
+
 def test_a_collection_replaced_on_purpose_is_not_a_loss(tmp_path: Path) -> None:
     """A compaction swaps the collection for its copy: only its presence counts, and not while it runs."""
     guard = _guard(tmp_path / "data", unsteady=True)

@@ -192,8 +192,7 @@ class FileTask:
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on
-            # gone meanwhile: the file, or its folder (NotADirectoryError: the folder replaced by a file of its name)
-            if isinstance(err, (FileNotFoundError, NotADirectoryError)) and not os.path.lexists(self.path):
+            if _replaced(err, self.path):
                 return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
@@ -262,6 +261,10 @@ class FileTask:
                 return FileOutcome(self.name, ABANDONED, reason=err.message)
             return self.failed(err)
         except (FileNotFoundError, NotADirectoryError):  # gone; or its folder replaced by a file of its name
+            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+        except IsADirectoryError as err:  # replaced by a folder of its name: the folder's job records it
+            if not _replaced(err, self.path):
+                raise
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         except PermissionError:
             return self.failed(permission_denied(self.path))
@@ -486,3 +489,11 @@ def permission_denied(path: Path) -> RagdError:
     return RagdError(f"permission denied: {path}",
                      "give the agent's user read access to the file; it is tried again when the file changes "
                      "(a chmod counts)", code="permission")  # fmt: skip
+
+
+def _replaced(err: Exception, path: Path) -> bool:
+    """`err` says the file went away while it was processed: gone (or its folder, replaced by a file of its name:
+    NotADirectoryError), or replaced by a folder of its name (IsADirectoryError). The next job records it."""
+    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
+        return not os.path.lexists(path)
+    return isinstance(err, IsADirectoryError) and os.path.isdir(path) and not os.path.islink(path)

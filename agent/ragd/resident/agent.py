@@ -489,7 +489,7 @@ class Agent:
         self.data_dir_rebuilt = {"at": utc_stamp(), "lost": sorted(lost), "done": datadir.INDEX not in lost}
         if datadir.INDEX not in lost:
             self._record_served()
-            self._remember_data_dir()
+            self._remember_data_dir(made_again=True)
             return
         self.rebuilding = True
         self.indexer.call(partial(self._rebuild, lost=True)).add_done_callback(self._rebuilt)
@@ -506,17 +506,18 @@ class Agent:
         if self.data_dir_rebuilt is not None:
             self.data_dir_rebuilt["done"] = True
         self._record_served()
-        self._remember_data_dir()
+        self._remember_data_dir(made_again=True)
         self.indexer.retry_failed()
 
-    def _remember_data_dir(self) -> None:
-        """What the data directory holds now, for `check_data_dir` to compare with."""
+    def _remember_data_dir(self, *, made_again: bool = False) -> None:
+        """What the data directory holds now, for `check_data_dir` to compare with (`made_again`: after a
+        recovery; otherwise what is lost now stays a loss: datadir.DataDirGuard.remember)."""
         # (a shared index is elsewhere)
         local = self.config.index.backend != "milvus" and self._writer is not None
         self.guard.remember(datadir.parts(
             self.data_dir, collection=Path(self.indexer.index.path) if local else None,
             history=self.history.path if self.history.error is None else None,
-            roots=bool(self.overlay.added or self.overlay.removed)))  # fmt: skip
+            roots=bool(self.overlay.added or self.overlay.removed)), made_again=made_again)  # fmt: skip
 
     def _unwatched(self, directory: Path) -> bool:
         """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""

@@ -93,10 +93,16 @@ class DataDirGuard:
         self._seen: frozenset[str] = frozenset()  # lost at the last check, not acted on yet
         self._lock = threading.Lock()
 
-    def remember(self, parts: Iterable[Part]) -> None:
-        """Watch these parts from now on (the data directory itself is always one)."""
+    def remember(self, parts: Iterable[Part], *, made_again: bool = False) -> None:
+        """Watch these parts from now on (the data directory itself is always one). Unless they were `made_again`
+        (a recovery), a part watched until now that is lost at this moment stays watched as it was: what is
+        remembered while the data directory is being deleted (roots added or removed meanwhile) must not make the
+        loss forgotten."""
         with self._lock:
-            self._parts = [Part(WHOLE, self.data_dir, ident(self.data_dir)), *parts]
+            fresh = [Part(WHOLE, self.data_dir, ident(self.data_dir)), *parts]
+            lost = {} if made_again else {(p.key, p.path): p for p in self._parts if p.lost()}
+            kept = [lost.pop((p.key, p.path), p) for p in fresh]
+            self._parts = kept + list(lost.values())
             self._seen = frozenset()
 
     @property
