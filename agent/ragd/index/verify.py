@@ -47,6 +47,10 @@ from .sync import IndexSync, servable
 
 log = logging.getLogger(__name__)
 
+# A folder changed this recently may hold a change the watcher has not told the agent of yet (inotify's events reach
+# the debouncer a little later, more so on a loaded machine): a pass lets such a change settle before it repairs.
+SETTLE_S = 1.0
+
 T = TypeVar("T")
 MAX_LISTED = 50  # paths listed in a report
 YIELD_EVERY = 64  # directories walked between two short pauses (the walk never hogs the interpreter)
@@ -227,6 +231,7 @@ class Verifier:
             else:
                 indexed = self.hooks.write(lambda s: s.index.sources(None)).result()
                 found = self._walk(roots, indexed, progress)
+            _settle(found.suspects)
             repaired, removed = self.hooks.write(lambda s: self._repair(s, found)).result()
             if trigger != "recheck":
                 self.cache.end_pass()
@@ -433,3 +438,18 @@ def _try_lock(directory: Path) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+def _settle(suspects: Sequence[str]) -> None:
+    """Wait until the folders of `suspects` (the nearest one still there) changed at least SETTLE_S ago, at most
+    SETTLE_S: a change made while the pass walked is then known to the agent (its folder busy), not repaired."""
+    newest = 0.0
+    for directory in {Path(p).parent for p in suspects}:
+        while not directory.is_dir() and directory.parent != directory:
+            directory = directory.parent
+        with contextlib.suppress(OSError):
+            st = os.stat(directory)
+            newest = max(newest, st.st_mtime, st.st_ctime)
+    wait = SETTLE_S - (time.time() - newest)
+    if wait > 0:
+        time.sleep(min(wait, SETTLE_S))
