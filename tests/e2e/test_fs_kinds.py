@@ -67,3 +67,26 @@ def test_a_file_replaced_by_a_folder_of_its_name_and_back(agent: AgentProcess, t
     assert keyword_hits("again") == [str(tree / "a.md")]
     assert agent.sources() == files_in(tree)
     assert _verify_repairs() == []
+
+
+@pytest.mark.parametrize("via_file", [False, True], ids=["rm-mkdir", "folder-file-folder"])
+def test_a_folder_made_anew_under_its_name_leaves_nothing_of_the_old_one(
+    agent: AgentProcess, tree: Path, via_file: bool
+) -> None:
+    """`rm -r sub; mkdir sub` (or a folder replaced by a file and the file by a folder again) with no pause: the
+    parent's listing shows a folder named `sub` before and after, so no job of the parent says the old one went;
+    the new folder's own job must take the old one's files out of search (found by the model-based test: a
+    folder of 2,000 files stayed searchable until the verification removed them)."""
+    shutil.rmtree(tree / "sub")
+    if via_file:
+        (tree / "sub").write_text("# a file for a moment\n", encoding="utf-8")
+        (tree / "sub").unlink()
+    (tree / "sub").mkdir()
+    write_doc(tree / "sub" / "new.md", "viola")
+    agent.wait_idle()
+    assert keyword_hits("sitar") == []
+    assert keyword_hits("viola") == [str(tree / "sub" / "new.md")]
+    assert agent.sources() == [p for p in files_in(tree)]
+    [root] = ragctl_json("status")["roots"]
+    assert root["files"]["EMBEDDED"] == len(files_in(tree))
+    assert _verify_repairs() == []

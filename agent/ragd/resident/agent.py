@@ -36,7 +36,7 @@ from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import Ignore, walk_dirs
-from ..pipeline.sidecar import utc_stamp
+from ..pipeline.sidecar import RAG_DIR, utc_stamp
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
 from . import datadir, rootstate
@@ -55,6 +55,7 @@ T = TypeVar("T")
 
 DIR_RETRY_S = 60.0  # a directory whose job failed as a whole is tried again after this
 SETTLE_S = 0.6  # `wait` needs this long without new events (watchdog holds a lone move-out for 0.5 s)
+GONE_KEPT_S = 600.0  # how long a folder that went is remembered, for one of its name made at once
 NOT_A_ROOT = "its root was removed"  # the detail of the "deleted" event of each of a removed root's documents
 
 
@@ -90,6 +91,7 @@ class Agent:
         # outcome of a job whose root was removed meanwhile is dropped, never recorded after the root was forgotten
         self._roots_lock = threading.Lock()
         self._forced: set[Path] = set()
+        self._gone: dict[Path, float] = {}  # folders that went, and when (`_made_anew`)
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
@@ -280,6 +282,7 @@ class Agent:
         elif ev.kind == "rescan":
             self.rescan([ev.directory], "rescan")
         elif ev.kind == "gone":
+            self._note_gone(ev.directory)
             self.tracker.forget(ev.directory)
             self.links.forget(ev.directory)
             self.scheduler.discard_under(ev.directory)
@@ -380,10 +383,30 @@ class Agent:
         self._job_dir.express = express = self.scheduler.express(directory)
         ctx = replace(self._job_context(forced), express=express, dropped=partial(self._unwatched, directory))
         try:
+            self._made_anew(directory)
             return run_directory(ctx, directory, partial(self._job_step, directory))
         finally:
             self._job_dir.path = None
             self._job_dir.express = False
+
+    def _note_gone(self, directory: Path) -> None:
+        """A watched folder went (deleted, or moved away): remembered a while, in case a folder of its name is made
+        at once (`_made_anew`)."""
+        now = time.monotonic()
+        with self._lock:
+            self._gone = {d: t for d, t in self._gone.items() if now - t < GONE_KEPT_S}
+            self._gone[directory] = now
+
+    def _made_anew(self, directory: Path) -> None:
+        """A folder that went, and a new one made under its name with no pause between (`rm -r d; mkdir d`; a folder
+        replaced by a file and the file by a folder again): the parent's listing shows a folder of that name before
+        and after, so no job of the parent says the old one went. The new folder has no `.rag/` yet: the index keeps,
+        under it, only what its sidecars hold now (the old folder's files leave search) before its first job."""
+        with self._lock:
+            gone = self._gone.pop(directory, None) is not None
+        if gone and not (directory / RAG_DIR).exists():
+            log.info("%s was made anew: the files of the folder it replaced leave the index", directory)
+            self.indexer.call(lambda sync: sync.sync_subtree(directory)).result()
 
     def _submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
         """The embed queue's submit, counting the files of each directory that wait for their vectors. The texts of
