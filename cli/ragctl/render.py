@@ -411,8 +411,9 @@ def why(hit: Obj, indent: str = "   ") -> str:
             parts.append(f"{side} –")
         elif got.get("rank") is None:
             parts.append(f"{side} {_g3(got.get('score'))} < {got.get('dropped') or 'cut'}")
-        else:
-            parts.append(f"{side} #{got['rank']} {_g3(got.get('score'))}")
+        else:  # (a lead ranked past the first few adds nothing)
+            idle = " (no share)" if side == "lead" and got.get("share") == 0 else ""
+            parts.append(f"{side} #{got['rank']} {_g3(got.get('score'))}{idle}")
     fused = f"fused {_g3(how.get('fused'))}"
     doc, passage = how.get("document"), how.get("passage")
     if isinstance(doc, Mapping) and isinstance(passage, Mapping):
