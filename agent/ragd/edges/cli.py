@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
     se.add_argument("--scope", choices=("agent", "all"), default="agent",
                     help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
+    se.add_argument("--explain", action="store_true",
+                    help="why each result is where it is: its rank and score on each side and how they were fused")  # fmt: skip
     se.add_argument("--json", action="store_true")
     ev = sub.add_parser("eval", help="measure search on known answers: recall, MRR, nDCG per mode and group")
     ev.add_argument("queries", type=Path, help='JSON or JSON-lines file of {"query", "answers", "group"}')
