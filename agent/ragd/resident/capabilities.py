@@ -128,6 +128,7 @@ class Health:
             retries.popleft()
         failing = stats.last_error_at is not None and (stats.last_ok_at or 0.0) < stats.last_error_at
         if failing:
+            retries.clear()  # the retries of the failed requests: not counted once it works again
             error = stats.last_error or "?"
             if "429" in error or "rate-limit" in error:
                 return Capability("embeddings", DEGRADED, f"rate limited: {error}")
