@@ -106,3 +106,44 @@ def test_a_folder_copied_in_after_setfacl_names_itself_and_the_recipe_brings_it_
     poll(lambda: keyword_hits("zqcopied"), what="the copied folder to be indexed")
     assert named() == [] and _folders()["state"] == "ok"
     poll(lambda: "folders: working again" in agent.log(), what="the return in the log")
+
+
+HOG = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while (fd := libc.inotify_init1(0)) >= 0:
+    fds.append(fd)
+print(len(fds), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_root_left_to_polling_by_the_inotify_limits_shows_file_watching_degraded(
+    base: Path,  # noqa: F811
+    as_user: AsUser,  # noqa: F811
+) -> None:
+    """Another program of the same user holds every inotify instance the user may have: the root is polled, and
+    health says so with the limit to raise."""
+    hog = subprocess.Popen([as_user.python, "-c", HOG], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                           user=as_user.user.uid, group=as_user.user.gid, extra_groups=[], cwd=as_user.env["HOME"],
+                           env=as_user.env)  # fmt: skip
+    agent = None
+    try:
+        assert hog.stdout is not None and int(hog.stdout.readline()) > 0
+        agent = AgentProcess(base / "agent.log", str(as_user.kb), env=as_user.env, user=as_user.user,
+                             python=as_user.python)  # fmt: skip
+        agent.wait_ready()
+        watching = poll(lambda: ragctl_json("status")["health"]["watching"], what="the health")
+        assert watching["state"] == "degraded", watching
+        assert "max_user_instances" in watching["reason"] and watching["detail"] == str(as_user.kb), watching
+        assert "  file watching: DEGRADED" in ragctl("status").stdout
+        assert (
+            "WARNING ragd.resident.capabilities: file watching degraded: polled instead of watched"
+            in agent.log()
+        )
+    finally:
+        if agent is not None:
+            agent.kill()
+        hog.kill()
+        hog.wait(30)
