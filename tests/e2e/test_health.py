@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.agent import AgentProcess, ragctl, ragctl_json, write_doc
@@ -202,6 +203,10 @@ def test_less_free_space_than_the_threshold_is_shown(
         disk = _health("disk")
         assert f"below [run] min_free_space = {2 * free_mib + 1} MiB" in disk["reason"], disk
         assert "  disk space: DEGRADED" in ragctl("status").stdout
+        url = poll(lambda: ragctl_json("status")["mcp"]["ui_url"], what="the web page")
+        page = httpx.get(url).text  # the web page's overview
+        assert '<li data-capability="disk" data-state="degraded"><b>Disk space</b>:' in page, page
+        assert f"below [run] min_free_space = {2 * free_mib + 1} MiB" in page
         poll(lambda: _warnings(agent, "disk space degraded"), what="the warning")
     finally:
         agent.kill()
