@@ -197,7 +197,7 @@ def test_less_free_space_than_the_threshold_is_shown(
     st = os.statvfs(tmp_path)
     free_mib = st.f_bavail * st.f_frsize // (1024 * 1024)
     agent = _agent(tmp_path, monkeypatch, fake_openai_server, root,
-                   config=f"\n[run]\nmin_free_space = {2 * free_mib + 1}\n")  # fmt: skip
+                   config=f"\n[run]\nmin_free_space = {2 * free_mib + 1}\n\n[parse]\nocr = false\n")  # fmt: skip
     try:
         poll(lambda: _health("disk")["state"] == "degraded", what="disk space to be degraded")
         disk = _health("disk")
@@ -208,5 +208,9 @@ def test_less_free_space_than_the_threshold_is_shown(
         assert '<li data-capability="disk" data-state="degraded"><b>Disk space</b>:' in page, page
         assert f"below [run] min_free_space = {2 * free_mib + 1} MiB" in page
         poll(lambda: _warnings(agent, "disk space degraded"), what="the warning")
+        ocr = _health("ocr")  # turned off in the config: shown, not a problem, not a warning
+        assert (ocr["state"], ocr.get("chosen")) == ("unavailable", True), ocr
+        assert "health: 1 problem; turned off in the config: ocr" in ragctl("status").stdout
+        assert not _warnings(agent, "OCR")
     finally:
         agent.kill()
