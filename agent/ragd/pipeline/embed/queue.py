@@ -41,7 +41,7 @@ class EmbedStats:
     in_flight: int = 0  # texts in batches being embedded now
     rejected: int = 0  # texts whose vector came back unusable (zero, NaN, infinite)
     last_error_at: float | None = None  # when a batch last failed (time.time())
-    last_ok_at: float | None = None  # when a batch was last embedded whole
+    last_ok_at: float | None = None  # when the embedder last answered a batch
 
 
 @dataclass(eq=False)
@@ -238,10 +238,9 @@ class EmbedQueue:
                 self._failed_batches += 1
                 self._rejected += sum(p is not None for p in problems)
                 self._last_error = str(bad[0][1])
-                self._last_error_at = time.time()
                 self._drop([piece for piece, _ in bad])
-            else:
-                self._last_ok_at = time.time()
+            # it answered: a text whose vector is unusable fails its own file, not the embedder's health
+            self._last_ok_at = time.time()
         for piece in done:
             _settle(piece)
         for piece, err in bad:
