@@ -73,7 +73,10 @@ def test_a_root_the_agent_cannot_write_in_is_shown_in_plain_status_and_verifies_
     log = agent.log()
     assert "Traceback" not in log and "internal error" not in log, log
     said = [ln for ln in log.splitlines() if "WARNING ragd.resident.capabilities: folders " in ln]
-    assert len(said) == 1 and "folders unavailable: " in said[0] and " cannot be indexed" in said[0], log
+    # (degraded first if a folder below the root failed before the root itself: once per change of state)
+    assert 1 <= len(said) <= 2 and "folders unavailable: " in said[-1] and " cannot be indexed" in said[-1], (
+        log
+    )
 
 
 def test_a_folder_copied_in_after_setfacl_names_itself_and_the_recipe_brings_it_in(
