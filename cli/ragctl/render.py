@@ -106,14 +106,18 @@ def _duration(seconds: float) -> str:
 
 def status(result: Obj, bar_width: int | None = None) -> str:
     """The whole `ragctl status` page."""
-    lines = _agent_lines(result.get("agent") or {})
+    agent = result.get("agent") or {}
+    lines = _agent_lines(agent)
+    lines += health_lines(result.get("health") or {})
     prog = progress_line(result.get("progress"), bar_width)
     if prog:
         lines.append(prog)
     roots = result.get("roots") or []
     for root in roots:
         lines += _root_lines(root)
-    if not roots:
+    if not roots and agent.get("state") == "starting":
+        lines.append("roots: not known yet (the agent is starting)")
+    elif not roots:
         lines.append("roots: none (add one with `ragctl roots add PATH`)")
     lines += _embedder_lines(result.get("embedder") or {})
     lines += _ocr_lines(result.get("parse") or {})
@@ -144,6 +148,43 @@ def _agent_lines(agent: Obj) -> list[str]:
     return lines
 
 
+HEALTH_LABELS = {"ocr": "ocr", "legacy_office": "legacy office files", "watching": "file watching",
+                 "http": "http (MCP and web page)", "folders": "folders", "embeddings": "embeddings",
+                 "disk": "disk space"}  # fmt: skip
+
+
+def health_lines(health: Obj) -> list[str]:
+    """'health: all working (ocr, ...)', or 'health: 2 problems' and a line for each (docs/protocol.md, `health`)."""
+    if not health:  # an agent older than its health
+        return []
+    problems, off, unneeded, starting = [], [], [], []
+    for name, cap in health.items():
+        if not isinstance(cap, Mapping):
+            continue
+        label = HEALTH_LABELS.get(name, name)
+        if (
+            cap.get("state") in ("degraded", "unavailable")
+            and not cap.get("chosen")
+            and not cap.get("unneeded")
+        ):
+            detail = f" [{one_line(cap['detail'], 300)}]" if cap.get("detail") else ""
+            since = f" (since {cap['since']})" if cap.get("since") else ""
+            problems.append(f"  {label}: {str(cap['state']).upper()}{since}: {one_line(cap.get('reason', ''), 400)}"
+                            f"{detail}")  # fmt: skip
+        elif cap.get("chosen"):
+            off.append(label)
+        elif cap.get("unneeded"):
+            unneeded.append(label)
+        elif cap.get("state") == "starting":
+            starting.append(label)
+    notes = "".join(f"; {what}: {', '.join(names)}" for what, names in
+                    (("turned off in the config", off), ("missing, though no file needed it yet", unneeded),
+                     ("starting", starting)) if names)  # fmt: skip
+    if not problems:
+        return [f"health: all working{notes}"]
+    return [f"health: {plural(len(problems), 'problem')}{notes}", *problems]
+
+
 def file_counts(files: Obj) -> str:
     """'1180 embedded, 18 skipped, 2 failed' (known states first, then the others as the agent listed them)."""
     keys = [k for k in STATE_ORDER if k in files] + [k for k in files if k not in STATE_ORDER]
@@ -171,7 +212,24 @@ def _root_lines(root: Obj) -> list[str]:
     more = max(len(failures), _int(files.get("FAILED"))) - min(len(failures), MAX_FAILURES)
     if failures and more > 0:
         lines.append(f"    … and {more} more")
-    return lines + _dir_error_lines(root.get("dir_errors") or [])
+    return (
+        lines
+        + _skipped_lines(root.get("skipped_reasons") or [])
+        + _dir_error_lines(root.get("dir_errors") or [])
+    )
+
+
+def _skipped_lines(reasons: Sequence[Obj]) -> list[str]:
+    """The skipped files counted by reason, most first ('  skipped: 3 unsupported file type '.bin'')."""
+    lines = ["  skipped, by reason:"] if reasons else []
+    for item in reasons[:MAX_FAILURES]:
+        lines.append(f"    {_count(item.get('files'), 'file')}: {one_line(item.get('reason', ''))}")
+    if len(reasons) > MAX_FAILURES:
+        rest = sum(_int(item.get("files")) for item in reasons[MAX_FAILURES:])
+        lines.append(
+            f"    … and {plural(rest, 'file')} for {plural(len(reasons) - MAX_FAILURES, 'other reason')}"
+        )
+    return lines
 
 
 def _dir_error_lines(dir_errors: Sequence[Obj]) -> list[str]:
@@ -234,9 +292,14 @@ def _mcp_lines(mcp: Obj) -> list[str]:
     if not mcp:
         return []
     if mcp.get("error"):
-        return [f"mcp: HTTP not serving: {mcp['error']} (`ragctl mcp` still works)"]
-    if not mcp.get("enabled") or not mcp.get("url"):
+        error = str(mcp["error"])
+        still = "" if "`ragctl mcp` still works" in error else " (`ragctl mcp` still works)"
+        return [f"mcp: HTTP not serving: {error}{still}"]
+    if not mcp.get("enabled"):
         return ["mcp: HTTP off (`ragctl mcp` for stdio clients)"]
+    if not mcp.get("url"):  # not bound yet (or no longer): the agent is starting (or stopping)
+        return [f"mcp: HTTP {'stopping' if mcp.get('state') == 'stopped' else 'starting'} "
+                "(`ragctl mcp` for stdio clients)"]  # fmt: skip
     lines = [f"mcp: {mcp['url']}  (stdio: `ragctl mcp`)"]
     if mcp.get("ui_url"):
         lines.append(f"web page: {mcp['ui_url']}  (`ragctl ui`)")

@@ -131,6 +131,11 @@ class StatusOutput(BaseModel):
     mcp: dict[str, Any] = Field(
         description="the MCP endpoint: url, ui_url (the web page), error, requests, calls_running"
     )
+    health: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what works on this machine: ocr, legacy_office, watching, http, folders, embeddings, disk, "
+        "each with its state (ok, degraded, unavailable; starting) and the reason",
+    )
 
 
 ChangeKind = Literal[

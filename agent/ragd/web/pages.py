@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 PASSAGES_SHOWN = 200  # of a long document's passages, at once (a 10 MB log file has thousands)
 MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
 SEARCH_MODES = ("hybrid", "vector", "keyword")
+HEALTH_LABELS = {"ocr": "OCR of scans and images", "legacy_office": "Legacy Office files (LibreOffice)",
+                 "watching": "File watching", "http": "HTTP (MCP and this page)", "folders": "Folders",
+                 "embeddings": "Embeddings", "disk": "Disk space"}  # fmt: skip
 HEALTH_WINDOW_S = 300.0  # the embedder is shown failing while it failed a batch in the last five minutes
 
 
@@ -57,6 +60,10 @@ def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
         "parse": st["parse"],
         "history": st["history"],
         "mcp": st["mcp"],
+        "health": [
+            {"name": name, "label": HEALTH_LABELS.get(name, name), **cap}
+            for name, cap in (st.get("health") or {}).items()
+        ],
         "chart": {key: chart(series, key) for key in ("texts_per_s", "files_per_s")},
         "at": time.time(),
     }
