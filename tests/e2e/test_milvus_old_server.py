@@ -6,6 +6,7 @@ left on it: such a server accepts `create_collection` and silently drops the BM2
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ def old_milvus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OldMilvusSe
         yield server
     finally:
         server.stop()
+        shutil.rmtree(base / "data", ignore_errors=True)  # its unpacked binaries: half a gigabyte
 
 
 def collections(server: OldMilvusServer) -> list[str]:
