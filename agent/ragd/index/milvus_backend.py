@@ -115,6 +115,12 @@ def _client(uri: str, cfg: IndexConfig) -> Any:
     return MilvusClient(uri=uri, token=token, db_name=cfg.db_name, timeout=cfg.timeout)
 
 
+def _close(client: Any) -> None:
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
 def check_server_of(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> str:
     """`ragd config check` on `[index] backend = "milvus"`: the server's version and the state of this identity's
     collection, in a line; IndexError_ when the server is too old or the collection was not made as ragd needs it.
@@ -145,8 +151,7 @@ def check_server_of(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfi
             raise IndexError_(f"the Milvus server at {uri} refused a check: {err}", "see its log") from err
         return f"Milvus server {uri}: UNREACHABLE ({str(err).splitlines()[0][:300]}); not checked"
     finally:
-        with contextlib.suppress(Exception):
-            client.close()
+        _close(client)
 
 
 class MilvusIndex:
@@ -205,12 +210,16 @@ class MilvusIndex:
             if wait > 0:
                 raise IndexUnavailable(f"the Milvus server at {self._uri} is unreachable ({self._last_error})",
                                        f"tried again in {wait:.0f} s; check the server and [index] uri")  # fmt: skip
+            client = None
             try:
                 client = _client(self._uri, self._cfg)
                 self._prepare(client)
-            except IndexError_:
+            except IndexError_ as err:  # a server too old, a collection made wrong: shown by `ragctl status`
+                self._last_error = err.message
+                _close(client)
                 raise
             except Exception as err:
+                _close(client)
                 if self._uri.endswith(".db") and "open local milvus failed" in str(err).lower():
                     raise IndexBusy(f"the Milvus Lite file {self._uri} is open in another process (one process "
                                     "at a time may open one)", BUSY_HINT) from None  # fmt: skip
