@@ -216,4 +216,11 @@ def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:
     else:
         print(f"# effective configuration (from {config.source}); secrets redacted")
         print(json.dumps(data, ensure_ascii=False, indent=2))
+    if (
+        config.index.backend == "milvus"
+    ):  # the server's version and the collection: refused here, not at start
+        from ..index.milvus_backend import check_server_of
+
+        said = check_server_of(data_dir(config), config.identity, config.index)
+        print(f"# index: {said}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
