@@ -309,6 +309,12 @@ def activate(
         report.ran += run_all(start, env=command_environ(layout, environ))
 
 
+def lingering(environ: Mapping[str, str]) -> bool:
+    """This user's manager runs without a login session (loginctl enable-linger: logind's flag file)."""
+    user = environ.get("USER") or environ.get("LOGNAME") or pwd.getpwuid(os.getuid()).pw_name
+    return Path("/var/lib/systemd/linger", user).exists()
+
+
 def _no_user_manager(start: list[Command], environ: Mapping[str, str]) -> str:
     """What to do when this account's systemd manager is not running: a shell from runuser or sudo -u has no login
     session, so `systemctl --user` cannot work in it."""
@@ -326,9 +332,10 @@ def _notes(
     layout: Layout, roots: list[Path], environ: Mapping[str, str], config_written: bool, report: Report
 ) -> None:
     if layout.mode == "user":
-        report.notes.append(
-            "to keep the agent running while you are logged out: loginctl enable-linger $USER"
-        )
+        if not lingering(environ) and not any("enable-linger" in n for n in report.notes):
+            report.notes.append(
+                "to keep the agent running while you are logged out: loginctl enable-linger $USER"
+            )
         path = environ.get("PATH", "").split(os.pathsep)
         if layout.root is None and str(layout.bin_dirs[0]) not in path:
             report.notes.append(f"{layout.bin_dirs[0]} is not on your PATH: add it to use ragd and ragctl")
