@@ -10,6 +10,7 @@
 # (no X, no GL: what a server has). It is booted with systemd-nspawn -b --register=no --keep-unit (this machine's
 # PID 1 is not systemd and it has no system bus: the flags make nspawn boot without them), and driven with nsenter
 # into the booted machine's namespaces: systemctl, journalctl and the installed ragctl, as an administrator would.
+# --private-network: the machine has its own loopback only (offline, and its agents' port 8739 is not the host's).
 # Each run boots a fresh copy of the root and removes it (the machine stopped) at the end, whatever happened.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,7 +86,10 @@ until_ok() {  # seconds, what, command...: poll every 0.2 s
     shift 2
     t=$(date +%s)
     until "$@" >/dev/null 2>&1; do
-        [ $(( $(date +%s) - t )) -lt "$limit" ] || fail "$what (not within ${limit} s)"
+        if [ $(( $(date +%s) - t )) -ge "$limit" ]; then
+            [ -n "${RAGD_QUIET_FAIL:-}" ] && return 1
+            fail "$what (not within ${limit} s)"
+        fi
         sleep 0.2
     done
 }
@@ -99,7 +103,7 @@ cannot_boot() {  # the first boot failed: this machine does not let nspawn run a
 }
 BOOTED=0
 boot() {
-    systemd-nspawn -D "$ROOT" -b -M "$MACHINE" --register=no --keep-unit --console=passive \
+    systemd-nspawn -D "$ROOT" -b -M "$MACHINE" --register=no --keep-unit --console=passive --private-network \
         > "$RUN/nspawn.log" 2>&1 &
     NSPAWN=$!
     LEADER=
@@ -111,7 +115,12 @@ boot() {
     done
     [ -n "$LEADER" ] || cannot_boot "no machine under systemd-nspawn"
     running() { local s; s=$(inside systemctl is-system-running 2>/dev/null || true); [ "$s" = running ] || [ "$s" = degraded ]; }
-    until_ok 90 "the machine booted" running
+    if ! RAGD_QUIET_FAIL=1 until_ok 180 "the machine booted" running; then
+        echo "state: $(inside systemctl is-system-running 2>&1 || true)"
+        inside systemctl list-jobs --no-pager 2>&1 | tail -20 || true
+        tail -20 "$RUN/nspawn.log"
+        fail "the machine did not finish booting within 180 s"
+    fi
     BOOTED=1
 }
 
