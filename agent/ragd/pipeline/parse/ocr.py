@@ -16,6 +16,7 @@ whole file.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import statistics
@@ -37,6 +38,8 @@ SAME_LINE = 0.5  # boxes whose vertical centres differ by less than this share o
 PARAGRAPH_GAP = 0.8  # a gap above a line larger than this share of the typical line height starts a paragraph
 UPSIDE_DOWN_BELOW = 0.6  # a page read with a lower mean confidence is tried turned half a turn (read_image)
 _ENGINE: Any = None
+# _engine_import_error's answer: "" the engine imports, else why not; None: not asked yet
+_IMPORT_ERROR: str | None = None
 _ENGINE_LOCK = threading.Lock()  # one engine per process, created once; onnxruntime sessions are thread-safe
 _PAGE = threading.local()  # .options: the RunOptions of the page this thread is reading (None: no time limit)
 
@@ -75,12 +78,33 @@ class OcrPage:
 
 
 def unavailable(options: ParseConfig) -> str | None:
-    """Why OCR cannot run here (off in the config, or the engine not installed), or None when it can."""
+    """Why OCR cannot run here (off in the config, the engine not installed, or installed but failing to load),
+    or None when it can."""
     if not options.ocr:
         return "[parse] ocr is off"
-    if importlib.util.find_spec(ENGINE_MODULE) is None:
-        return f"the OCR engine ({ENGINE_MODULE}) is not installed"
-    return None
+    return _engine_import_error()
+
+
+def _engine_import_error() -> str | None:
+    """Whether the engine's modules import in this process, found out once: an installed engine can still fail to
+    load, e.g. OpenCV's GUI build on a server without libxcb or libGL (ImportError: libxcb.so.1: cannot open shared
+    object file), and every image would otherwise read as "no text". The import is the one `engine()` needs anyway
+    (about 1.5 s and 55 MB, once per process)."""
+    global _IMPORT_ERROR
+    with _ENGINE_LOCK:
+        if _IMPORT_ERROR is None:
+            if importlib.util.find_spec(ENGINE_MODULE) is None:
+                _IMPORT_ERROR = f"the OCR engine ({ENGINE_MODULE}) is not installed"
+            else:
+                try:
+                    importlib.import_module(ENGINE_MODULE)
+                    _IMPORT_ERROR = ""
+                except Exception as exc:  # ImportError, OSError from a native library, or the package's own
+                    _IMPORT_ERROR = (
+                        f"the OCR engine ({ENGINE_MODULE}) cannot load: {type(exc).__name__}: {exc}"
+                    )
+                    log.debug("OCR engine import failed", exc_info=True)
+        return _IMPORT_ERROR or None
 
 
 def engine() -> Any:
