@@ -4,6 +4,7 @@ under; fresh entries are not cached; the cache file round-trips and a damaged on
 from __future__ import annotations
 
 import os
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,6 +50,19 @@ def test_a_folder_read_keeps_its_digests_not_its_entries(tmp_path: Path) -> None
             sidecar.write_entry(tmp_path, _entry(f"n{i}.md"))
     found = load_dir(tmp_path, StatCache())
     assert len(found.live) == 20 and found.full == {}
+
+
+def test_a_record_takes_its_own_size() -> None:
+    """The cache keeps a record for every file of the tree: each must cost its length, not orjson's 4 KiB buffer."""
+    digest = Digest.of(_entry("a.md"), "a.md")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        records = [statcache._record((1, 2, 3, 4, 5), digest) for _ in range(100)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(records)
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * len(records[0]) + 200
 
 
 def test_an_entry_changed_within_the_racy_window_is_not_cached(tmp_path: Path) -> None:
