@@ -84,6 +84,7 @@ dist-test: dist
 
 # The installer in a minimal Debian booted under a live systemd (systemd-nspawn), driven as an administrator would
 # (packaging/systest.sh; root; the minimal root is made once with debootstrap and kept in /var/tmp/ragd-systest).
+# NO_BUILD=1: test the installer already in dist/ (CI: the one `make dist-test` just built).
 .PHONY: systest
-systest: dist
+systest: $(if $(filter 1,$(NO_BUILD)),setup,dist)
 	VENV=$(VENV) packaging/systest.sh

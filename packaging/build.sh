@@ -16,8 +16,18 @@ BUILD=build
 
 start=$(date +%s)
 rm -rf "$BUILD/dist" "$BUILD/payload"
+# The OCR's cv2 from opencv-python-headless (packaging/opencv-headless.txt: hash-pinned), apart from the venv, whose
+# opencv-python stays what rapidocr asks for by name (pip check); ragd.spec puts this folder first on the path.
+OPENCV="$BUILD/opencv-headless"
+if ! cmp -s packaging/opencv-headless.txt "$OPENCV/requirements.txt"; then
+    echo "== opencv-python-headless"
+    rm -rf "$OPENCV"
+    "$PY" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps --target "$OPENCV" \
+        -r packaging/opencv-headless.txt
+    cp packaging/opencv-headless.txt "$OPENCV/requirements.txt"
+fi
 echo "== program (one directory: ragd + ragctl)"
-"$PYI" --noconfirm --log-level WARN --distpath "$BUILD/dist" --workpath "$BUILD/pyinstaller" packaging/ragd.spec
+RAGD_OPENCV_DIR="$OPENCV" "$PYI" --noconfirm --log-level WARN --distpath "$BUILD/dist" --workpath "$BUILD/pyinstaller" packaging/ragd.spec
 
 echo "== payload"
 manifest=$("$PY" packaging/make_payload.py "$BUILD/dist/ragd" "$BUILD/payload" "$BUILD/ragd-payload.tar.gz")

@@ -69,6 +69,16 @@ HAVE_MCP=no
 if "$BIN/ragctl" mcp --help >/dev/null 2>&1; then HAVE_MCP=yes; fi
 { echo "roots = []"; if [ $HAVE_MCP = yes ]; then printf '[mcp]\nport = 0\n'; fi; } > "$RAGD_CONFIG"
 
+step "OCR's cv2 needs no display libraries (opencv-python-headless: a server has no libxcb.so.1 or libGL.so.1)"
+INTERNAL=$(readlink -f "$LIB/current")/bin/_internal
+CV2_SO=$(ls "$INTERNAL"/cv2/cv2*.so)
+deps=$(LD_LIBRARY_PATH=$INTERNAL ldd "$CV2_SO")
+outside=$(echo "$deps" | grep -v "=> $INTERNAL/" | awk '{ print $1 }' \
+    | grep -v -E '^(linux-vdso\.so|(/lib64/|/lib/)?ld-linux|lib(c|m|dl|pthread|rt|gcc_s|stdc\+\+)\.so)' || true)
+[ -z "$outside" ] || fail "the bundled cv2 needs libraries the program does not ship: $(echo $outside)"
+! echo "$deps" | grep -q "not found" || fail "the bundled cv2 has unresolved libraries: $(echo "$deps" | grep 'not found')"
+echo "cv2: $(basename "$CV2_SO"), every library but libc's in the bundle"
+
 step "corpus"
 QUERIES=$("$PY" packaging/smoke/corpus.py "$T/docs")
 echo "$QUERIES"

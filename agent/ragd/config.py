@@ -278,6 +278,8 @@ class RunConfig(_Section):
     rest_after: float = Field(
         default=120.0, ge=0
     )  # seconds unused before the agent rests (lifecycle.py); 0: never
+    # MiB free below which disk space is shown degraded (resident/capabilities.py); 0: not checked
+    min_free_space: int = Field(default=1024, ge=0)
 
     @field_validator("worker_memory")
     @classmethod

@@ -61,6 +61,7 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
         **({"files": True} if ns.files else {}),  # sent only when asked: an older agent knows no `files`
         **({"scope": ns.scope} if ns.scope != "agent" else {}),  # nor `scope`
         **({"where": list(ns.where)} if ns.where else {}),  # nor `where`
+        **({"explain": True} if ns.explain else {}),  # nor `explain`
     },
     "sync": lambda ns: {
         "path": _opt_abs(ns.path),

@@ -88,6 +88,8 @@ def _add_status_search(sub: argparse._SubParsersAction, common: argparse.Argumen
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
     se.add_argument("--scope", choices=("agent", "all"), default="agent",
                     help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
+    se.add_argument("--explain", action="store_true",
+                    help="why each result is where it is: its rank and score on each side and how they were fused")  # fmt: skip
 
 
 def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -106,14 +106,18 @@ def _duration(seconds: float) -> str:
 
 def status(result: Obj, bar_width: int | None = None) -> str:
     """The whole `ragctl status` page."""
-    lines = _agent_lines(result.get("agent") or {})
+    agent = result.get("agent") or {}
+    lines = _agent_lines(agent)
+    lines += health_lines(result.get("health") or {})
     prog = progress_line(result.get("progress"), bar_width)
     if prog:
         lines.append(prog)
     roots = result.get("roots") or []
     for root in roots:
         lines += _root_lines(root)
-    if not roots:
+    if not roots and agent.get("state") == "starting":
+        lines.append("roots: not known yet (the agent is starting)")
+    elif not roots:
         lines.append("roots: none (add one with `ragctl roots add PATH`)")
     lines += _embedder_lines(result.get("embedder") or {})
     lines += _ocr_lines(result.get("parse") or {})
@@ -144,6 +148,43 @@ def _agent_lines(agent: Obj) -> list[str]:
     return lines
 
 
+HEALTH_LABELS = {"ocr": "ocr", "legacy_office": "legacy office files", "watching": "file watching",
+                 "http": "http (MCP and web page)", "folders": "folders", "embeddings": "embeddings",
+                 "disk": "disk space"}  # fmt: skip
+
+
+def health_lines(health: Obj) -> list[str]:
+    """'health: all working (ocr, ...)', or 'health: 2 problems' and a line for each (docs/protocol.md, `health`)."""
+    if not health:  # an agent older than its health
+        return []
+    problems, off, unneeded, starting = [], [], [], []
+    for name, cap in health.items():
+        if not isinstance(cap, Mapping):
+            continue
+        label = HEALTH_LABELS.get(name, name)
+        if (
+            cap.get("state") in ("degraded", "unavailable")
+            and not cap.get("chosen")
+            and not cap.get("unneeded")
+        ):
+            detail = f" [{one_line(cap['detail'], 300)}]" if cap.get("detail") else ""
+            since = f" (since {cap['since']})" if cap.get("since") else ""
+            problems.append(f"  {label}: {str(cap['state']).upper()}{since}: {one_line(cap.get('reason', ''), 400)}"
+                            f"{detail}")  # fmt: skip
+        elif cap.get("chosen"):
+            off.append(label)
+        elif cap.get("unneeded"):
+            unneeded.append(label)
+        elif cap.get("state") == "starting":
+            starting.append(label)
+    notes = "".join(f"; {what}: {', '.join(names)}" for what, names in
+                    (("turned off in the config", off), ("missing, though no file needed it yet", unneeded),
+                     ("starting", starting)) if names)  # fmt: skip
+    if not problems:
+        return [f"health: all working{notes}"]
+    return [f"health: {plural(len(problems), 'problem')}{notes}", *problems]
+
+
 def file_counts(files: Obj) -> str:
     """'1180 embedded, 18 skipped, 2 failed' (known states first, then the others as the agent listed them)."""
     keys = [k for k in STATE_ORDER if k in files] + [k for k in files if k not in STATE_ORDER]
@@ -171,7 +212,24 @@ def _root_lines(root: Obj) -> list[str]:
     more = max(len(failures), _int(files.get("FAILED"))) - min(len(failures), MAX_FAILURES)
     if failures and more > 0:
         lines.append(f"    … and {more} more")
-    return lines + _dir_error_lines(root.get("dir_errors") or [])
+    return (
+        lines
+        + _skipped_lines(root.get("skipped_reasons") or [])
+        + _dir_error_lines(root.get("dir_errors") or [])
+    )
+
+
+def _skipped_lines(reasons: Sequence[Obj]) -> list[str]:
+    """The skipped files counted by reason, most first ('  skipped: 3 unsupported file type '.bin'')."""
+    lines = ["  skipped, by reason:"] if reasons else []
+    for item in reasons[:MAX_FAILURES]:
+        lines.append(f"    {_count(item.get('files'), 'file')}: {one_line(item.get('reason', ''))}")
+    if len(reasons) > MAX_FAILURES:
+        rest = sum(_int(item.get("files")) for item in reasons[MAX_FAILURES:])
+        lines.append(
+            f"    … and {plural(rest, 'file')} for {plural(len(reasons) - MAX_FAILURES, 'other reason')}"
+        )
+    return lines
 
 
 def _dir_error_lines(dir_errors: Sequence[Obj]) -> list[str]:
@@ -234,9 +292,14 @@ def _mcp_lines(mcp: Obj) -> list[str]:
     if not mcp:
         return []
     if mcp.get("error"):
-        return [f"mcp: HTTP not serving: {mcp['error']} (`ragctl mcp` still works)"]
-    if not mcp.get("enabled") or not mcp.get("url"):
+        error = str(mcp["error"])
+        still = "" if "`ragctl mcp` still works" in error else " (`ragctl mcp` still works)"
+        return [f"mcp: HTTP not serving: {error}{still}"]
+    if not mcp.get("enabled"):
         return ["mcp: HTTP off (`ragctl mcp` for stdio clients)"]
+    if not mcp.get("url"):  # not bound yet (or no longer): the agent is starting (or stopping)
+        return [f"mcp: HTTP {'stopping' if mcp.get('state') == 'stopped' else 'starting'} "
+                "(`ragctl mcp` for stdio clients)"]  # fmt: skip
     lines = [f"mcp: {mcp['url']}  (stdio: `ragctl mcp`)"]
     if mcp.get("ui_url"):
         lines.append(f"web page: {mcp['ui_url']}  (`ragctl ui`)")
@@ -340,9 +403,9 @@ def search(result: Obj) -> str:
     hits: Sequence[Obj] = result.get("results") or []
     if not hits:
         return "no results\n"
-    out = []
+    out = [explained(result)]
     for n, hit in enumerate(hits, 1):
-        out.append(f"{n}. {citation(hit)}  score {_score(hit)}{_on(hit)}\n{labels(hit)}")
+        out.append(f"{n}. {citation(hit)}  score {_score(hit)}{_on(hit)}\n{labels(hit)}{why(hit)}")
         snippet = hit.get("snippet") or hit.get("content") or ""
         out.append(f"   {one_line(snippet, 400)}\n\n")
     return "".join(out)
@@ -353,7 +416,7 @@ def search_files(result: Obj) -> str:
     files: Sequence[Obj] = result.get("files") or []
     if not files:
         return "no results\n"
-    out = []
+    out = [explained(result)]
     for n, doc in enumerate(files, 1):
         matched = _int(doc.get("matches"))
         out.append(f"{n}. {show_path(doc.get('path', '?'))}  score {_score(doc)}, "
@@ -362,8 +425,67 @@ def search_files(result: Obj) -> str:
             out.append(
                 f"   - {citation(hit)}: {one_line(hit.get('snippet') or hit.get('content') or '', 300)}\n"
             )
+            out.append(why(hit, "     "))
         out.append("\n")
     return "".join(out)
+
+
+_SIDES = ("vector", "keyword", "glosses", "lead")
+
+
+def explained(result: Obj) -> str:
+    """With `--explain`, how the sides were combined: 'hybrid: rrf weight/(10+rank) per side (vector 1 · keyword
+    0.5 · glosses 1 · lead 0.3 for the first 10), passages × 0.5^i; keyword evidence: BM25 ≥ 2 (this query: ≥
+    3.1); glosses: catalog'."""
+    how = result.get("explain")
+    if not isinstance(how, Mapping):
+        return ""
+    method = str(how.get("method") or "?")
+    if method != "hybrid":
+        return f"{method} only: ranked by {'BM25' if method == 'keyword' else 'cosine similarity'}\n\n"
+    weights = how.get("weights")
+    weights = weights if isinstance(weights, Mapping) else {}
+    parts = [f"{k} {_g(weights.get(k))}" for k in _SIDES if k in weights]
+    line = (f"hybrid: {how.get('fusion', 'rrf')} weight/({_g(how.get('rank_constant'))}+rank) per side "
+            f"({' · '.join(parts)} for the first {_g(how.get('lead_depth'))}), passages × "
+            f"{_g(how.get('passage_decay'))}^i")  # fmt: skip
+    cut = how.get("keyword_cut")
+    if isinstance(cut, Mapping) and "keyword_floor" in how:
+        line += f"; keyword evidence: BM25 ≥ {_g(how['keyword_floor'])}"
+        line += f" (this query: ≥ {_g(cut['keyword'])})" if "keyword" in cut else ""
+    glosses = how.get("glosses")
+    if isinstance(glosses, list) and glosses:
+        line += f"; glosses: {one_line(', '.join(str(g) for g in glosses), 200)}"
+    return line + "\n\n"
+
+
+def why(hit: Obj, indent: str = "   ") -> str:
+    """With `--explain`, one line per result: 'vector #3 0.81 · keyword #1 12.4 · glosses – · lead #2 0.55 · fused
+    0.032 (document #1, passage 1)'; a keyword hit left out says why ('keyword 1.8 < floor')."""
+    how = hit.get("explain")
+    if not isinstance(how, Mapping):
+        return ""
+    parts = []
+    for side in _SIDES:
+        if side not in how:
+            continue
+        got = how[side]
+        if not isinstance(got, Mapping):
+            parts.append(f"{side} –")
+        elif got.get("rank") is None:
+            parts.append(f"{side} {_g3(got.get('score'))} < {got.get('dropped') or 'cut'}")
+        else:  # (a lead ranked past the first few adds nothing)
+            idle = " (no share)" if side == "lead" and got.get("share") == 0 else ""
+            parts.append(f"{side} #{got['rank']} {_g3(got.get('score'))}{idle}")
+    fused = f"fused {_g3(how.get('fused'))}"
+    doc, passage = how.get("document"), how.get("passage")
+    if isinstance(doc, Mapping) and isinstance(passage, Mapping):
+        fused += f" (document #{doc.get('rank')} {_g3(doc.get('score'))}, passage {_int(passage.get('index')) + 1})"
+    return f"{indent}why: {' · '.join([*parts, fused])}\n"
+
+
+def _g3(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
 
 
 def labels(found: Obj) -> str:

@@ -1,7 +1,8 @@
 """Frozen entry point of `ragd` (PyInstaller runs this file as a script, so it imports the package absolutely).
 
 `ragd --ragd-index-probe DIR` is the child process that tries a damaged-looking index before the agent opens it
-(a frozen program has no interpreter to run `python -m ragd.index.probe`). `freeze_support()` comes first: a parse
+(a frozen program has no interpreter to run `python -m ragd.index.probe`); `ragd --ragd-ocr-probe` tries whether
+the OCR engine imports (ragd/pipeline/parse/ocr_probe.py). `freeze_support()` comes first: a parse
 worker (ragd/pipeline/workers.py, the "spawn" start method) is this program started again with multiprocessing's
 arguments, and must run the worker, not the agent.
 """
@@ -17,4 +18,8 @@ if __name__ == "__main__":
         from ragd.index.probe import main as probe_main
 
         sys.exit(probe_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["--ragd-ocr-probe"]:
+        from ragd.pipeline.parse.ocr_probe import main as ocr_probe_main
+
+        sys.exit(ocr_probe_main())
     sys.exit(main())

@@ -22,8 +22,9 @@ QUERIES = {
     "widget inventory quantity": "stock.xlsx",
     "quarterly budget review moved to Thursday": "minutes.odt",  # LibreOffice's format, read without it
     "ERR_CONN_RESET": "errors.log",
-    "袋鼠用什么带孩子": "page.html",
-    "invoice 4711 paid in full": "scan.png",  # a picture of text: read by OCR  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
+    "袋鼠用什么带孩子": "page.html",  # an English page for a Chinese question (the bundled CC-CEDICT glosses)
+    "invoice 4711 paid in full": "scan.png",  # a picture of text: read by OCR
+    "walrus ledger seven tusks": "scanned.pdf",  # a PDF of page pictures, no text layer: read by OCR
 }
 
 
@@ -49,6 +50,7 @@ def write(root: Path) -> None:
     docgen.make_csv(root / "table.csv", [["city", "country"], ["Lyon", "France"]])
     docgen.make_json(root / "data.json", {"service": "ragd", "purpose": "local search"})
     scangen.write_image(root / "scan.png", "Invoice 4711\n\nPaid in full on the first of March.")
+    scangen.write_image_pdf(root / "scanned.pdf", ["The walrus ledger", "lists seven tusks in the cellar."])
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ sidecars and in `ragd search --json`), and every hit prints `path:start-end` wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from ragd.pipeline import sidecar
+from ragd.pipeline.structure import SPLIT_REVISION
 from tests.e2e.agent import ragctl, running_agent
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support import docgen
@@ -165,7 +167,38 @@ def test_a_chunk_of_markup_alone_leaves_the_entry_and_the_index_at_the_next_run(
     again = ragd_json("run", "--once", str(root))
     assert again["embedded"] == 1 and again["texts_embedded"] == 0
     entry = sidecar.read_entry(path)
-    assert entry is not None and entry.split_revision == 4
+    assert entry is not None and entry.split_revision == SPLIT_REVISION
     assert [c.content for c in entry.chunks] == ["# Files\n\nThe wombatfiles list."]
     hits = ragd_json("search", "which files are listed", "--mode", "vector", "-k", "10")["results"]
     assert [h["chunk_index"] for h in hits if str(h["path"]).endswith("files.html")] == [0]
+
+
+def test_a_word_on_the_second_of_two_short_pages_is_cited_by_its_page(tmp_path: Path, config: Path) -> None:
+    """Two short pages fit in one chunk, which was cited by the first page; chunks end at page breaks, so the hit
+    for a word on page 2 is a passage of page 2 alone, cited `p. 2`."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    docgen.make_pdf(root / "scan.pdf", ["Meeting notes, first page.", "The quollword decision is here."])
+    ragd("run", "--once", str(root))
+    entry = sidecar.read_entry(sidecar.entry_path(root, "scan.pdf"))
+    assert entry is not None and [c.meta.get("page") for c in entry.chunks] == [1, 2]
+    hit = _hit("quollword")
+    assert hit["page"] == 2 and "first page" not in str(hit["content"])
+    assert _hit("meeting")["page"] == 1
+    human = ragd("search", "quollword", "--mode", "keyword", "-k", "1").stdout
+    assert human.startswith(f"1. {root / 'scan.pdf'}:") and "  [p. 2]  score " in human
+    # an entry an earlier version wrote (split revision 4: both pages in one chunk) is split again at the next run
+    path = sidecar.entry_path(root, "scan.pdf")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    first, second = data["chunks"]
+    joined = f"{first['content']}\n\n{second['content']}"
+    data["chunks"] = [dict(first, content=joined, content_hash=hashlib.md5(joined.encode()).hexdigest(),
+                           end_index=second["end_index"], end_line=second["end_line"])]  # fmt: skip
+    data["split_revision"] = 4
+    path.write_text(json.dumps(data), encoding="utf-8")
+    again = ragd_json("run", "--once", str(root))
+    assert again["embedded"] == 1
+    entry = sidecar.read_entry(path)
+    assert entry is not None and entry.split_revision == SPLIT_REVISION
+    assert [c.meta.get("page") for c in entry.chunks] == [1, 2]
+    assert _hit("quollword")["page"] == 2

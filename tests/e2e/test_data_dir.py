@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,7 +183,7 @@ def test_a_verification_rebuilds_an_index_that_vanished_before_it_answers(
 ) -> None:
     """Once, `ragctl verify` right after the data directory was deleted said the index matched the sidecars (it
     compared them with the deleted collection still open): a verification first looks that the index is there."""
-    shutil.rmtree(home)
+    _rmtree(home)
     report = ragctl_json("verify")
     assert (report["repaired"], report["removed"]) == (0, 0), report
     assert (home / "index").is_dir() and ragctl_json("status")["agent"]["data_dir_rebuilt"]["done"] is True
@@ -218,3 +219,18 @@ def test_a_stop_right_after_the_data_directory_went_exits_0_and_the_next_start_f
     with running_agent(tmp_path / "again.log", str(tree), idle=True) as again:
         assert again.sources() == files_in(tree)
         assert keyword_hits("lima") == [str(tree / "late.md")]
+
+
+def _rmtree(path: Path) -> None:
+    """`rm -rf` of a folder the agent may be writing in at that moment (its history, a flush): run again if a file
+    was made meanwhile, as a user would."""
+    for attempt in range(5):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == 4:
+                raise
+            time.sleep(0.1)

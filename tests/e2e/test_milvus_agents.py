@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,59 +15,11 @@ from tests.e2e.agent import RAGCTL, AgentProcess, write_doc
 from tests.e2e.conftest import FAST_WATCH, api_config_text
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.isolation import environ, isolation
+from tests.support.milvus_servers import MilvusLiteServer, free_port
 from tests.support.poll import poll
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
-
-MILVUS_LITE = [sys.executable, "-m", "milvus_lite.cmdline"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def answers(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-class MilvusLiteServer:
-    """`milvus-lite server` on 127.0.0.1:`port`, its data in `data_dir` (kept across a stop and a start)."""
-
-    def __init__(self, data_dir: Path, port: int, log: Path) -> None:
-        self.data_dir, self.port, self.log = data_dir, port, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*MILVUS_LITE, "server", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-                 "--port", str(self.port)], stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-        poll(lambda: self._alive() and answers(self.port), 60, what="the Milvus Lite server to listen")
-
-    def _alive(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"milvus-lite server exited:\n{self.log.read_text(errors='replace')}")
-        return True
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-        poll(lambda: not answers(self.port), 30, what="the Milvus Lite server's port to close")
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
     ragd("run", "--once", str(root))
     entry = sidecar.read_entry(sidecar.entry_path(root, "whiteboard.png"))
     assert entry is not None and entry.status == sidecar.SKIPPED
-    assert entry.error is not None and entry.error["message"] == "images need OCR: [parse] ocr is off"
+    assert entry.error is not None and entry.error["message"] == "OCR unavailable: [parse] ocr is off"
     # OCR turned on (as after an upgrade from a version without it): the skipped image is read at the next run
     config.write_text(config.read_text().replace("ocr = false", "ocr = true"))
     ragd("run", "--once", str(root))

@@ -171,6 +171,8 @@ def test_views_show_the_knowledge_base(
         assert "<mark>zqalpha</mark>" in html  # whole words, whatever their case
         bad = http.get(f"{base}/ui/search", params={"q": "x", "k": "1000"})
         assert bad.status_code == 400 and "top_k" in bad.text
+        why = http.get(f"{base}/ui/search", params={"q": "zqalpha", "explain": "1"}).text  # search --explain
+        assert 'id="how"' in why and "hybrid: rrf" in why and "why: vector " in why and "· fused " in why
         # the document view: chunks, state, identity and history
         doc = http.get(f"{base}/ui/doc", params={"path": str(kb / "notes" / "alpha.md"), "q": "zqalpha"}).text
         assert 'id="chunk-0"' in doc and "<mark>zqalpha</mark>" in doc and 'id="doc-id"' in doc

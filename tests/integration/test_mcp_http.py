@@ -268,8 +268,24 @@ def test_busy_port_leaves_the_agent_running_and_reports_the_error(kb: Path, fake
         port = busy.getsockname()[1]
         with running(kb, fake_openai_server, port=port) as agent:
             st = agent.service.status()
-            assert st["url"] is None and st["enabled"] is True
+            assert st["url"] is None and st["enabled"] is True and st["state"] == "failed"
             assert f"cannot listen on 127.0.0.1 port {port}" in st["error"]
+            assert agent.ctl("status")["health"]["http"] == {"state": "unavailable", "reason": st["error"],
+                                                            "since": agent.ctl("status")["health"]["http"]["since"]}  # fmt: skip
             assert agent.ctl("status")["agent"]["state"] == "idle"
             found = agent.ctl("mcp_call", {"name": "search", "arguments": {"query": "ERR_CONN_RESET"}})
             assert found["structuredContent"]["results"][0]["path"] == str(kb / "a.md")
+
+
+def test_the_endpoint_is_starting_until_it_is_bound_never_off(
+    kb: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Before its port is bound (it is bound after READY), the endpoint says "starting": `ragctl status` printed
+    "HTTP off" for seconds on a loaded machine, before the real state."""
+    from ragctl import render
+
+    with running(kb, fake_openai_server) as agent:
+        assert agent.service.status()["state"] == "serving"
+        before = McpService(agent.life.agent).status()  # one not started yet
+        assert (before["state"], before["url"], before["error"]) == ("starting", None, None)
+        assert "mcp: HTTP starting" in render.status({"agent": {"state": "starting"}, "mcp": before})

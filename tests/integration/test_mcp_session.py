@@ -149,6 +149,7 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
         "history",
         "index",
         "mcp",
+        "health",
     }
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 from ragd.index import Hit
 from ragd.index.fts import identifier_like
 from ragd.index.fusion import (
@@ -10,6 +12,7 @@ from ragd.index.fusion import (
     LEAD_WEIGHT,
     LOOKUP_WEIGHT,
     PASSAGE_DECAY,
+    Explanation,
     fuse,
     fuse_documents,
     keyword_evidence,
@@ -144,3 +147,38 @@ def test_the_leads_of_the_documents_found_rank_them_once_more() -> None:
     assert lifted == sorted(by_lead, key=lambda p: -by_lead[p])[:LEAD_DEPTH]
     best = lifted[0]
     assert abs(scores[best] - plain[best] - LEAD_WEIGHT / (DOC_RANK_CONSTANT + 1)) < 1e-12
+
+
+def test_the_explanation_is_what_the_ranking_was_made_of() -> None:
+    """Every side's rank and share as fusion used them: the shares add up to each document's fused score, the
+    passages' scores are that × the decay, the results come in the order of those scores, a keyword hit under
+    the floor says so, and collecting changes nothing of the ranking."""
+    dense = [_hit("a", 0.9), _hit("b", 0.8), _hit("a", 0.7, 1), _hit("c", 0.6)]
+    raw = [_hit("c", 12.0), _hit("d", 6.0), _hit("b", 1.5)]
+    glossed = [_hit("b", 5.0)]
+    leads = {"/kb/a": 0.2, "/kb/c": 0.5}
+    why = Explanation()
+    found = keyword_evidence(raw, why)
+    assert [h.source_path for h in found] == ["/kb/c", "/kb/d"]
+    ranked = fuse_documents(
+        dense, found, 10, KEYWORD_WEIGHT, keyword_evidence(glossed, why, "glosses"), leads, why
+    )
+    assert ranked == fuse_documents(dense, found, 10, KEYWORD_WEIGHT, glossed, leads)
+    explained = [why.of(h.source_path, h.chunk_index, h.score) for h in ranked]
+    assert [e["fused"] for e in explained] == sorted((e["fused"] for e in explained), reverse=True)
+    for hit, e in zip(ranked, explained, strict=True):
+        parts = [e[s]["share"] for s in ("vector", "keyword", "glosses", "lead") if e[s]]
+        assert math.isclose(sum(parts), e["document"]["score"])
+        assert math.isclose(e["document"]["score"] * e["passage"]["decay"], hit.score)
+    by_path = {h.source_path: e for h, e in zip(ranked, explained, strict=True)}
+    assert by_path["/kb/d"]["vector"] is None and by_path["/kb/d"]["keyword"]["rank"] == 2
+    assert by_path["/kb/b"]["keyword"] == {"rank": None, "score": 1.5, "share": 0.0, "dropped": "floor"}
+    assert by_path["/kb/b"]["glosses"]["rank"] == 1 and by_path["/kb/b"]["vector"]["rank"] == 2
+    assert by_path["/kb/c"]["lead"]["rank"] == 1 and by_path["/kb/c"]["lead"]["share"] == LEAD_WEIGHT / 11
+    assert by_path["/kb/a"]["lead"]["rank"] == 2 and by_path["/kb/a"]["keyword"] is None
+    assert [
+        e["passage"]["index"] for h, e in zip(ranked, explained, strict=True) if h.source_path == "/kb/a"
+    ] == [0, 1]
+    assert (
+        why.query()["weights"]["keyword"] == KEYWORD_WEIGHT and why.query()["keyword_cut"]["keyword"] == 3.0
+    )

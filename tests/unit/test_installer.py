@@ -187,6 +187,37 @@ def test_upgrade_switches_current_keeps_one_previous(capsys, tmp_path: Path, hom
     assert at(dest, home / ".config/ragd/config.toml").read_text() == config_text
 
 
+def test_an_older_installer_refuses_to_downgrade_unless_forced(capsys, tmp_path: Path, home: Path) -> None:
+    dest = tmp_path / "dest"
+    lib = at(dest, home / ".local/lib/ragd")
+    user_install(capsys, tmp_path / "a", dest, "1.10.0")
+    code, out = run(capsys, "install", "--root", dest, "--payload", make_payload(tmp_path / "b", "1.9.2"))
+    assert code == 1 and "ragd 1.10.0 is installed, newer than this installer's 1.9.2: not downgrading" in out
+    assert "--force" in out and "upgraded" not in out and os.readlink(lib / "current") == "1.10.0"
+    out = user_install(capsys, tmp_path / "c", dest, "1.9.2", "--force")
+    assert "downgraded ragd 1.9.2 (user, was 1.10.0)" in out and "upgraded" not in out
+    assert os.readlink(lib / "current") == "1.9.2"
+
+
+def test_a_roots_folder_that_does_not_exist_is_refused(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "me/cfg"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "rt"))  # no user manager here: systemctl never runs
+    payload = make_payload(tmp_path, "1.0.0")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "a file").write_text("x")
+    for missing, what in ((tmp_path / "typo", "does not exist"), (tmp_path / "a file", "is not a folder")):
+        code, out = run(
+            capsys, "install", "--no-start", "--payload", payload, "--roots", tmp_path / "docs", missing
+        )
+        assert code == 1 and f"--roots {missing} {what}" in out and "mkdir -p" in out, out
+        assert not (tmp_path / "me/.local/lib/ragd").exists()  # refused before anything was written
+    code, out = run(capsys, "install", "--no-start", "--payload", payload, "--roots", tmp_path / "docs")
+    assert code == 0, out
+
+
 def test_interrupted_install_debris_is_cleaned(capsys, tmp_path: Path, home: Path) -> None:
     dest = tmp_path / "dest"
     lib = at(dest, home / ".local/lib/ragd")

@@ -458,7 +458,7 @@ def test_pdf_without_metadata_title(tmp_path: Path) -> None:
 
 def test_scanned_pdf_is_skipped_with_ocr_off(tmp_path: Path) -> None:
     with pytest.raises(
-        FileSkipped, match=r"no extractable text \(scanned PDF\? OCR is unavailable: \[parse\] ocr is off"
+        FileSkipped, match=r"no extractable text \(scanned PDF\? OCR unavailable: \[parse\] ocr is off"
     ):
         parse(docgen.make_scanned_pdf(tmp_path / "scan.pdf"), LIMITS, ParseConfig(ocr=False))
 

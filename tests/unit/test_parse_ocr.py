@@ -4,6 +4,10 @@ PDFs read by OCR with their page numbers, and the clear SKIPPED reasons when OCR
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,8 +61,47 @@ def test_image_with_ocr_off_is_skipped_with_the_reason(tmp_path: Path) -> None:
     path = scangen.write_image(tmp_path / "scan.png", "some text")
     with pytest.raises(FileSkipped) as err:
         parse(path, LIMITS, OFF)
-    assert err.value.message == "images need OCR: [parse] ocr is off"
+    assert err.value.message == "OCR unavailable: [parse] ocr is off"
     assert "ocr = true" in err.value.hint
+
+
+# A process in which the engine is installed but cv2 does not load, as opencv-python's GUI build on a server
+# without libxcb: a `cv2` package first on the path whose import fails as that one's does.
+_CANNOT_LOAD = """
+import json, sys
+from pathlib import Path
+from ragd.config import LimitsConfig
+from ragd.errors import FileSkipped
+from ragd.pipeline.parse import parse
+from ragd.pipeline.parse.ocr import unavailable
+from ragd.config import ParseConfig
+out = {"unavailable": unavailable(ParseConfig())}
+for name in sys.argv[1:]:
+    try:
+        parse(Path(name), LimitsConfig())
+        out[name] = "parsed"
+    except FileSkipped as exc:
+        out[name] = exc.message
+print(json.dumps(out))
+"""
+
+
+def test_an_engine_that_cannot_load_is_unavailable_with_its_reason(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "cv2"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        'raise ImportError("libxcb.so.1: cannot open shared object file: No such file or directory")\n'
+    )
+    image = scangen.write_image(tmp_path / "scan.png", "Meeting notes")
+    scan = scangen.write_image_pdf(tmp_path / "scan.pdf", ["scanned page one"])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", _CANNOT_LOAD, str(image), str(scan)], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    out = json.loads(done.stdout.splitlines()[-1])
+    why = "the OCR engine (rapidocr_onnxruntime) cannot load: ImportError: libxcb.so.1: cannot open shared object file"
+    assert out["unavailable"].startswith(why), out
+    assert out[str(image)].startswith(f"OCR unavailable: {why}"), out
+    assert out[str(scan)].startswith(f"no extractable text (scanned PDF? OCR unavailable: {why}"), out
 
 
 def test_blank_image_is_skipped(tmp_path: Path) -> None:

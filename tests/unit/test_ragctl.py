@@ -514,6 +514,52 @@ def test_render_status_mcp_line() -> None:
     assert "mcp:" not in render.status(base)
 
 
+def test_render_status_says_ragctl_mcp_still_works_once_and_starting_before_the_port_is_bound() -> None:
+    """The agent's error already says "`ragctl mcp` still works"; a port not bound yet is "starting", not "off";
+    no "roots: none (add one …)" while the agent is starting (its roots are not set up yet)."""
+    base = {"agent": {"version": "0.1.0", "pid": 1, "state": "idle", "ready": True}, "roots": []}
+    taken = {"enabled": True, "url": None, "state": "failed",
+             "error": "cannot listen on 127.0.0.1 port 8739: Address already in use (set [mcp] port to a free port, "
+                      "or 0 for any; `ragctl mcp` still works)"}  # fmt: skip
+    assert render.status({**base, "mcp": taken}).count("`ragctl mcp` still works") == 1
+    not_yet = {"enabled": True, "url": None, "state": "starting", "error": None}
+    assert "mcp: HTTP starting (`ragctl mcp` for stdio clients)" in render.status({**base, "mcp": not_yet})
+    assert "HTTP off" not in render.status({**base, "mcp": not_yet})
+    assert "mcp: HTTP off" in render.status({**base, "mcp": {"enabled": False, "url": None, "error": None}})
+    starting = {**base, "agent": {**base["agent"], "state": "starting", "ready": False}}
+    assert "roots: not known yet (the agent is starting)" in render.status(starting)
+    assert "roots: none" not in render.status(starting)
+    assert "roots: none (add one with `ragctl roots add PATH`)" in render.status(base)
+
+
+def test_render_status_health_and_skipped_files_by_reason() -> None:
+    base = {"agent": {"version": "0.1.0", "pid": 1, "state": "idle", "ready": True}}
+    ok = {"state": "ok", "reason": ""}
+    fine = {
+        "ocr": ok,
+        "http": ok,
+        "legacy_office": {"state": "unavailable", "reason": "no soffice", "unneeded": True},
+    }
+    assert (
+        "\nhealth: all working; missing, though no file needed it yet: legacy office files\n"
+        in render.status({**base, "health": fine})
+    )
+    broken = {**fine, "http": {"state": "unavailable", "reason": "port taken", "since": "2026-12-04T10:00:00Z"},
+              "folders": {"state": "degraded", "reason": "1 folder cannot be indexed", "detail": "/kb/x: denied"}}  # fmt: skip
+    text = render.status({**base, "health": broken})
+    assert "\nhealth: 2 problems; missing, though no file needed it yet: legacy office files\n" in text, text
+    assert "\n  http (MCP and web page): UNAVAILABLE (since 2026-12-04T10:00:00Z): port taken\n" in text
+    assert "\n  folders: DEGRADED: 1 folder cannot be indexed [/kb/x: denied]\n" in text
+    assert "health" not in render.status(base)  # an agent from before it
+    root = {"path": "/kb", "files": {"SKIPPED": 3}, "skipped_reasons": [
+        {"reason": "empty file (N bytes)", "files": 2}, {"reason": "unsupported file type '.bin'", "files": 1}]}  # fmt: skip
+    text = render.status({**base, "roots": [root]})
+    assert (
+        "\n  skipped, by reason:\n    2 files: empty file (N bytes)\n    1 file: unsupported file type '.bin'\n"
+        in (text)
+    ), text
+
+
 def test_render_status_ocr_line() -> None:
     base = {"agent": {"version": "0.1.0", "pid": 1, "state": "idle", "ready": True}, "roots": []}
     on = {

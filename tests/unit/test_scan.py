@@ -336,12 +336,34 @@ def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alo
     assert verdict("c.md", "|  |\n| --- |", "表格", parser="text") == Change.RETRY
     assert verdict("d.md", "# D", "| a |\n| --- |", "文字 🍄", parser="text") == Change.UNCHANGED
     assert verdict("e.md", "---\ntags: [x]\n---\n# E", parser="text") == Change.UNCHANGED  # done in 3
-    assert verdict("f.pdf", "text", parser="pdfium") == Change.UNCHANGED  # its metadata: done in 3
+    assert verdict("f.pdf", "text", parser="pdfium") == Change.RETRY  # revision 5: cut at page breaks
     assert verdict("g.pdf", "text", "· · ·", parser="pdfium+ocr") == Change.UNCHANGED  # OCR again: minutes
     assert verdict("h.md", "text", "---", parser=None) == Change.UNCHANGED  # the ragjson tool's
     src = "Stream[[src]](https://github.com/nodejs/node/blob/3626fea/lib/stream.js#L55)"
     assert verdict("i.html", "text", heading=("Node.js", src), parser="html") == Change.RETRY
     assert verdict("j.html", "text", heading=("Node.js", "Stream"), parser="html") == Change.UNCHANGED
+
+
+def test_pdf_entries_of_split_revision_4_are_split_again_at_page_breaks(tmp_path: Path) -> None:
+    """Revision 5 ends chunks at page breaks: PDF entries are split again (not those OCR read), nothing else."""
+    from ragd.pipeline.structure import SPLIT_REVISION
+
+    old = time.time() - 100
+
+    def verdict(name: str, **kw: object) -> Change:
+        f = tmp_path / name
+        f.write_text("text")
+        os.utime(f, (old, old))
+        chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==", {"page": 1})
+        return classify(_entry(f, chunks=(chunk,), lead=LEAD, **kw), f, f.stat(), IDENT, "p", time.time())
+
+    assert SPLIT_REVISION == 5
+    assert verdict("a.pdf", parser="pdfium", split_revision=4) == Change.RETRY
+    assert verdict("b.PDF", parser="pdfium", split_revision=4) == Change.RETRY
+    assert verdict("c.pdf", parser="pdfium+ocr", split_revision=4) == Change.UNCHANGED  # OCR again: minutes
+    assert verdict("d.md", parser="text", split_revision=4) == Change.UNCHANGED
+    assert verdict("e.pdf", parser="pdfium", split_revision=5) == Change.UNCHANGED
+    assert verdict("f.pdf", parser=None, split_revision=4) == Change.UNCHANGED  # the ragjson tool's
 
 
 def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp_path: Path) -> None:

@@ -312,6 +312,28 @@ def test_pages() -> None:
     assert all(c.page is None for c in split(doc_of(text), SplitterSettings("recursive", 60, 20)))
 
 
+def test_chunks_end_at_page_breaks() -> None:
+    """Short pages that would fit in one chunk are one chunk each: a chunk's page is the page of all its words,
+    in both kinds, also where a page break falls inside a section or a page holds several chunks."""
+    pages_text = ["Cover sheet.", "The wombat burrows.", "# Part\n\n" + "Long words here. " * 20, "End."]
+    text = "\n\n".join(pages_text)
+    starts = [text.index(p) for p in pages_text]
+    doc = doc_of(text, markdown=True, pages=tuple(PageSpan(i + 1, s, s + len(p))
+                                                  for i, (s, p) in enumerate(zip(starts, pages_text, strict=True))))  # fmt: skip
+    for kind in ("recursive", "markdown"):
+        settings = SplitterSettings(kind, 200, 50)
+        chunks = split(doc, settings)
+        check_invariants(doc, settings, chunks)
+        assert [c.content for c in chunks[:2]] == ["Cover sheet.", "The wombat burrows."]
+        assert [c.page for c in chunks[:2]] == [1, 2]
+        assert {c.page for c in chunks} == {1, 2, 3, 4} and chunks[-1].content == "End."
+        for c in chunks:
+            span = doc.pages[c.page - 1]  # type: ignore[operator]
+            assert span.start <= c.start_index and c.end_index <= span.end, (kind, c)
+    whole = split(doc_of(text), SplitterSettings("recursive", 200, 50))  # no pages: one text
+    assert whole[0].content.startswith("Cover sheet.\n\nThe wombat burrows.")
+
+
 def test_overlap_size_is_the_shared_prefix() -> None:
     text = " ".join(f"w{i:03d}" for i in range(400))
     chunks = split(doc_of(text), SplitterSettings("recursive", 100, 30))

@@ -4,6 +4,7 @@ under; fresh entries are not cached; the cache file round-trips and a damaged on
 from __future__ import annotations
 
 import os
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,7 +39,30 @@ def test_a_digest_stands_in_for_the_entry_only_under_its_stat(tmp_path: Path) ->
     path.write_bytes(path.read_bytes())  # rewritten in place: same size, inode and mtime, a new ctime
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     found = load_dir(tmp_path, cache)
-    assert found.live["a.md"] == real and found.full["a.md"] == _entry("a.md") and cache.misses == 1
+    assert found.live["a.md"] == real and cache.misses == 1
+
+
+def test_a_folder_read_keeps_its_digests_not_its_entries(tmp_path: Path) -> None:
+    """A job over a big folder held every entry it read, chunks and vectors (~10 KiB a file): 30,000 notes put
+    some 300 MiB on the agent for as long as the job ran (issue 36). Only the digests stay."""
+    with DirLock(tmp_path):
+        for i in range(20):
+            sidecar.write_entry(tmp_path, _entry(f"n{i}.md"))
+    found = load_dir(tmp_path, StatCache())
+    assert len(found.live) == 20 and found.full == {}
+
+
+def test_a_record_takes_its_own_size() -> None:
+    """The cache keeps a record for every file of the tree: each must cost its length, not orjson's 4 KiB buffer."""
+    digest = Digest.of(_entry("a.md"), "a.md")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        records = [statcache._record((1, 2, 3, 4, 5), digest) for _ in range(100)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(records)
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * len(records[0]) + 200
 
 
 def test_an_entry_changed_within_the_racy_window_is_not_cached(tmp_path: Path) -> None:

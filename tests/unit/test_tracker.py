@@ -159,3 +159,22 @@ def test_a_failed_job_leaves_no_steps_behind() -> None:
     t.record_error(Path("/r"), "gone wrong")
     t.record(DirResult(Path("/r"), (FileOutcome("b.md", "EMBEDDED"),), step=2))
     assert t.totals() == (1, 0) and t.progress_json()["files_done"] == 1
+
+
+def test_skipped_files_are_counted_by_reason_without_what_is_particular_to_each() -> None:
+    """Status counts skipped files by reason: a size or a path in the reason does not make a reason of its own."""
+    t = Tracker()
+    t.record(_result("/r", FileOutcome("a", "SKIPPED", reason="empty file (0 bytes)"),
+                     FileOutcome("b", "SKIPPED", reason="empty file (0 bytes)"),
+                     FileOutcome("c.iso", "SKIPPED", reason="file too large: 900 bytes > limits.max_file_size 10"),
+                     FileOutcome("d.iso", "SKIPPED", reason="file too large: 12 bytes > limits.max_file_size 10"),
+                     FileOutcome("l", "SKIPPED", reason="symbolic link to /etc/x.md, outside the roots"),
+                     FileOutcome("e.md", "EMBEDDED")))  # fmt: skip
+    assert t.root_summary(Path("/r"))["skipped_reasons"] == [
+        {"reason": "empty file (N bytes)", "files": 2},
+        {"reason": "file too large: N bytes > limits.max_file_size N", "files": 2},
+        {"reason": "symbolic link to …, outside the roots", "files": 1},
+    ]
+    assert t.skipped_reasons()["empty file (N bytes)"] == 2
+    t.record(_result("/r", FileOutcome("e.md", "EMBEDDED")))  # the others deleted
+    assert t.skipped_reasons() == {} and t.root_summary(Path("/r"))["skipped_reasons"] == []

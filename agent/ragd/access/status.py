@@ -17,6 +17,8 @@ def limit_status(data: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
     if scope.full:
         return out
     out["roots"] = [_root(r, scope) for r in data["roots"] if scope.enterable(r["path"])]
+    if isinstance(data.get("health"), Mapping):  # what each is about names folders: the reasons stay
+        out["health"] = {k: {f: v for f, v in c.items() if f != "detail"} for k, c in data["health"].items()}
     index = data.get("index")
     if isinstance(index, Mapping) and "failed_mushrooms" in index:
         out["index"] = _index(index, scope)

@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
     se.add_argument("--scope", choices=("agent", "all"), default="agent",
                     help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
+    se.add_argument("--explain", action="store_true",
+                    help="why each result is where it is: its rank and score on each side and how they were fused")  # fmt: skip
     se.add_argument("--json", action="store_true")
     ev = sub.add_parser("eval", help="measure search on known answers: recall, MRR, nDCG per mode and group")
     ev.add_argument("queries", type=Path, help='JSON or JSON-lines file of {"query", "answers", "group"}')
@@ -214,4 +216,11 @@ def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:
     else:
         print(f"# effective configuration (from {config.source}); secrets redacted")
         print(json.dumps(data, ensure_ascii=False, indent=2))
+    if (
+        config.index.backend == "milvus"
+    ):  # the server's version and the collection: refused here, not at start
+        from ..index.milvus_backend import check_server_of
+
+        said = check_server_of(data_dir(config), config.identity, config.index)
+        print(f"# index: {said}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK

@@ -174,7 +174,7 @@ def run_search(args: Any, config: Config) -> int:
     with offline(config) as rt:
         found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
                                       ext=args.ext, one_per_file=args.one_per_file, files=args.files,
-                                      scope=args.scope, where=args.where))  # fmt: skip
+                                      scope=args.scope, where=args.where, explain=args.explain))  # fmt: skip
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0

@@ -171,6 +171,7 @@ class Lifecycle:
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S
+                self.agent.health.check(self.agent)  # a change is logged once (resident/capabilities.py)
                 self.notifier.status(self.status_text())
                 self._say_progress(now)
                 self.main_loop_error = None
@@ -246,6 +247,8 @@ class Lifecycle:
             text = progress_text(known, known, failed, state)
         else:  # starting, paused, stopping
             text = f"{state}: {known} files" + (f", {failed} failed" if failed else "")
+        problems = self.agent.health.summary()
+        text = f"{text}; {problems}" if problems else text
         return f"{text}; {self.reload_error}" if self.reload_error else text
 
     # -- reload ---------------------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
 - Results stay passages: a document's passages follow in their chunk-level order, the i-th carrying the document's
   score × PASSAGE_DECAY^i, so a second passage of the best document comes before the next document only when the
   best document is far ahead.
+
+`Explanation` collects, while a query runs, what each side gave each document and what fusion made of it (`search
+--explain`): the functions here fill it from the very values they rank by, so it cannot disagree with the ranking.
+A query that asks for none passes None and pays nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from . import Hit, fts
 
@@ -59,6 +64,58 @@ KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
 
 
+@dataclass
+class Side:
+    """What one side (vector, keyword, glosses, lead) said of a document."""
+
+    rank: int | None  # the document's rank on this side (1 = first); None: found, but not counted (`dropped`)
+    # the value this side ranks documents by: vector, its best passage's cosine (in hybrid mode minus
+    # DENSE_SIZE_PENALTY x ln(its chunks)); keyword and glosses, its best passage's BM25; lead, the lead's cosine
+    score: float
+    share: float = 0.0  # what it added to the document's fused score (one side alone: all of it)
+    dropped: str = ""  # why a keyword hit did not count: "floor" (BM25 under KEYWORD_FLOOR) or "relative"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rank": self.rank, "score": self.score, "share": self.share}
+        if self.dropped:
+            out["dropped"] = self.dropped
+        return out
+
+
+@dataclass
+class Explanation:
+    """Why each result of one query is where it is; filled by `hybrid.query` and `fuse_documents` when asked."""
+
+    method: str = ""  # "hybrid" (documents fused by rank), "vector" or "keyword" (one side alone)
+    params: dict[str, Any] = field(default_factory=dict)  # the constants and weights of this query
+    sides: dict[str, dict[str, Side]] = field(default_factory=dict)  # side -> document path -> what it said
+    chunks: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)  # -> (passage, decay)
+    documents: dict[str, tuple[int, float]] = field(default_factory=dict)  # path -> (fused rank, fused score)
+
+    def side(self, name: str) -> dict[str, Side]:
+        return self.sides.setdefault(name, {})
+
+    def query(self) -> dict[str, Any]:
+        """What holds for every result of the query: how the sides were combined."""
+        return {"method": self.method, **self.params}
+
+    def of(self, path: str, chunk_index: int, score: float) -> dict[str, Any]:
+        """One result's explanation: each side's rank, score and share, and (hybrid) the document's fused rank
+        and score and the passage's place among its document's passages. `score`: the result's own."""
+        out: dict[str, Any] = {}
+        for name in ("vector", "keyword", "glosses", "lead"):
+            if self.method == "hybrid" or name == self.method:
+                found = self.sides.get(name, {}).get(path)
+                out[name] = found.to_dict() if found is not None else None
+        if path in self.documents:
+            rank, fused = self.documents[path]
+            passage, decay = self.chunks.get((path, chunk_index), (0, 1.0))
+            out["document"] = {"rank": rank, "score": fused}
+            out["passage"] = {"index": passage, "decay": decay}
+        out["fused"] = score
+        return out
+
+
 def keyword_weight(text: str) -> float:
     """The keyword side's weight for the query `text`: LOOKUP_WEIGHT for a lookup, 1 with identifiers, else
     KEYWORD_WEIGHT."""
@@ -67,17 +124,24 @@ def keyword_weight(text: str) -> float:
     return 1.0 if fts.identifier_like(text) else KEYWORD_WEIGHT
 
 
-def keyword_evidence(hits: list[Hit]) -> list[Hit]:
+def keyword_evidence(hits: list[Hit], explain: Explanation | None = None, side: str = "keyword") -> list[Hit]:
     """The keyword hits that are evidence, not noise: BM25 at least KEYWORD_FLOOR and KEYWORD_RELATIVE of the best.
+    `explain`: told of the documents left out (on `side`) and why.
 
     Rank fusion sees only ranks, so without this a query whose words happen to be common (a Chinese question
     about an English document shares only particles and single characters with the Chinese documents) would push
     every weak keyword match above the document the vector side ranked first.
     """
-    if not hits or hits[0].score < KEYWORD_FLOOR:
-        return []
-    cut = max(KEYWORD_FLOOR, KEYWORD_RELATIVE * hits[0].score)
-    return [h for h in hits if h.score >= cut]
+    cut = max(KEYWORD_FLOOR, KEYWORD_RELATIVE * hits[0].score) if hits else KEYWORD_FLOOR
+    kept = [h for h in hits if h.score >= cut] if hits and hits[0].score >= KEYWORD_FLOOR else []
+    if explain is not None:
+        explain.params.update(keyword_floor=KEYWORD_FLOOR, keyword_relative=KEYWORD_RELATIVE)
+        explain.params.setdefault("keyword_cut", {})[side] = cut
+        dropped = explain.side(side)
+        for path, score in _best(hits).items():
+            if path not in dropped:
+                dropped[path] = Side(None, score, dropped="floor" if score < KEYWORD_FLOOR else "relative")
+    return kept
 
 
 def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
@@ -119,11 +183,12 @@ def fuse_documents(
     keyword_weight: float = KEYWORD_WEIGHT,
     translated: list[Hit] | None = None,
     leads: Mapping[str, float] | None = None,
+    explain: Explanation | None = None,
 ) -> list[Hit]:
     """The best `k` passages of a hybrid query: `dense` (cosine similarities), `keyword` and `translated` (BM25
     evidence, see `keyword_evidence`; `translated`: the hits of the question's English glosses) fused per document,
     each document's passages then in their chunk-level (RRF) order. `leads`: the cosine of the question to the
-    lead of each document that has one (documents in no list are ignored)."""
+    lead of each document that has one (documents in no list are ignored). `explain`: filled as it goes."""
     translated = translated or []
     cosine: dict[str, float] = {}
     for h in dense:
@@ -131,19 +196,57 @@ def fuse_documents(
     doc_score: dict[str, float] = {}
     for rank, path in enumerate(_by_document(dense, cosine), 1):
         doc_score[path] = 1.0 / (DOC_RANK_CONSTANT + rank)
+        if explain is not None:
+            explain.side("vector")[path] = Side(rank, cosine[path], doc_score[path])
     sizes = {h.source_path: _size(h) for h in [*dense, *keyword, *translated]}
-    for hits, weight in ((keyword, keyword_weight), (translated, TRANSLATED_WEIGHT)):
+    for name, hits, weight in (
+        ("keyword", keyword, keyword_weight),
+        ("glosses", translated, TRANSLATED_WEIGHT),
+    ):
+        best = _best(hits) if explain is not None else {}
         for rank, path in enumerate(dict.fromkeys(h.source_path for h in hits), 1):
             share = weight / (DOC_RANK_CONSTANT + rank) / (1.0 + KEYWORD_SIZE_PENALTY * sizes[path])
             doc_score[path] = doc_score.get(path, 0.0) + share
+            if explain is not None:
+                explain.side(name)[path] = Side(rank, best[path], share)
     if leads:
         found = sorted((p for p in doc_score if p in leads), key=lambda p: -leads[p])
-        for rank, path in enumerate(found[:LEAD_DEPTH], 1):
-            doc_score[path] += LEAD_WEIGHT / (DOC_RANK_CONSTANT + rank)
+        for rank, path in enumerate(found, 1):
+            share = LEAD_WEIGHT / (DOC_RANK_CONSTANT + rank) if rank <= LEAD_DEPTH else 0.0
+            doc_score[path] += share
+            if explain is not None:
+                explain.side("lead")[path] = Side(rank, leads[path], share)
     passages: dict[str, list[Hit]] = {}
     for hit in _rrf_order([dense, keyword, translated])[0]:  # chunk-level order within each document
         passages.setdefault(hit.source_path, []).append(hit)
     ranked = [(doc_score[path] * PASSAGE_DECAY**i, hit) for path, hits in passages.items()
               for i, hit in enumerate(hits)]  # fmt: skip
     ranked.sort(key=lambda t: t[0], reverse=True)  # (stable: ties keep the order above)
+    if explain is not None:
+        _explain_fused(explain, doc_score, passages, [hit for _, hit in ranked], keyword_weight)
     return [replace(hit, score=score) for score, hit in ranked[:k]]
+
+
+def _best(hits: list[Hit]) -> dict[str, float]:
+    """Each document's best score in `hits`."""
+    best: dict[str, float] = {}
+    for h in hits:
+        best[h.source_path] = max(best.get(h.source_path, h.score), h.score)
+    return best
+
+
+def _explain_fused(explain: Explanation, doc_score: dict[str, float], passages: dict[str, list[Hit]],
+                   ranked: list[Hit], keyword_weight: float) -> None:  # fmt: skip
+    explain.method = "hybrid"
+    explain.params.update(
+        fusion="rrf",  # each side's share: weight / (rank_constant + rank), summed per document
+        rank_constant=DOC_RANK_CONSTANT,
+        weights={"vector": 1.0, "keyword": keyword_weight, "glosses": TRANSLATED_WEIGHT, "lead": LEAD_WEIGHT},
+        lead_depth=LEAD_DEPTH,
+        size_penalty={"vector": DENSE_SIZE_PENALTY, "keyword": KEYWORD_SIZE_PENALTY},
+        passage_decay=PASSAGE_DECAY,
+    )
+    order = dict.fromkeys(h.source_path for h in ranked)  # in the order of their first passages
+    explain.documents = {p: (rank, doc_score[p]) for rank, p in enumerate(order, 1)}
+    explain.chunks = {(h.source_path, h.chunk_index): (i, PASSAGE_DECAY**i)
+                      for hits in passages.values() for i, h in enumerate(hits)}  # fmt: skip

@@ -1,19 +1,37 @@
 """One hybrid query over any backend: the dense list, the keyword evidence and the glosses of a Chinese question,
 fused by document with the leads of the documents found (fusion.py). The backends differ only in how they run one
-dense or one keyword search."""
+dense or one keyword search.
+
+`explaining()` asks the query run inside it to fill a `fusion.Explanation` (`search --explain`): a context variable,
+so that no backend passes it on (each calls `query` in the caller's thread); unset, nothing is collected."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
 from . import MAX_K, Hit, fts, lexicon
-from .fusion import TRANSLATED_DEPTH, fuse_documents, keyword_evidence, keyword_weight
+from .fusion import TRANSLATED_DEPTH, Explanation, Side, fuse_documents, keyword_evidence, keyword_weight
 from .records import lead_bytes
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
 Keyword = Callable[[list[fts.Term], int, bool], list[Hit]]  # (terms, top k, evidence only) -> BM25 hits
+
+_EXPLAIN: ContextVar[Explanation | None] = ContextVar("ragd_explain", default=None)
+
+
+@contextmanager
+def explaining() -> Iterator[Explanation]:
+    """An Explanation that the queries run in this block (in this thread) fill."""
+    found = Explanation()
+    token = _EXPLAIN.set(found)
+    try:
+        yield found
+    finally:
+        _EXPLAIN.reset(token)
 
 
 def query(
@@ -24,20 +42,35 @@ def query(
     documents for the leads to rank (40 hits for k=10 found fewer answers: docs/benchmarks.md), at little cost."""
     if not 1 <= k <= MAX_K:
         raise ValueError(f"k must be between 1 and {MAX_K}")
+    explain = _EXPLAIN.get()
     terms = fts.terms(text) if text else []
     if dense is None:
-        return keyword(terms, k, False)
+        return _alone(explain, "keyword", keyword(terms, k, False))
     if not terms:
-        return dense(k)
+        return _alone(explain, "vector", dense(k))
     depth = min(max(4 * k, 20), MAX_K)
     cosine = dense(MAX_K if vector is not None else depth)
     weight = keyword_weight(text or "")
-    found = keyword_evidence(keyword(terms, depth, True))
+    found = keyword_evidence(keyword(terms, depth, True), explain)
     translated: list[Hit] = []
     if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
-        translated = keyword_evidence(keyword(glosses, min(depth, TRANSLATED_DEPTH), True))
+        glossed = keyword(glosses, min(depth, TRANSLATED_DEPTH), True)
+        translated = keyword_evidence(glossed, explain, "glosses")
+        if explain is not None:
+            explain.params["glosses"] = [t.text for t in glosses]
     leads = lead_cosines(vector, [*cosine, *found, *translated]) if vector is not None else None
-    return fuse_documents(cosine, found, k, weight, translated, leads)
+    return fuse_documents(cosine, found, k, weight, translated, leads, explain)
+
+
+def _alone(explain: Explanation | None, side: str, hits: list[Hit]) -> list[Hit]:
+    """The hits of one side alone, in their order (explained: each passage's rank and score on that side)."""
+    if explain is not None:
+        explain.method = side
+        ranks = explain.side(side)
+        for h in hits:  # a document's rank and score: its best passage's
+            if h.source_path not in ranks:
+                ranks[h.source_path] = Side(len(ranks) + 1, h.score, h.score)
+    return hits
 
 
 def lead_cosines(vector: np.ndarray, hits: list[Hit]) -> dict[str, float]:

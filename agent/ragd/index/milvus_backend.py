@@ -49,6 +49,7 @@ from .milvus_schema import (
     agent_key,
     build_schema,
     check_collection,
+    check_server,
     checked_text,
     default_agent_id,
     index_params,
@@ -91,6 +92,68 @@ def _unreachable(err: BaseException) -> bool:
                                    "failed to connect", "timed out", "timeout"))  # fmt: skip
 
 
+def _client_ready(data_dir: Path, cfg: IndexConfig) -> str:
+    """Import the client (IndexError_ naming the extra when it is missing) and quiet it; the uri to use."""
+    try:
+        import jieba  # Milvus Lite's analyzer: imported here to quiet it (it sets DEBUG when imported)
+        import pymilvus  # noqa: F401
+
+        jieba.setLogLevel(logging.WARNING)
+        # pymilvus logs every failed call with its own handler; ragd reports them itself, once
+        logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+    except ImportError:
+        raise IndexError_("[index] backend = \"milvus\" needs the Milvus client, which is not installed",
+                          "install ragd with its milvus extra: pip install 'ragd[milvus]'") from None  # fmt: skip
+    uri = cfg.uri or str(Path(data_dir) / "milvus.db")
+    return str(Path(uri).expanduser().resolve()) if uri.endswith(".db") else uri
+
+
+def _client(uri: str, cfg: IndexConfig) -> Any:
+    from pymilvus import MilvusClient
+
+    token = cfg.token.get_secret_value() or os.environ.get("RAGD_MILVUS_TOKEN", "")
+    return MilvusClient(uri=uri, token=token, db_name=cfg.db_name, timeout=cfg.timeout)
+
+
+def _close(client: Any) -> None:
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def check_server_of(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> str:
+    """`ragd config check` on `[index] backend = "milvus"`: the server's version and the state of this identity's
+    collection, in a line; IndexError_ when the server is too old or the collection was not made as ragd needs it.
+    Nothing is created. A server that does not answer is said, not raised (the agent starts without it)."""
+    uri = _client_ready(data_dir, cfg)
+    name = milvus_name(cfg.collection_prefix, identity)
+    if uri.endswith(".db"):  # opened by one process at a time (perhaps the agent): checked when it opens it
+        return f"Milvus Lite file {uri}, collection {name}"
+    try:
+        client = _client(uri, cfg)
+    except Exception as err:
+        if not _unreachable(err):
+            raise IndexError_(f"cannot connect to the Milvus server at {uri}: {err}",
+                              "check [index] uri and token") from err  # fmt: skip
+        return f"Milvus server {uri}: UNREACHABLE ({str(err).splitlines()[0][:300]}); not checked"
+    try:
+        version = check_server(client, uri)
+        if not client.has_collection(name):
+            return (
+                f"Milvus server {uri} ({version}): collection {name} not created yet (the agent creates it)"
+            )
+        check_collection(client, name, identity.dimension)
+        return f"Milvus server {uri} ({version}): collection {name} as ragd needs it"
+    except IndexError_:
+        raise
+    except Exception as err:
+        if not _unreachable(err):
+            raise IndexError_(f"the Milvus server at {uri} refused a check: {err}", "see its log") from err
+        return f"Milvus server {uri}: UNREACHABLE ({str(err).splitlines()[0][:300]}); not checked"
+    finally:
+        _close(client)
+
+
 class MilvusIndex:
     def __init__(
         self,
@@ -122,19 +185,8 @@ class MilvusIndex:
     ) -> MilvusIndex:
         """A handle, connected now if the server answers; if it does not, the next use tries again (so an agent
         starts while its cluster is down). A collection that cannot serve this identity raises IndexError_."""
-        try:
-            import jieba  # Milvus Lite's analyzer: imported here to quiet it (it sets DEBUG when imported)
-            import pymilvus  # noqa: F401
-
-            jieba.setLogLevel(logging.WARNING)
-            # pymilvus logs every failed call with its own handler; ragd reports them itself, once
-            logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
-        except ImportError:
-            raise IndexError_("[index] backend = \"milvus\" needs the Milvus client, which is not installed",
-                              "install ragd with its milvus extra: pip install 'ragd[milvus]'") from None  # fmt: skip
-        uri = cfg.uri or str(Path(data_dir) / "milvus.db")
+        uri = _client_ready(data_dir, cfg)
         if uri.endswith(".db"):
-            uri = str(Path(uri).expanduser().resolve())
             Path(uri).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         agent = checked_text(cfg.agent_id or default_agent_id(data_dir), MAX_AGENT, "the agent's name")
         index = cls(uri, identity, cfg, agent, read_only)
@@ -158,16 +210,16 @@ class MilvusIndex:
             if wait > 0:
                 raise IndexUnavailable(f"the Milvus server at {self._uri} is unreachable ({self._last_error})",
                                        f"tried again in {wait:.0f} s; check the server and [index] uri")  # fmt: skip
+            client = None
             try:
-                from pymilvus import MilvusClient
-
-                token = self._cfg.token.get_secret_value() or os.environ.get("RAGD_MILVUS_TOKEN", "")
-                client = MilvusClient(uri=self._uri, token=token, db_name=self._cfg.db_name,
-                                      timeout=self._cfg.timeout)  # fmt: skip
+                client = _client(self._uri, self._cfg)
                 self._prepare(client)
-            except IndexError_:
+            except IndexError_ as err:  # a server too old, a collection made wrong: shown by `ragctl status`
+                self._last_error = err.message
+                _close(client)
                 raise
             except Exception as err:
+                _close(client)
                 if self._uri.endswith(".db") and "open local milvus failed" in str(err).lower():
                     raise IndexBusy(f"the Milvus Lite file {self._uri} is open in another process (one process "
                                     "at a time may open one)", BUSY_HINT) from None  # fmt: skip
@@ -203,16 +255,31 @@ class MilvusIndex:
             raise self._failed(err, op) from err
 
     def _prepare(self, client: Any) -> None:
-        """Create the collection if it is missing (the first agent with this identity), check it, load it."""
+        """Check the server, create the collection if it is missing (the first agent with this identity), check
+        it, load it. A server older than Milvus 2.5 is refused before anything is created on it; a collection this
+        call created and could not finish as ragd needs it is dropped again (nothing half-made is left)."""
+        check_server(client, self._uri)
         if not client.has_collection(self._name):
             if self._read_only:
                 raise IndexError_(f"Milvus has no collection {self._name} at {self._uri}",
                                   "start the agent once to create it")  # fmt: skip
             client.create_collection(self._name, schema=build_schema(self._identity.dimension))
-            # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
-            client.create_index(self._name, index_params(client, self._cfg), sync=False)
+            try:
+                # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
+                client.create_index(self._name, index_params(client, self._cfg), sync=False)
+                check_collection(client, self._name, self._identity.dimension)
+            except Exception as err:
+                self._drop_unfinished(client, err)
+                raise
         check_collection(client, self._name, self._identity.dimension)
         client.load_collection(self._name)
+
+    def _drop_unfinished(self, client: Any, err: BaseException) -> None:
+        log.warning("dropping the Milvus collection %s just created at %s: %s", self._name, self._uri, err)
+        try:
+            client.drop_collection(self._name)
+        except Exception as drop:
+            log.warning("could not drop the unfinished collection %s at %s: %s", self._name, self._uri, drop)
 
     # -- health ---------------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ each of its chunks: records.encode_lead, hybrid.py) and `embedding` (COSINE; FLA
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import socket
@@ -130,17 +131,107 @@ def index_params(client: Any, cfg: IndexConfig) -> Any:
     return params
 
 
-def check_collection(client: Any, name: str, dimension: int) -> None:
-    """Raise IndexError_ when the existing collection `name` cannot hold this identity's chunks."""
-    fields = {f["name"]: f for f in client.describe_collection(name)["fields"]}
+# What ragd needs of a server: full-text search (a BM25 function over an analysed VARCHAR), the jieba tokenizer and
+# the stemmer filter, and nullable fields all came with Milvus 2.5 (sparse vectors and INVERTED indexes with 2.4).
+# An older server accepts create_collection and drops what it does not know, leaving a collection that cannot work.
+MIN_VERSION = (2, 5, 0)
+NEEDS = "full-text (BM25) search with the jieba analyzer, and nullable fields"
+UPGRADE = "upgrade the server to Milvus 2.5 or newer (docs/scale-out.md), or use the zvec backend"
+SCALAR_INDEXED = (AGENT, SOURCE_PATH, EXT)
+
+
+def parse_version(said: str) -> tuple[int, int, int] | None:
+    """`v2.3.5-lite`, `2.5.4`, `v2.6.0-rc1`: (major, minor, patch); None when it names no version."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", said or "")
+    return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
+
+
+def check_server(client: Any, uri: str) -> str:
+    """The server's version, as it says it; IndexError_ when it is older than MIN_VERSION (checked before ragd
+    creates anything on it)."""
+    said = str(client.get_server_version() or "").strip()
+    version = None if said.startswith("milvus_lite") else parse_version(said)  # Lite 3.2+ (pyproject.toml)
+    if version is not None and version < MIN_VERSION:
+        raise IndexError_(f"the Milvus server at {uri} is {said}: ragd needs Milvus "
+                          f"{'.'.join(map(str, MIN_VERSION[:2]))} or newer ({NEEDS})", UPGRADE)  # fmt: skip
+    return said
+
+
+def _params(field: dict[str, Any]) -> dict[str, Any]:
+    params = dict(field.get("params") or {})
+    analyzer = params.get("analyzer_params")
+    if isinstance(analyzer, str):
+        try:
+            params["analyzer_params"] = json.loads(analyzer)
+        except ValueError:
+            params["analyzer_params"] = {}
+    return params
+
+
+def _is_bm25(kind: Any) -> bool:
+    """A function's type as a server says it: FunctionType.BM25, its number (1) or its name."""
+    from pymilvus import FunctionType
+
+    return kind == FunctionType.BM25 or str(kind) in ("1", "BM25") or str(kind).endswith(".BM25")
+
+
+def _names(said: Any) -> list[str]:
+    """Field names as a list, or as Milvus Lite says them ("['fts_text']")."""
+    if isinstance(said, str):
+        return re.findall(r"[A-Za-z0-9_]+", said)
+    return [str(n) for n in said or []]
+
+
+def collection_problems(client: Any, name: str, dimension: int) -> list[str]:
+    """What the existing collection `name` lacks of what ragd relies on (empty: it is right)."""
+    described = client.describe_collection(name)
+    fields = {f["name"]: f for f in described.get("fields") or []}
     missing = REQUIRED - set(fields)
     if missing:
-        raise IndexError_(f"the Milvus collection {name} lacks the fields {sorted(missing)}",
-                          "drop it or choose another [index] collection_prefix")  # fmt: skip
-    dim = int((fields[EMBEDDING].get("params") or {}).get("dim", 0))
+        return [f"the fields {sorted(missing)}"]
+    out = []
+    dim = int(_params(fields[EMBEDDING]).get("dim", 0))
     if dim != dimension:
-        raise IndexError_(f"the Milvus collection {name} holds vectors of dimension {dim}, not "
-                          f"{dimension}", "choose another [index] collection_prefix")  # fmt: skip
+        out.append(f"vectors of dimension {dimension} (it holds {dim})")
+    fts = _params(fields[FTS_TEXT])
+    analyzer = fts.get("analyzer_params") or {}
+    if (
+        str(fts.get("enable_analyzer")).lower() != "true"
+        or analyzer.get("tokenizer") != ANALYZER["tokenizer"]
+    ):
+        out.append(f"the jieba analyzer on {FTS_TEXT}")
+    elif not any(isinstance(f, dict) and f.get("type") == "stemmer" for f in analyzer.get("filter") or []):
+        out.append(f"the stemmer filter of {FTS_TEXT}'s analyzer")
+    bm25 = [f for f in described.get("functions") or []
+            if _is_bm25(f.get("type")) and _names(f.get("input_field_names")) == [FTS_TEXT]
+            and _names(f.get("output_field_names")) == [SPARSE]]  # fmt: skip
+    if not bm25:
+        out.append(f"the BM25 function from {FTS_TEXT} to {SPARSE}")
+    if not fields[PAGE].get("nullable"):
+        out.append(f"a nullable {PAGE} field")
+    indexed = {}
+    for index in client.list_indexes(name) or []:
+        said = client.describe_index(name, index) or {}
+        indexed[said.get("field_name", index)] = said
+    sparse = indexed.get(SPARSE)
+    if sparse is None or str(sparse.get("metric_type", "")).upper() != "BM25":
+        out.append(f"the BM25 index on {SPARSE}")
+    if EMBEDDING not in indexed:
+        out.append(f"the vector index on {EMBEDDING}")
+    unindexed = [f for f in SCALAR_INDEXED if f not in indexed]
+    if unindexed:
+        out.append(f"INVERTED indexes on {', '.join(unindexed)}")
+    return out
+
+
+def check_collection(client: Any, name: str, dimension: int) -> None:
+    """Raise IndexError_ when the existing collection `name` cannot hold this identity's chunks, or lacks what
+    ragd's searches rely on (a server older than 2.5 drops them silently when the collection is created)."""
+    problems = collection_problems(client, name, dimension)
+    if problems:
+        raise IndexError_(f"the Milvus collection {name} was not made as ragd needs it: it lacks "
+                          f"{'; '.join(problems)}", "drop it (ragd creates it again on a Milvus 2.5 or newer "
+                          "server) or choose another [index] collection_prefix")  # fmt: skip
 
 
 def primary_key(key: str, source_path: str, chunk_index: int) -> str:

@@ -45,6 +45,11 @@ class SearchHit(_Document):
     duplicates: list[str] | None = _absent_when_none(
         "other files with the same content, folded into this hit"
     )
+    explain: dict[str, Any] | None = _absent_when_none(
+        "with `explain`: per side (vector, keyword, glosses, lead) the document's rank and score there and its "
+        "share of the fused score (null: not found on that side), the document's fused rank and score, the "
+        "passage's place among its document's, and the result's score (docs/protocol.md)"
+    )
 
 
 class FileHit(_Document):
@@ -61,6 +66,9 @@ class SearchOutput(BaseModel):
         description="the passages, best first (with `files`: each document's best)"
     )
     files: list[FileHit] | None = Field(default=None, description="with `files`: the documents, best first")
+    explain: dict[str, Any] | None = Field(
+        default=None, description="with `explain`: how the sides were fused (weights, constants, floors)"
+    )
 
 
 class QueryHit(BaseModel):
@@ -122,6 +130,11 @@ class StatusOutput(BaseModel):
     index: dict[str, Any] = Field(description="the vector index: chunks, sources, health")
     mcp: dict[str, Any] = Field(
         description="the MCP endpoint: url, ui_url (the web page), error, requests, calls_running"
+    )
+    health: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what works on this machine: ocr, legacy_office, watching, http, folders, embeddings, disk, "
+        "each with its state (ok, degraded, unavailable; starting) and the reason",
     )
 
 

@@ -47,6 +47,7 @@ class McpService:
         self.url: str | None = None
         self.ui_url: str | None = None  # the web page's address (docs/web.md), when it is served
         self.error: str | None = None
+        self.state = "starting"  # then serving, failed (error says why), off ([mcp] enabled = false), stopped
         self._server: RagdServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -76,6 +77,8 @@ class McpService:
         self._stop_announcing = announcer.attach(self._loop, self._rt.changes)
         if self.config.enabled:
             self._start_http()
+        else:
+            self.state = "off"
 
     def _run_loop(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
@@ -90,6 +93,7 @@ class McpService:
 
     def _fail(self, message: str) -> None:
         self.error = message
+        self.state = "failed"
         log.error("MCP over HTTP is off: %s", message)
 
     def _start_http(self) -> None:
@@ -124,6 +128,7 @@ class McpService:
             return self._fail("the HTTP server did not start (see the log above)")
         host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
         self.url = f"http://{host}:{port}/mcp"
+        self.state = "serving"
         self.ui_url = f"http://{host}:{port}/ui/" if cfg.ui else None
         without = {"full": "", "refuse": " (bearer token required)",
                    "public": " (without a token: what every local user may read)"}[tokens.without]  # fmt: skip
@@ -170,9 +175,10 @@ class McpService:
             self._thread.join(STOP_TIMEOUT_S)
         self._http = self._serving = None
         self.url = self.ui_url = None
+        self.state = "stopped"
 
     def status(self) -> dict[str, Any]:
-        return {"enabled": self.config.enabled, "url": self.url, "ui_url": self.ui_url, "error": self.error,
+        return {"enabled": self.config.enabled, "state": self.state, "url": self.url, "ui_url": self.ui_url, "error": self.error,
                 "requests": self._guard.requests if self._guard is not None else 0,
                 "sessions": len(self._sessions),
                 "calls_running": self._server.long_calls.running if self._server is not None else 0}  # fmt: skip

@@ -107,12 +107,13 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
         files: Annotated[bool, Field(description="documents rather than passages (for \"which files are about ...\"): top_k documents, each with its best passages and how many matched")] = False,
         scope: Annotated[Literal["agent", "all"], Field(description="on an index shared by several machines (Milvus): this agent's files, or every agent's (each result names its agent)")] = "agent",
         where: Annotated[list[str] | None, Field(description=WHERE_HELP)] = None,
+        explain: Annotated[bool, Field(description="with each result, why it is where it is: its rank and score on each side (vector, keyword, glosses, lead) and how they were fused")] = False,
     ) -> Annotated[CallToolResult, SearchOutput]:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range,
         carries its document's metadata (tags, product, version, ...), and links to the document's chunks and
         metadata resources."""
         found = SearchOutput.model_validate(
-            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope, where or [])
+            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope, where or [], explain)
         )
         return _result(found, _links([hit.model_dump() for hit in found.results]))
 

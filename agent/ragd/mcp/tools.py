@@ -38,12 +38,14 @@ def resource_uri(kind: str, path: Path | str) -> str:
 
 
 def search(rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid",
-           files: bool = False, scope: str = "agent", where: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
-    """The control verb `search` (and `ragctl search --json`): {"results": [...]} (and "files" with `files`)."""
+           files: bool = False, scope: str = "agent", where: Sequence[str] = (),
+           explain: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The control verb `search` (and `ragctl search --json`): {"results": [...]} (and "files" with `files`,
+    "explain" with `explain`)."""
     args = search_verb.SearchArgs(query=query, top_k=top_k, path_prefix=[path_prefix] if path_prefix else [],
-                                  mode=mode, files=files, scope=scope, where=list(where))  # type: ignore[arg-type]  # fmt: skip
+                                  mode=mode, files=files, scope=scope, where=list(where), explain=explain)  # type: ignore[arg-type]  # fmt: skip
     found = search_verb.search(rt, args)
-    return {"results": found["results"], **({"files": found["files"]} if "files" in found else {})}
+    return {"results": found["results"], **{k: found[k] for k in ("files", "explain") if k in found}}
 
 
 def query(rt: Resident, q: str, topn: int = 5, where: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ on. A directory whose own path is not valid UTF-8 is not tracked: its parent's j
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -111,7 +112,7 @@ class _Plan:
     listing: Listing
     entries: dict[str, Digest | None]  # live entries by name (None: directory entry), as digests
     deleted: set[str]
-    found: DirEntries  # the full entries read so far (more are read when needed: `entry`)
+    found: DirEntries  # digests and stats; whole entries are read when needed (`entry`)
     labels: Labels  # the folder defaults and metadata keys in force here
     work: list[tuple[str, Change]] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
@@ -120,13 +121,10 @@ class _Plan:
     stray: list[str] = field(default_factory=list)
 
     def entry(self, directory: Path, name: str) -> FileEntry | None:
-        """The whole live entry of `name` (read now unless it was read while planning)."""
-        full = self.found.full
-        if name not in full:
-            full[name] = (
-                sidecar.try_read(sidecar.entry_path(directory, name)) if self.entries.get(name) else None
-            )
-        return full[name]
+        """The whole live entry of `name`, read now (not kept: a job over a big folder would hold every one)."""
+        if name in self.found.full:
+            return self.found.full[name]
+        return sidecar.try_read(sidecar.entry_path(directory, name)) if self.entries.get(name) else None
 
 
 def _plan(ctx: JobContext, directory: Path) -> _Plan:
@@ -385,8 +383,11 @@ class _ReusePool:
 
     def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
         if self._pool is None:
-            entries = [e for n in self._plan.entries if (e := self._plan.entry(self._dir, n)) is not None]
-            entries += [e for n in self._plan.deleted if (e := _read_deleted(self._dir, n)) is not None]
+            # one entry at a time (a folder's entries together are ten times the vectors kept of them); an entry
+            # this job marked deleted (a rename's old name) is read under its deleted name
+            live = (self._plan.entry(self._dir, n) or _read_deleted(self._dir, n) for n in self._plan.entries)
+            deleted = (_read_deleted(self._dir, n) for n in self._plan.deleted)
+            entries = (e for e in itertools.chain(live, deleted) if e is not None)
             ident = self._ctx.identity
             self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
         found = {h: self._pool[h] for h in hashes if h in self._pool}

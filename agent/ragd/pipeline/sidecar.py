@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -597,7 +597,7 @@ def _emptied(rd: Path) -> bool:
     return not staged and all(n.endswith(DELETED_SUFFIX) or n in (GITIGNORE, TMP_DIR) for n in names)
 
 
-def vectors_by_hash(entries: Sequence[FileEntry], model_name: str, dimension: int) -> dict[str, str]:
+def vectors_by_hash(entries: Iterable[FileEntry], model_name: str, dimension: int) -> dict[str, str]:
     """content_hash -> vector_base64 from entries of the same embedding identity (for reuse), and LEAD_KEY +
     content_hash for their leads (a lead's text may be a chunk's, whose vector is of its text with its header); a
     vector that is zero, not finite or of the wrong length (another tool's, or an older version's) is never passed

@@ -23,6 +23,8 @@ finds them:
 - **kind="markdown"** cuts the text before each run of headings, then splits each section on its own: chunks
   never span two sections and carry no overlap across them. **kind="recursive"** splits the whole text,
   headings being only its first separator.
+- **Chunks end at page breaks** (a PDF, a multi-page image): the text is also cut where each page starts, so
+  that a chunk's page is the page of every word in it.
 
 A text that already holds characters of Unicode planes 15-16 (the placeholders), or more than 65533 fences and
 heading runs together, is split without the masking (a warning is logged): fences may then be cut.
@@ -49,7 +51,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:  # langchain is imported on first use: it costs ~0.2 s at start-up
     from langchain_text_splitters import RecursiveCharacterTextSplitter
-from ..model import Chunk, Document, SplitterSettings
+from ..model import Chunk, Document, PageSpan, SplitterSettings
 from .structure import Heading, Structure, has_words, scan
 
 log = logging.getLogger(__name__)
@@ -194,6 +196,21 @@ def _sections(text: str, headings: tuple[Heading, ...]) -> list[tuple[int, int]]
     return list(zip(starts, [*starts[1:], len(text)], strict=True))
 
 
+def _at_pages(
+    bounds: list[tuple[int, int]], pages: tuple[PageSpan, ...], atomic: list[tuple[int, int, int]]
+) -> list[tuple[int, int]]:
+    """`bounds` also cut where each page but the first starts, so that no chunk spans two pages: a chunk's page
+    is that of every word in it (one chunk of two short pages was cited by the first page, the word asked for
+    being on the second). Never inside a fence or a run of headings (never cut)."""
+    cuts = sorted(p.start for p in pages[1:] if not any(s < p.start < e for s, e, _ in atomic))
+    if not cuts:
+        return bounds
+    out: list[tuple[int, int]] = []
+    for a, b in bounds:
+        out.extend(pairwise([a, *(c for c in cuts if a < c < b), b]))
+    return out
+
+
 def _split_span(
     splitter: RecursiveCharacterTextSplitter, masked: str, start: int, end: int, overlap: int
 ) -> list[tuple[int, int]]:
@@ -306,14 +323,12 @@ def split(doc: Document, settings: SplitterSettings) -> list[Chunk]:
         return []
     markup = "markdown" if doc.is_markdown else doc.markup or ""
     structure = scan(text, markup)
-    masked = _mask(text, _atomic_spans(text, structure))
+    atomic = _atomic_spans(text, structure)
+    masked = _mask(text, atomic)
     splitter = _splitter(markup, settings.chunk_size, settings.chunk_overlap, bool(masked.extra))
-    if settings.kind == "markdown" and structure.headings:
-        sections = [
-            (masked.to_masked(a), masked.to_masked(b)) for a, b in _sections(text, structure.headings)
-        ]
-    else:
-        sections = [(0, len(masked.text))]
+    by_heading = settings.kind == "markdown" and structure.headings
+    bounds = _sections(text, structure.headings) if by_heading else [(0, len(text))]
+    sections = [(masked.to_masked(a), masked.to_masked(b)) for a, b in _at_pages(bounds, doc.pages, atomic)]
     token = _PH_EXTRA.set(masked.extra)
     try:
         spans = [

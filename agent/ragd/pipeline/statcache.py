@@ -198,8 +198,11 @@ def _md5(data: bytes) -> str:
 
 @dataclass
 class DirEntries:
-    """One `.rag/` folder: live digests by name (None: a directory entry), the full entries read on the way,
-    deleted names, unreadable names (with why), each live entry file's stat, and the records for the cache."""
+    """One `.rag/` folder: live digests by name (None: a directory entry), deleted names, unreadable names (with
+    why), each live entry file's stat, and the records for the cache. `full`: whole entries a job read again later
+    (a recovered one); `load_dir` keeps none of the entries it reads (only their digests): a folder of 30,000
+    files held all their chunks and vectors, some 10 KiB a file, for as long as its job ran (docs/benchmarks.md,
+    issue 36)."""
 
     live: dict[str, Digest | None] = field(default_factory=dict)
     full: dict[str, FileEntry | None] = field(default_factory=dict)
@@ -211,7 +214,8 @@ class DirEntries:
 
 def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
     """Every entry of `directory/.rag/`: from the cache where the entry file's stat says it is the one cached, else
-    read (and offered to the cache)."""
+    read (and offered to the cache). Only its digest is kept: the memory of a job is bounded by its folder's
+    names, not by its entries' chunks (a job reads again the few whole entries it needs)."""
     found = DirEntries()
     started = time.time_ns()
     where = str(directory)
@@ -228,7 +232,6 @@ def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
         except StorageError as err:
             found.unreadable[name] = err.message
             continue
-        found.full[name] = entry
         found.live[name] = None if entry is None else Digest.of(entry, name)
         found.stats[name] = st
         if cache is not None and valid_name(name) and max(st.st_mtime_ns, st.st_ctime_ns) < started - RACY_NS:
@@ -269,7 +272,9 @@ def _from_cache(cache: StatCache, where: str, name: str, path: str, found: DirEn
 
 
 def _record(key: Key, digest: Digest | None) -> Record:
-    return orjson.dumps([key, None if digest is None else digest.to_json()])
+    """A record, copied out of orjson's buffer: the bytes orjson returns keep the 4 KiB it wrote them in, ten
+    times the record's size, and the cache keeps a record for every file of the tree (30,000 notes: 120 MiB)."""
+    return bytes(memoryview(orjson.dumps([key, None if digest is None else digest.to_json()])))
 
 
 def _read(path: str) -> tuple[FileEntry | None, os.stat_result]:

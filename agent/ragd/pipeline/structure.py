@@ -32,10 +32,12 @@ MARKUPS = ("markdown", "rst", "org")
 # 3: document metadata (front matter, PDF and Office properties) in the entry, its title in the context header.
 # 4: no chunk of markup alone (the rules and empty cells of a layout table, a line of dashes); a heading's link
 #    whose text is in brackets (`[src]`, `[edit]`) is not part of its heading path.
-SPLIT_REVISION = 4
+# 5: chunks end at page breaks (split._at_pages): a chunk of a PDF is on one page.
+SPLIT_REVISION = 5
 _CHANGED_IN_2 = frozenset({".rst", ".rest", ".org", ".html", ".htm"})  # their chunks or heading paths differ
 _MARKDOWN = frozenset({".md", ".markdown"})
 _PROPERTIES_IN_3 = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".doc", ".ppt"})  # document properties
+_PAGED_IN_5 = frozenset({".pdf"})  # chunks cut at page breaks (the images with pages are read by OCR)
 
 _WORD = re.compile(r"[^\W_]")  # a letter, a digit or an ideograph
 
@@ -138,7 +140,8 @@ def needs_resplit(
     heading these rules clean (revisions 2 and 4: permalinks, emphasis, a bracketed link beside it) or with a
     chunk of markup alone (one of `texts`, the chunks' contents, without words: revision 4); from revision 2, RST,
     Org and HTML files; from revision 3, Markdown files whose text (`first`: their first chunk) opens with front
-    matter, and PDF and Office files, whose properties are metadata. Not those OCR read (reading them again costs minutes; they get the new rules
+    matter, and PDF and Office files, whose properties are metadata; from revision 5, PDF files, whose chunks end at
+    page breaks. Not those OCR read (reading them again costs minutes; they get the new rules
     when they change or with `ragctl sync --force`). An entry another tool wrote (no `parser`) is left as it is.
     """
     revision = revision or 1
@@ -148,9 +151,11 @@ def needs_resplit(
         return True
     if any(clean_heading(h) != h for path in heading_paths for h in path):
         return True
+    ext = PurePath(file_name).suffix.lower()
+    if ext in _PAGED_IN_5:  # (any older revision)
+        return True
     if revision >= 3:
         return False
-    ext = PurePath(file_name).suffix.lower()
     if ext in _MARKDOWN and first.startswith(("---", "+++")):
         return True
     if ext in _PROPERTIES_IN_3:

@@ -40,6 +40,7 @@ from ..pipeline.sidecar import RAG_DIR, utc_stamp
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
 from . import datadir, rootstate
+from .capabilities import Health
 from .changes import ChangeLog
 from .debounce import Debouncer
 from .history import open_history
@@ -70,6 +71,7 @@ class Agent:
         self.roots: list[Path] = []
         self.missing_roots: dict[Path, str] = {}
         self.tracker = Tracker()
+        self.health = Health()
         self.history = open_history(config, self.data_dir, open_file=False)  # its file: in start()
         self.changes = ChangeLog(history=self.history)
         self.ignore = Ignore(config.ignore)

@@ -12,9 +12,10 @@ that its progress shows (the agent ends it, as any phase, once no job is left).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -156,6 +157,7 @@ class Tracker:
         # files in _dirs, and how many of them FAILED: kept up to date as results arrive (status polls often)
         self._known = 0
         self._failed = 0
+        self._skipped: Counter[str] = Counter()  # files SKIPPED under every root, by reason_kind
         self.progress = Progress()
         self.dir_errors: dict[Path, str] = {}
         # folders the agent cannot read (among dir_errors): out of search, each with when that was seen first
@@ -279,6 +281,9 @@ class Tracker:
         if files:
             self._known += sign * len(files)
             self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
+            for st in files.values():
+                if st.state == SKIPPED:
+                    self._skipped[reason_kind(st.reason)] += sign
 
     def start_phase(self, phase: str, *, expected: bool = False) -> None:
         """A new phase; with `expected`, it keeps what the index should hold after its jobs (for a sync)."""
@@ -299,6 +304,7 @@ class Tracker:
         counts = {EMBEDDED: 0, SKIPPED: 0, FAILED: 0}
         failures: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
+        why_skipped: Counter[str] = Counter()
         with self._lock:
             dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
             dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
@@ -308,18 +314,27 @@ class Tracker:
                 counts[st.state] = counts.get(st.state, 0) + 1
                 if st.state == FAILED and len(failures) < MAX_FAILURES_LISTED:
                     failures.append({"path": str(d / name), "reason": st.reason, "retry_at": st.retry_at})
-                elif st.state == SKIPPED and len(skipped) < MAX_FAILURES_LISTED:
-                    skipped.append({"path": str(d / name), "reason": st.reason})
+                elif st.state == SKIPPED:
+                    why_skipped[reason_kind(st.reason)] += 1
+                    if len(skipped) < MAX_FAILURES_LISTED:
+                        skipped.append({"path": str(d / name), "reason": st.reason})
         failures.sort(key=lambda f: f["path"])
         skipped.sort(key=lambda f: f["path"])
         return {
             "files": counts,
             "failures": failures,
             "skipped": skipped,
+            # how many files were skipped for each reason (paths and numbers left out), most first
+            "skipped_reasons": [{"reason": r, "files": n} for r, n in why_skipped.most_common()],
             "dir_errors": [
                 _dir_error(d, r, denied.get(d)) for d, r in sorted(dir_errors)[:MAX_FAILURES_LISTED]
             ],
         }
+
+    def skipped_reasons(self) -> dict[str, int]:
+        """Files SKIPPED under every root, by reason (reason_kind)."""
+        with self._lock:
+            return {reason: n for reason, n in self._skipped.items() if n > 0}
 
     def totals(self) -> tuple[int, int]:
         """(files known, files FAILED) under every root."""
@@ -366,6 +381,16 @@ class Tracker:
                         return found, True
                     found.append((path, self._dirs[d][name]))
         return found, False
+
+
+def reason_kind(reason: str) -> str:
+    """A SKIPPED reason without what is particular to one file (a path, a size), for counting files by reason:
+    "file too large: 12 bytes > limits.max_file_size 10" -> "file too large: N bytes > limits.max_file_size N"."""
+    return _NUMBER.sub("N", _PATH.sub("…", reason)) or "no reason given"
+
+
+_PATH = re.compile(r"(?<![\w.])/[^\s,;]+")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 
 
 def _dir_error(directory: Path, reason: str, since: str | None) -> dict[str, Any]:

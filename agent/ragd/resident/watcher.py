@@ -268,6 +268,7 @@ class Watcher:
         self._sink = sink
         self._lock = threading.RLock()
         self._roots: dict[Path, _Root] = {}
+        self.fallbacks: dict[Path, str] = {}  # roots polled because inotify could not cover them, and why
         self._inotify: BaseObserver | None = None
         self._gone: dict[Path, None] = {}  # insertion-ordered set of directories reported gone
         self._gone_lock = threading.Lock()
@@ -290,6 +291,7 @@ class Watcher:
     def remove_root(self, root: Path) -> None:
         with self._lock:
             entry = self._roots.pop(root, None)
+            self.fallbacks.pop(root, None)
         if entry is not None:
             self._unschedule(entry)
 
@@ -336,6 +338,7 @@ class Watcher:
         except OSError as err:
             log.warning("%s cannot be watched by inotify (%s); it is polled every %g s instead: %s",
                         root, err, poll_interval, _inotify_hint(err.errno))  # fmt: skip
+            self.fallbacks[root] = f"{err.strerror or err}: {_inotify_hint(err.errno)}"
             return None
         return _Root(root, INOTIFY, poll_interval, handler, observer, watch)
 
@@ -360,6 +363,7 @@ class Watcher:
     def _switch_to_polling(self, entry: _Root, why: str) -> None:
         log.warning("%s %s; it is polled every %g s instead (and rescanned): %s",
                     entry.path, why, entry.poll_interval, _inotify_hint(errno.ENOSPC))  # fmt: skip
+        self.fallbacks[entry.path] = f"{why}: {_inotify_hint(errno.ENOSPC)}"
         self._unschedule(entry)  # frees its watches for the other roots
         self._roots[entry.path] = self._start_polling(entry.path, entry.poll_interval)
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..paths import Within
     from ..pipeline.embed import LazyEmbedQueue
     from ..pipeline.scan import Ignore
+    from ..resident.capabilities import Health
     from ..resident.changes import ChangeLog
     from ..resident.debounce import Debouncer
     from ..resident.history import History
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ..resident.rootstate import RootOverlay
     from ..resident.scheduler import Scheduler
     from ..resident.tracker import Tracker
+    from ..resident.watcher import Watcher
 
 T = TypeVar("T")
 Progress = Callable[[Mapping[str, Any]], bool]
@@ -68,6 +70,8 @@ class Resident(Runtime, Protocol):
     debouncer: Debouncer
     embed: LazyEmbedQueue
     verifier: Verifier
+    health: Health  # what works on this machine (resident/capabilities.py)
+    watcher: Watcher
     started: float
     rebuilding: bool
     data_dir_rebuilt: dict[str, Any] | None  # the data directory made again (resident/datadir.py)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -11,7 +12,7 @@ from pydantic import AliasChoices, Field, field_validator
 
 from .. import access
 from ..access.scope import Scope
-from ..index import MAX_K
+from ..index import MAX_K, hybrid
 from ..paths import root_of
 from ..resident.history import History, iso
 from .arguments import Args, bad
@@ -30,6 +31,7 @@ class SearchArgs(Args):
     where: list[str] = Field(
         default_factory=list
     )  # metadata filters, all must match: "tag=invoice", "version^=2."
+    explain: bool = False  # each result's rank and score on each side, and how fusion combined them
 
     @field_validator("path_prefix", "where", mode="before")
     @classmethod
@@ -44,9 +46,23 @@ class SearchResult(TypedDict):
         dict[str, Any]
     ]  # index.search.SearchResult.to_dict(): path, rel_path, root, chunk_index, ...
     files: NotRequired[list[dict[str, Any]]]  # with `files`: index.search.FileResult.to_dict()
+    explain: NotRequired[dict[str, Any]]  # with `explain`: how the sides were fused
 
 
 def search(rt: Runtime, args: SearchArgs) -> SearchResult:
+    """The answer to `args`; with `explain`, each result (and each document's passage with `files`) carries its
+    `explain` (fusion.Explanation.of) and the answer says how the sides were combined."""
+    with hybrid.explaining() if args.explain else nullcontext() as why:
+        found = _search(rt, args)
+    if why is None:
+        return found
+    for hit in [*found["results"], *(c for f in found.get("files", ()) for c in f["chunks"])]:
+        hit["explain"] = why.of(hit["path"], int(hit["chunk_index"]), float(hit["score"]))
+    found["explain"] = why.query()
+    return found
+
+
+def _search(rt: Runtime, args: SearchArgs) -> SearchResult:
     rt.ready()
     prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
     history: History | None = getattr(rt, "history", None)

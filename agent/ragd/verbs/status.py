@@ -34,6 +34,7 @@ class Status(TypedDict):
     history: dict[str, Any]
     index: dict[str, Any]
     mcp: dict[str, Any]
+    health: dict[str, Any]
 
 
 def status(rt: Resident, args: StatusArgs | None = None, progress: Progress = no_progress) -> Status:
@@ -68,6 +69,7 @@ def _snapshot(rt: Resident) -> Status:
         "history": _history(rt),
         "index": _index(rt),
         "mcp": rt.host.mcp_status(),
+        "health": {name: cap.to_json() for name, cap in rt.health.check(rt).items()},
     }
 
 

@@ -204,7 +204,9 @@ class WebPage:
         q = request.query_params
         text, mode, k_text = q.get("q", ""), q.get("mode", "hybrid"), q.get("k", "10")
         path, where_text, files = q.get("path", ""), q.get("where", ""), q.get("files") == "1"
-        form = {"q": text, "mode": mode, "k": k_text, "path": path, "where": where_text, "files": files}
+        explain = q.get("explain") == "1"
+        form = {"q": text, "mode": mode, "k": k_text, "path": path, "where": where_text, "files": files,
+                "explain": explain}  # fmt: skip
         if not text.strip():
             return await self._page(request, "search.html", _nothing, form=form, modes=pages.SEARCH_MODES)
         where = [w.strip() for w in where_text.split(",") if w.strip()]
@@ -212,7 +214,7 @@ class WebPage:
             k = int(k_text)
         except ValueError:
             k = 0  # refused by SearchArgs with its own message
-        return await self._page(request, "search.html", pages.search, text, mode, k, path, where, files,
+        return await self._page(request, "search.html", pages.search, text, mode, k, path, where, files, explain,
                                 form=form, modes=pages.SEARCH_MODES)  # fmt: skip
 
     async def document(self, request: Request) -> Response:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragctl import protocol as p
+from ragctl import render
 
 from .. import access
 from ..errors import RagdError
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 PASSAGES_SHOWN = 200  # of a long document's passages, at once (a 10 MB log file has thousands)
 MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
 SEARCH_MODES = ("hybrid", "vector", "keyword")
+HEALTH_LABELS = {"ocr": "OCR of scans and images", "legacy_office": "Legacy Office files (LibreOffice)",
+                 "watching": "File watching", "http": "HTTP (MCP and this page)", "folders": "Folders",
+                 "embeddings": "Embeddings", "disk": "Disk space"}  # fmt: skip
 HEALTH_WINDOW_S = 300.0  # the embedder is shown failing while it failed a batch in the last five minutes
 
 
@@ -56,6 +60,10 @@ def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
         "parse": st["parse"],
         "history": st["history"],
         "mcp": st["mcp"],
+        "health": [
+            {"name": name, "label": HEALTH_LABELS.get(name, name), **cap}
+            for name, cap in (st.get("health") or {}).items()
+        ],
         "chart": {key: chart(series, key) for key in ("texts_per_s", "files_per_s")},
         "at": time.time(),
     }
@@ -98,13 +106,20 @@ def retry(rt: Resident, path: str) -> dict[str, Any]:
 
 
 def search(rt: Resident, query: str, mode: str, top_k: int, path: str, where: list[str],
-           files: bool) -> dict[str, Any]:  # fmt: skip
-    """`search` as `ragctl search` runs it (SearchArgs checks every argument)."""
+           files: bool, explain: bool = False) -> dict[str, Any]:  # fmt: skip
+    """`search` as `ragctl search` runs it (SearchArgs checks every argument); with `explain`, each hit's `why`
+    and the answer's `how` as `ragctl search --explain` prints them."""
     args = search_verb.SearchArgs.model_validate({"query": query, "mode": mode, "top_k": top_k, "where": where,
-                                                  "path_prefix": [path] if path else [], "files": files})  # fmt: skip
+                                                  "path_prefix": [path] if path else [], "files": files,
+                                                  "explain": explain})  # fmt: skip
     started = time.monotonic()
-    found = search_verb.search(rt, args)
-    return {**found, "elapsed_ms": round(1000 * (time.monotonic() - started), 1)}
+    found: dict[str, Any] = dict(search_verb.search(rt, args))
+    elapsed = round(1000 * (time.monotonic() - started), 1)
+    if explain:
+        for hit in [*found["results"], *(c for f in found.get("files", ()) for c in f["chunks"])]:
+            hit["why"] = render.why(hit, "").removeprefix("why: ").strip()
+        found["how"] = render.explained(found).strip()
+    return {**found, "elapsed_ms": elapsed}
 
 
 def document(rt: Resident, path: str, chunk: int | None = None, start: int | None = None) -> dict[str, Any]:

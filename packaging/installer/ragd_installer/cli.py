@@ -1,6 +1,7 @@
 """The `ragd-installer` command line.
 
     ragd-installer install [--user | --system] [--prefix P] [--root DESTDIR] [--roots DIR...] [--no-start]
+                           [--force]
     ragd-installer uninstall [--user | --system] [--prefix P] [--root DESTDIR] [--purge]
     ragd-installer --version
 Exit status: 0 done, 1 failed (the message says why and what to do), 2 usage error.
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument("--roots", nargs="+", type=Path, default=[], metavar="DIR",
                       help="folders to index (new config; system: also the unit's ReadWritePaths=)")  # fmt: skip
     inst.add_argument("--no-start", action="store_true", help="do not run systemctl; print the commands")
+    inst.add_argument("--force", action="store_true", help="install even over a newer installed version")
     inst.add_argument("--payload", type=Path, metavar="DIR|TAR",
                       help="install this payload instead of the bundled one (development)")  # fmt: skip
     uni = sub.add_parser("uninstall", help="stop the service and remove the program, links and unit")
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> Report:
     if args.command == "install":
         opts = InstallOptions(
-            args.mode, args.prefix, args.root, tuple(args.roots), not args.no_start, args.payload
+            args.mode, args.prefix, args.root, tuple(args.roots), not args.no_start, args.payload, args.force
         )
         return install(opts, os.environ)
     return uninstall(UninstallOptions(args.mode, args.prefix, args.root, args.purge), os.environ)

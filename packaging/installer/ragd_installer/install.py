@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import time
 import tomllib
@@ -23,7 +24,16 @@ from .manifest import Manifest, read_manifest, sorted_paths
 from .payload import MANIFEST_NAME, Payload, open_payload
 from .render import default_config, render_unit, sysusers_entry, unit_word
 from .report import Report
-from .systemd import account_commands, manager_reachable, run_all, start_commands
+from .systemd import (
+    Command,
+    account_commands,
+    command_environ,
+    manager_reachable,
+    run_all,
+    shell_line,
+    start_commands,
+    systemd_running,
+)
 
 _DEBRIS = re.compile(r"^\..+\.(new|old)-\d+$|^\..+\.\d+\.(lnk|tmp)$")
 
@@ -36,15 +46,19 @@ class InstallOptions:
     roots: tuple[Path, ...] = ()
     start: bool = True
     payload: Path | None = None  # directory or tar; default: the one bundled in the frozen installer
+    force: bool = False  # install an older version over a newer one
 
 
 def install(opts: InstallOptions, environ: Mapping[str, str]) -> Report:
     layout = resolve_layout(opts.mode, opts.prefix, opts.root, environ)
     check_privileges(layout)
     roots = normalize_roots(opts.roots)
+    if layout.root is None:  # staged (--root): the roots are the target machine's, not this one's
+        check_roots_exist(roots)
     payload = open_payload(opts.payload)
     previous = read_manifest(layout)
     check_links(layout)
+    check_not_older(layout, payload, opts.force)
     writer, report = Writer(layout), Report()
     old_version = place_program(layout, writer, payload, report)
     for bin_dir in layout.bin_dirs:
@@ -75,6 +89,37 @@ def normalize_roots(roots: Sequence[Path]) -> list[Path]:
     for r in out:
         unit_word(str(r))  # raises InstallError for a path systemd cannot name
     return list(dict.fromkeys(out))
+
+
+def check_roots_exist(roots: Sequence[Path]) -> None:
+    """Each --roots folder exists and is a folder: a typo would otherwise be indexed as nothing, silently."""
+    for root in roots:
+        if not root.is_dir():
+            what = "is not a folder" if root.exists() else "does not exist"
+            raise InstallError(
+                f"--roots {root} {what}",
+                f"correct the path, or create the folder first (mkdir -p {root}) and run the installer again",
+            )
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A version's release numbers, for ordering: "1.10.0" > "1.9.2" (a local part, "+g1a2b", is ignored)."""
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0].split("-")[0])[:4])
+
+
+def installed_version(layout: Layout) -> str | None:
+    current = layout.real(layout.current)
+    return os.readlink(current) if current.is_symlink() else None
+
+
+def check_not_older(layout: Layout, payload: Payload, force: bool) -> None:
+    """Refuse to put an older version over a newer one unless forced (its index or config may be newer too)."""
+    old, new = installed_version(layout), payload.info.version
+    if old and version_key(new) < version_key(old) and not force:
+        raise InstallError(
+            f"ragd {old} is installed, newer than this installer's {new}: not downgrading",
+            f"to upgrade, run the installer of {old} or later; to go back to {new} anyway, add --force",
+        )
 
 
 def check_links(layout: Layout) -> None:
@@ -112,8 +157,13 @@ def place_program(layout: Layout, writer: Writer, payload: Payload, report: Repo
     old = os.readlink(current) if current.is_symlink() else None
     writer.symlink(layout.current, version)  # relative: the tree can be moved (DESTDIR staging)
     removed = prune_versions(lib, keep={version, old or version})
-    verb = "upgraded" if old and old != version else "reinstalled" if old else "installed"
-    report.done.append(f"{verb} ragd {payload.info.version} ({layout.mode}) in {layout.lib_dir / version}")
+    verb = "reinstalled" if old == version else "installed" if old is None else "upgraded"
+    if old and version_key(version) < version_key(old):
+        verb = "downgraded"
+    was = f", was {old}" if old and old != version else ""
+    report.done.append(
+        f"{verb} ragd {payload.info.version} ({layout.mode}{was}) in {layout.lib_dir / version}"
+    )
     if removed:
         report.done.append("removed  old version(s) " + ", ".join(removed))
     return old
@@ -249,24 +299,43 @@ def activate(
     elif not opts.start:
         report.to_run, report.to_run_reason = start, "--no-start: the service was not started"
     elif not manager_reachable(layout, environ):
-        report.to_run, report.to_run_reason = start, _unreachable_reason(layout)
+        if layout.mode == "user" and systemd_running():
+            report.notes.append(
+                _no_user_manager(start, environ)
+            )  # `systemctl --user` would fail in this shell
+        else:
+            report.to_run, report.to_run_reason = start, "systemd is not running on this machine"
     else:
-        report.ran += run_all(start)
+        report.ran += run_all(start, env=command_environ(layout, environ))
 
 
-def _unreachable_reason(layout: Layout) -> str:
-    if layout.mode == "user":
-        return "your systemd user manager is not reachable here (no systemd, or no $XDG_RUNTIME_DIR/systemd)"
-    return "systemd is not running on this machine"
+def lingering(environ: Mapping[str, str]) -> bool:
+    """This user's manager runs without a login session (loginctl enable-linger: logind's flag file)."""
+    user = environ.get("USER") or environ.get("LOGNAME") or pwd.getpwuid(os.getuid()).pw_name
+    return Path("/var/lib/systemd/linger", user).exists()
+
+
+def _no_user_manager(start: list[Command], environ: Mapping[str, str]) -> str:
+    """What to do when this account's systemd manager is not running: a shell from runuser or sudo -u has no login
+    session, so `systemctl --user` cannot work in it."""
+    user = environ.get("USER") or environ.get("LOGNAME") or pwd.getpwuid(os.getuid()).pw_name
+    commands = " && ".join(shell_line(c) for c in start)
+    return (
+        f"the service was not started: {user}'s systemd user manager is not running (this shell has no login "
+        f"session: runuser and sudo -u start none). Either have it run always: as root, loginctl enable-linger "
+        f"{user}, then run this installer again; or log in as {user} (a desktop, ssh, machinectl shell "
+        f"{user}@) and run there: {commands}"
+    )
 
 
 def _notes(
     layout: Layout, roots: list[Path], environ: Mapping[str, str], config_written: bool, report: Report
 ) -> None:
     if layout.mode == "user":
-        report.notes.append(
-            "to keep the agent running while you are logged out: loginctl enable-linger $USER"
-        )
+        if not lingering(environ) and not any("enable-linger" in n for n in report.notes):
+            report.notes.append(
+                "to keep the agent running while you are logged out: loginctl enable-linger $USER"
+            )
         path = environ.get("PATH", "").split(os.pathsep)
         if layout.root is None and str(layout.bin_dirs[0]) not in path:
             report.notes.append(f"{layout.bin_dirs[0]} is not on your PATH: add it to use ragd and ragctl")

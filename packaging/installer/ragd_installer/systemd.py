@@ -7,6 +7,7 @@ where the user's manager is reachable); otherwise the installer prints them for 
 from __future__ import annotations
 
 import grp
+import os
 import pwd
 import shlex
 import shutil
@@ -36,13 +37,27 @@ def systemd_running() -> bool:
     return Path("/run/systemd/system").is_dir()
 
 
+def user_runtime_dir(environ: Mapping[str, str]) -> Path:
+    """Where this user's systemd manager listens: $XDG_RUNTIME_DIR, or /run/user/<uid> in a shell that has none
+    (runuser and sudo -u start no login session; the manager still runs there while the user is logged in
+    elsewhere, or always with lingering)."""
+    return Path(environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}")
+
+
 def manager_reachable(layout: Layout, environ: Mapping[str, str]) -> bool:
     if not systemd_running():
         return False
     if layout.mode == "system":
         return True
-    runtime = environ.get("XDG_RUNTIME_DIR", "")
-    return bool(runtime) and (Path(runtime) / "systemd").is_dir()
+    return (user_runtime_dir(environ) / "systemd").is_dir()
+
+
+def command_environ(layout: Layout, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the commands run: `systemctl --user` finds the manager through $XDG_RUNTIME_DIR."""
+    env = dict(environ)
+    if layout.mode == "user":
+        env["XDG_RUNTIME_DIR"] = str(user_runtime_dir(environ))
+    return env
 
 
 def account_commands(layout: Layout, config_written: bool) -> list[Command]:
@@ -90,12 +105,14 @@ def reload_commands(layout: Layout) -> list[Command]:
     return [(*layout.systemctl, "daemon-reload")]
 
 
-def run_all(commands: Sequence[Command], *, keep_going: bool = False) -> list[CommandResult]:
+def run_all(
+    commands: Sequence[Command], *, keep_going: bool = False, env: Mapping[str, str] | None = None
+) -> list[CommandResult]:
     """Run the commands in order; stop at the first failure unless `keep_going`."""
     results: list[CommandResult] = []
     for cmd in commands:
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120, env=env)
             result = CommandResult(cmd, proc.returncode, (proc.stderr or proc.stdout).strip())
         except (OSError, subprocess.TimeoutExpired) as err:
             result = CommandResult(cmd, 127, str(err))

@@ -20,7 +20,7 @@ from .install import check_privileges
 from .layout import APP, InstallError, Layout, Mode, resolve_layout
 from .manifest import Manifest, read_manifest
 from .report import Report
-from .systemd import manager_reachable, reload_commands, run_all, stop_commands
+from .systemd import command_environ, manager_reachable, reload_commands, run_all, stop_commands
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def uninstall(opts: UninstallOptions, environ: Mapping[str, str]) -> Report:
     report = Report()
     live = layout.root is None and manager_reachable(layout, environ)
     if live:
-        report.ran += run_all(stop_commands(layout), keep_going=True)
+        report.ran += run_all(stop_commands(layout), keep_going=True, env=command_environ(layout, environ))
     remove_files(layout, manifest, report)
     if opts.purge:
         purge(layout, manifest, report)
     _remove_empty_dirs(layout, manifest)
     if live:
-        report.ran += run_all(reload_commands(layout))
+        report.ran += run_all(reload_commands(layout), env=command_environ(layout, environ))
     else:
         report.to_run = stop_commands(layout) + reload_commands(layout)
         report.to_run_reason = "if the service still runs somewhere, stop it"

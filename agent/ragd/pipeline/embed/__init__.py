@@ -192,9 +192,13 @@ class LazyEmbedQueue:
         if len(parts) < 2:
             return parts[0] if parts else EmbedStats()
         main, express = parts
+        latest = ("last_error", "last_error_at", "last_ok_at")
+        error = max((main, express), key=lambda s: s.last_error_at or 0.0)
         return EmbedStats(**{
-            f.name: getattr(main, f.name) + getattr(express, f.name) for f in fields(EmbedStats) if f.name != "last_error"
-        }, last_error=main.last_error or express.last_error)  # fmt: skip
+            f.name: getattr(main, f.name) + getattr(express, f.name) for f in fields(EmbedStats) if f.name not in latest
+        }, last_error=error.last_error or main.last_error or express.last_error,
+            last_error_at=_latest(main.last_error_at, express.last_error_at),
+            last_ok_at=_latest(main.last_ok_at, express.last_ok_at))  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
@@ -203,6 +207,10 @@ class LazyEmbedQueue:
         for queue in queues:
             if queue is not None:
                 queue.close()
+
+
+def _latest(a: float | None, b: float | None) -> float | None:
+    return max(a, b) if a is not None and b is not None else a if a is not None else b
 
 
 class _Here:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -39,6 +40,8 @@ class EmbedStats:
     queued: int = 0  # texts waiting for a worker
     in_flight: int = 0  # texts in batches being embedded now
     rejected: int = 0  # texts whose vector came back unusable (zero, NaN, infinite)
+    last_error_at: float | None = None  # when a batch last failed (time.time())
+    last_ok_at: float | None = None  # when the embedder last answered a batch
 
 
 @dataclass(eq=False)
@@ -81,6 +84,8 @@ class EmbedQueue:
         self._failed_batches = 0
         self._rejected = 0
         self._last_error: str | None = None
+        self._last_error_at: float | None = None
+        self._last_ok_at: float | None = None
         self._workers = [
             threading.Thread(target=self._work, name=f"embed-{i}", daemon=True) for i in range(concurrency)
         ]
@@ -99,6 +104,8 @@ class EmbedQueue:
                 self._queued,
                 self._in_flight,
                 self._rejected,
+                self._last_error_at,
+                self._last_ok_at,
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -232,6 +239,8 @@ class EmbedQueue:
                 self._rejected += sum(p is not None for p in problems)
                 self._last_error = str(bad[0][1])
                 self._drop([piece for piece, _ in bad])
+            # it answered: a text whose vector is unusable fails its own file, not the embedder's health
+            self._last_ok_at = time.time()
         for piece in done:
             _settle(piece)
         for piece, err in bad:
@@ -245,6 +254,7 @@ class EmbedQueue:
             self._failed_batches += 1
             self._in_flight -= count
             self._last_error = str(err)
+            self._last_error_at = time.time()
             self._drop(pieces)
         for piece in pieces:
             _fail(piece, err)

@@ -14,14 +14,14 @@ from .pdf import join_pages
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"})
-_OCR_HINT = "set [parse] ocr = true (the default) where rapidocr-onnxruntime is installed to index images"
+_OCR_HINT = "images need OCR: [parse] ocr = true (the default) and rapidocr-onnxruntime installed and loading"
 
 
 def refuse_image(options: ParseConfig) -> None:
-    """Raise FileSkipped when images cannot be read here (OCR off or not installed)."""
+    """Raise FileSkipped when images cannot be read here (OCR off, not installed, or failing to load)."""
     why = unavailable(options)
     if why is not None:
-        raise FileSkipped(f"images need OCR: {why}", _OCR_HINT)
+        raise FileSkipped(f"OCR unavailable: {why}", _OCR_HINT)
 
 
 def parse_image(path: Path, options: ParseConfig, budget: float | None = None) -> Document:

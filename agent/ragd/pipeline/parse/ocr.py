@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import statistics
+import sys
 import threading
 import time
 import unicodedata
@@ -29,14 +30,17 @@ import numpy as np
 
 from ...config import ParseConfig
 from ...model import OcrReport
+from . import ocr_probe
 
 log = logging.getLogger(__name__)
 
-ENGINE_MODULE = "rapidocr_onnxruntime"
+ENGINE_MODULE = ocr_probe.ENGINE_MODULE
 SAME_LINE = 0.5  # boxes whose vertical centres differ by less than this share of their height are one line
 PARAGRAPH_GAP = 0.8  # a gap above a line larger than this share of the typical line height starts a paragraph
 UPSIDE_DOWN_BELOW = 0.6  # a page read with a lower mean confidence is tried turned half a turn (read_image)
 _ENGINE: Any = None
+# _engine_import_error's answer: "" the engine imports, else why not; None: not asked yet
+_IMPORT_ERROR: str | None = None
 _ENGINE_LOCK = threading.Lock()  # one engine per process, created once; onnxruntime sessions are thread-safe
 _PAGE = threading.local()  # .options: the RunOptions of the page this thread is reading (None: no time limit)
 
@@ -75,12 +79,30 @@ class OcrPage:
 
 
 def unavailable(options: ParseConfig) -> str | None:
-    """Why OCR cannot run here (off in the config, or the engine not installed), or None when it can."""
+    """Why OCR cannot run here (off in the config, the engine not installed, or installed but failing to load),
+    or None when it can."""
     if not options.ocr:
         return "[parse] ocr is off"
-    if importlib.util.find_spec(ENGINE_MODULE) is None:
-        return f"the OCR engine ({ENGINE_MODULE}) is not installed"
-    return None
+    return _engine_import_error()
+
+
+def _engine_import_error() -> str | None:
+    """Whether the engine's modules import, found out once per process: an installed engine can still fail to load,
+    e.g. OpenCV's GUI build on a server without libxcb or libGL (ImportError: libxcb.so.1: cannot open shared object
+    file), and every image would otherwise read as "no text". Where the engine is not imported already (the agent's
+    own process, which asks for its status), the import is tried in a child process (ocr_probe.py): it costs about
+    1.5 s and 55 MB, which the agent does not keep."""
+    global _IMPORT_ERROR
+    with _ENGINE_LOCK:
+        if _IMPORT_ERROR is None:
+            if importlib.util.find_spec(ENGINE_MODULE) is None:
+                _IMPORT_ERROR = f"the OCR engine ({ENGINE_MODULE}) is not installed"
+            elif ENGINE_MODULE in sys.modules:
+                _IMPORT_ERROR = ""
+            else:
+                failure = ocr_probe.run()
+                _IMPORT_ERROR = f"the OCR engine ({ENGINE_MODULE}) cannot load: {failure}" if failure else ""
+        return _IMPORT_ERROR or None
 
 
 def engine() -> Any:

@@ -43,9 +43,7 @@ def parse_pdf(path: Path, options: ParseConfig | None = None, budget: float | No
     text, spans = join_pages(pages)
     if not text.strip():
         if no_ocr:
-            raise FileSkipped(
-                f"no extractable text (scanned PDF? OCR is unavailable: {no_ocr})", _SCANNED_HINT
-            )
+            raise FileSkipped(f"no extractable text (scanned PDF? OCR unavailable: {no_ocr})", _SCANNED_HINT)
         raise FileSkipped("no extractable text: no text layer, and OCR found no text on its pages")
     report = reader.report() if reader else None
     parser = "pdfium+ocr" if report and report.pages else "pdfium"
