@@ -51,6 +51,17 @@ def write_api_config(
     return path
 
 
+def milvus_config(
+    path: Path, api: FakeOpenAI, root: Path, uri: str, *, backend: str = "milvus", prefix: str | None = None
+) -> Path:
+    """A config file at `path` for the fake embeddings API, one root, and an index on the Milvus server at `uri` (or
+    `backend`, with the same settings), in collections named with `prefix` (default: ragd's)."""
+    named = f"collection_prefix = {json.dumps(prefix)}\n" if prefix is not None else ""
+    index = f"\n[index]\nbackend = {json.dumps(backend)}\nuri = {json.dumps(uri)}\n{named}timeout = 20\n"
+    path.write_text(f"roots = [{json.dumps(str(root))}]\n" + api_config_text(api) + index)
+    return path
+
+
 def api_config_text(server: FakeOpenAI, *, watch: dict[str, float] | None = None, **extra: object) -> str:
     """A config file's text for the fake embeddings API (`extra` keys go into [embedding])."""
     lines = [

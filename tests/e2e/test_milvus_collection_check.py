@@ -5,14 +5,13 @@ older server or an interrupted creation leaves it) is refused with what it lacks
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.agent import write_doc
-from tests.e2e.conftest import api_config_text, ragd
+from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.milvus_servers import MilvusLiteServer, free_port
 
@@ -41,9 +40,7 @@ def test_a_collection_without_its_indexes_is_refused_and_kept(
     server = MilvusLiteServer(tmp_path / "milvus-data", free_port(), tmp_path / "milvus.log")
     server.start()
     try:
-        cfg = tmp_path / "ragd.toml"
-        index = f'\n[index]\nbackend = "milvus"\nuri = {json.dumps(server.uri)}\ntimeout = 20\n'
-        cfg.write_text(f'roots = ["{root}"]\n' + api_config_text(fake_openai_server) + index)
+        cfg = milvus_config(tmp_path / "ragd.toml", fake_openai_server, root, server.uri)
         config = load_config(cfg)
         name = milvus_name(config.index.collection_prefix, config.identity)
         client = MilvusClient(uri=server.uri, timeout=30)
@@ -69,9 +66,7 @@ def test_config_check_says_the_server_and_the_collection(
     server = MilvusLiteServer(tmp_path / "milvus-data", free_port(), tmp_path / "milvus.log")
     server.start()
     try:
-        cfg = tmp_path / "ragd.toml"
-        index = f'\n[index]\nbackend = "milvus"\nuri = {json.dumps(server.uri)}\ntimeout = 20\n'
-        cfg.write_text(f'roots = ["{tmp_path / "kb"}"]\n' + api_config_text(fake_openai_server) + index)
+        cfg = milvus_config(tmp_path / "ragd.toml", fake_openai_server, tmp_path / "kb", server.uri)
         said = ragd("--config", str(cfg), "config", "check").stdout
         assert f"# index: Milvus server {server.uri} (milvus_lite-" in said and "not created yet" in said
         ragd("--config", str(cfg), "run", "--once")

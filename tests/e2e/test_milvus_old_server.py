@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.agent import write_doc
-from tests.e2e.conftest import api_config_text, ragd
+from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.milvus_servers import OldMilvusServer, free_port, old_milvus_missing
 
@@ -50,9 +50,7 @@ def collections(server: OldMilvusServer) -> list[str]:
 
 
 def write_config(path: Path, api: FakeOpenAI, root: Path, uri: str, backend: str = "milvus") -> Path:
-    index = f'\n[index]\nbackend = "{backend}"\nuri = "{uri}"\ncollection_prefix = "{PREFIX}"\ntimeout = 20\n'
-    path.write_text(f'roots = ["{root}"]\n' + api_config_text(api) + index)
-    return path
+    return milvus_config(path, api, root, uri, backend=backend, prefix=PREFIX)
 
 
 def refused(proc: subprocess.CompletedProcess[str], server: OldMilvusServer) -> str:

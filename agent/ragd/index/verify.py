@@ -374,8 +374,7 @@ class Verifier:
     def _in_progress(self, directory: Path) -> bool:
         """Work on `directory` is under way or due; for a directory that is gone (deleted, renamed, moved away), on
         the nearest folder still there, whose job records the deletion or the move and updates the index."""
-        while not directory.is_dir() and directory.parent != directory:
-            directory = directory.parent
+        directory = _nearest_dir(directory)
         return bool(mushroom.pending(directory)) or self.hooks.busy(directory)
 
     def _expected_now(self, path: Path, roots: list[Path]) -> Expected | None:
@@ -440,13 +439,18 @@ def _try_lock(directory: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def _nearest_dir(directory: Path) -> Path:
+    """`directory`, or for one that is gone (deleted, renamed, moved away) the nearest folder above it still there."""
+    while not directory.is_dir() and directory.parent != directory:
+        directory = directory.parent
+    return directory
+
+
 def _settle(suspects: Sequence[str]) -> None:
     """Wait until the folders of `suspects` (the nearest one still there) changed at least SETTLE_S ago, at most
     SETTLE_S: a change made while the pass walked is then known to the agent (its folder busy), not repaired."""
     newest = 0.0
-    for directory in {Path(p).parent for p in suspects}:
-        while not directory.is_dir() and directory.parent != directory:
-            directory = directory.parent
+    for directory in {_nearest_dir(Path(p).parent) for p in suspects}:
         with contextlib.suppress(OSError):
             st = os.stat(directory)
             newest = max(newest, st.st_mtime, st.st_ctime)
