@@ -9,6 +9,7 @@ control socket's peer (SO_PEERCRED), exactly as for a `ragctl` the user started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -111,8 +112,24 @@ def throwaway_users(
         yield users, grp.getgrnam(team).gr_gid
     finally:
         for name in made:
-            subprocess.run([_tool("userdel") or "userdel", name], capture_output=True, timeout=60)
+            _remove_user(name)
         subprocess.run([_tool("groupdel") or "groupdel", team], capture_output=True, timeout=60)
+
+
+def _remove_user(name: str) -> None:
+    """Remove a throwaway user; `userdel` refuses while the user still runs a process (an agent a failed test
+    left behind, a child being reaped), so those are killed first and the removal retried for a while."""
+    from tests.support.poll import poll
+
+    def removed() -> bool:
+        if pkill := _tool("pkill"):
+            subprocess.run([pkill, "-KILL", "-u", name], capture_output=True, timeout=60)
+        done = subprocess.run([_tool("userdel") or "userdel", name], capture_output=True, timeout=60)
+        return done.returncode in (0, 6)  # 6: no such user (already gone)
+
+    # A process that will not die is left for the machine's owner: it must not fail the test that made the user.
+    with contextlib.suppress(AssertionError):
+        poll(removed, timeout=15, every=0.2, what=f"user {name} removed")
 
 
 def ragctl_as(
