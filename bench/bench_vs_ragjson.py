@@ -5,8 +5,11 @@
         [--ragd-old DIR]     # also an older ragd, e.g. DIR filled by `git archive COMMIT | tar -x -C DIR`
         [--ragd-jobs N]      # ragd with N directory jobs (`run --once --jobs N`) instead of run.jobs's
 
-A deterministic corpus of 200 Chinese and 200 English documents (md/txt/html from `bench/corpus.py`, 20 folders),
-one local OpenAI-compatible server (`bench/fake_api.py`, 512-d, `--delay` seconds added to every request), and per
+The corpus (`--corpus`): `manpages` (the default, the referee's run of issue 39): 200 Chinese and 200 English
+plain-text man pages from Debian's `manpages-zh` and `manpages` (`bench/manpage_corpus.py`; the pinned `.deb` files
+are fetched once with `apt-get download` into `--debs`); or `synthetic`: 200 Chinese and 200 English documents
+(md/txt/html from `bench/corpus.py`, 20 folders). `--load N` runs N busy loops (one process each) throughout, the
+"under load" figure. One local OpenAI-compatible server (`bench/fake_api.py`, 512-d, `--delay` seconds added to every request), and per
 round a fresh copy of the tree for each tool:
 
 - the ragjson tool: `rag update -r TREE` (parse, split, embed into `.rag/*.ragjson`), then `rag index -r TREE`
@@ -22,6 +25,7 @@ walls, against ragjson's update + index (the same end state as `ragd run --once`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -32,9 +36,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import manpage_corpus
 from bench.corpus import document
 from bench.fake_api import EmbeddingsAPI
 
@@ -161,11 +167,26 @@ def run_ragd(
     )
 
 
+@contextlib.contextmanager
+def busy_loops(n: int) -> Iterator[None]:
+    """`n` processes that each keep one core busy until the block ends."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--rag", default=shutil.which("rag") or "/tmp/rjvenv/bin/rag", help="the ragjson tool's `rag`"
     )
+    ap.add_argument("--corpus", choices=("manpages", "synthetic"), default="manpages", help="see above")
+    ap.add_argument("--debs", type=Path, help="where the man pages' .deb files are kept (manpages corpus)")
+    ap.add_argument("--load", type=int, default=0, help="busy loops running throughout (a loaded machine)")
     ap.add_argument("--per-lang", type=int, default=200, help="documents per language")
     ap.add_argument("--folders", type=int, default=10, help="folders per language")
     ap.add_argument("--delay", type=float, default=0.03, help="seconds the server adds to every request")
@@ -184,16 +205,22 @@ def main() -> None:
     )
     runs: list[Run] = []
     with (
+        contextlib.ExitStack() as stack,
         tempfile.TemporaryDirectory(prefix="ragd-vs-ragjson-") as t,
         EmbeddingsAPI(dim=512, delay=a.delay) as api,
     ):
         tmp = Path(t)
-        make_corpus(tmp / "corpus", a.per_lang, a.folders)
+        if a.corpus == "manpages":
+            manpage_corpus.build(tmp / "corpus", a.per_lang, a.debs)
+        else:
+            make_corpus(tmp / "corpus", a.per_lang, a.folders)
         sources = [p for p in (tmp / "corpus").rglob("*") if p.is_file()]
         mb = sum(p.stat().st_size for p in sources) / 1e6
         print(
-            f"corpus: {len(sources)} files ({a.per_lang} zh + {a.per_lang} en), {mb:.1f} MB; +{a.delay * 1000:.0f} ms a request"
+            f"corpus: {a.corpus}, {len(sources)} files ({a.per_lang} zh + {a.per_lang} en), {mb:.1f} MB; "
+            f"+{a.delay * 1000:.0f} ms a request; {a.load} busy loops"
         )
+        stack.enter_context(busy_loops(a.load))
         tools = [a.only] if a.only else ["ragjson", "ragd"]
         tools += ["ragd-old"] if a.ragd_old else []
         for i in range(a.repeat):

@@ -29,7 +29,7 @@ Nor does the writer wait for such a job's planned note (a rescan applies every n
 lock until the job's end, its rounds' notes queued behind): it leaves the note (`mushroom.held_back`), which the
 agent offers it again, with the folder's other notes, once the job has ended.
 
-Without `report` (`ragd run --once`, whose notes wait for the sync at its end) the job reports once, at the end.
+Without `report` (`ragd run --once --no-index`, whose notes wait for a later sync) the job reports once, at the end.
 
 Names that cannot be recorded (not valid UTF-8: sidecars and mushrooms are UTF-8 JSON) and entries that are not
 regular files (FIFOs, sockets, devices, dangling links, link loops) are never opened nor recorded: each gets a SKIPPED

@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy, IndexUnavailable
-from ..index import IndexBackend
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
@@ -24,6 +24,7 @@ from ..pipeline.scan import Expected, Ignore, walk_dirs
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
 from . import checked
+from .ahead import IndexAhead, Opened
 from .history import History, open_history
 from .jobs import Outcomes, job_context
 from .scheduler import Scheduler, job_slots
@@ -131,6 +132,7 @@ def run_once(
     parsers = Parsers(config.run, config.limits, config.parse)
     cache = StatCache.load(home)
     history = open_history(config, home)
+    ahead = IndexAhead(config, roots) if index else None
     try:
         ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers,
                           identify=history.identify)  # fmt: skip
@@ -139,7 +141,11 @@ def run_once(
         # with the bundled model the main process has CPU to spare while the workers embed; with an API it is the
         # bound, and an English-only run would build a dictionary it never uses
         warm = index and config.embedding.provider == "local"
-        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, warm_words=warm)
+        _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, ahead, warm_words=warm)
+    except BaseException:
+        if ahead is not None:
+            ahead.abandon()
+        raise
     finally:
         parsers.close()
         queue.close()
@@ -148,7 +154,8 @@ def run_once(
     phase = tracker.phase_tally()
     synced: dict[str, object] = {}
     if index:
-        synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None)
+        opened = ahead.finish() if ahead is not None else None
+        synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None, opened)
     return RunSummary.of(phase, roots, elapsed=time.monotonic() - started, index=synced)
 
 
@@ -159,10 +166,13 @@ def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) ->
 
 
 def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple[int, int | None],
-             report: Report, history: History, queue: LazyEmbedQueue, *, warm_words: bool) -> None:  # fmt: skip
+             report: Report, history: History, queue: LazyEmbedQueue, ahead: IndexAhead | None, *,
+             warm_words: bool) -> None:  # fmt: skip
     """Every directory's job on the scheduler, each outcome through the shared boundary; back once all are done.
 
-    `warm_words`: once texts go to the embedder (the index will be written at the end), the keyword index's
+    `ahead`: once texts go to the embedder, the index is opened and each finished folder's change notes applied
+    while the others run (ahead.py); a big folder's job then hands its files over in rounds, as the agent's do
+    (dirjob.py), so that its notes are applied while it goes on. `warm_words`: once texts go to the embedder (the index will be written at the end), the keyword index's
     Chinese dictionary is built in a thread meanwhile, not at the end, where the run waits for it (words.warm)."""
     lock = threading.Lock()
 
@@ -172,11 +182,26 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple
             if result is not None:
                 history.record(result)
             report(result)
+        if ahead is not None:
+            ahead.dir_done(directory)
 
-    scheduler = Scheduler(lambda d: run_directory(ctx, d), done, *slots)
+    def step(directory: Path, result: DirResult) -> None:  # a big folder's job reports a round of its files
+        with lock:
+            outcomes.step(result)
+            history.record(result)
+            report(result)
+        if ahead is not None:
+            ahead.dir_done(directory)
+
+    def job(directory: Path) -> DirResult:
+        return run_directory(ctx, directory, partial(step, directory) if ahead is not None else None)
+
+    scheduler = Scheduler(job, done, *slots)
 
     def used() -> None:  # texts to embed: more jobs at a time with an embeddings API
         scheduler.widen()
+        if ahead is not None:
+            ahead.start()
         if warm_words:
             threading.Thread(target=_warm_words, name="words-warm", daemon=True).start()
 
@@ -202,16 +227,23 @@ def _warm_words() -> None:
 
 
 def sync_index(
-    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
+    config: Config,
+    roots: list[Path],
+    dirs: list[Path],
+    expected: dict[str, Expected] | None,
+    opened: Opened | None = None,
 ) -> dict[str, object]:
     """Apply pending mushrooms (ours and other producers'), then check the index against the sidecars.
 
     When a running agent holds the index, it is left to the agent (which consumes the same mushrooms). When there
-    is nothing to sync and the index is as the last check left it, it is not opened (`checked.py`).
+    is nothing to sync and the index is as the last check left it, it is not opened (`checked.py`). `opened`: the
+    index as the run's jobs left it (ahead.py), with what was applied to it meanwhile.
     """
     home = data_dir(config)
-    if config.index.backend != "zvec":  # a shared index changes without this machine knowing: always checked
-        return _open_and_sync(config, roots, dirs, expected)
+    if (
+        opened is not None or config.index.backend != "zvec"
+    ):  # a shared index changes without this machine knowing: always checked
+        return _open_and_sync(config, roots, dirs, expected, opened)
     if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
         known = checked.unchanged(home, config.identity, roots, expected)
         if known is not None:
@@ -226,17 +258,24 @@ def sync_index(
 
 
 def _open_and_sync(
-    config: Config, roots: list[Path], dirs: list[Path], expected: dict[str, Expected] | None
+    config: Config,
+    roots: list[Path],
+    dirs: list[Path],
+    expected: dict[str, Expected] | None,
+    opened: Opened | None = None,
 ) -> dict[str, object]:
     from ..index import open_or_rebuild
 
+    if opened is None:
+        try:
+            idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
+        except IndexBusy as err:
+            log.warning("%s; the running agent will apply the changes", err.message)
+            return {"held_by_agent": True, "message": err.message}
+        opened = Opened(idx, rebuilt, idx.count() == 0)
+    idx = opened.index
     try:
-        idx, rebuilt = open_or_rebuild(data_dir(config), config.identity, config.index)
-    except IndexBusy as err:
-        log.warning("%s; the running agent will apply the changes", err.message)
-        return {"held_by_agent": True, "message": err.message}
-    try:
-        return _sync_opened(config, roots, dirs, expected, idx, rebuilt)
+        return _sync_opened(config, roots, dirs, expected, opened)
     except IndexUnavailable as err:  # a Milvus server down: the sidecars are current, the change notes wait
         log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
         return {"unavailable": True, "message": err.message}
@@ -249,14 +288,16 @@ def _sync_opened(
     roots: list[Path],
     dirs: list[Path],
     expected: dict[str, Expected] | None,
-    idx: IndexBackend,
-    rebuilt: bool,
+    opened: Opened,
 ) -> dict[str, object]:
+    """`opened.new`: a new collection (a new index schema, another data dir) is filled, not repaired."""
     from ..index.sync import IndexSync
 
-    new = idx.count() == 0  # a new collection (a new index schema, another data dir): filled, not repaired
+    idx, rebuilt, new = opened.index, opened.rebuilt, opened.new
     sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))
     report = sync.apply_pending(dirs)
+    report.mushrooms += opened.applied.mushrooms
+    report.events += opened.applied.events
     checked_ = sync.reconcile(expected)
     optimized = False
     if idx.needs_optimize:

@@ -86,6 +86,13 @@ def unavailable(options: ParseConfig) -> str | None:
     return _engine_import_error()
 
 
+def probe_ahead(options: ParseConfig) -> None:
+    """Start finding out, in a thread, whether the engine loads: the child process takes about 1.5 s, which the
+    first caller of `unavailable` (a run's skip policy, right after start-up) would otherwise wait for."""
+    if options.ocr and _IMPORT_ERROR is None:
+        threading.Thread(target=_engine_import_error, name="ocr-probe", daemon=True).start()
+
+
 def _engine_import_error() -> str | None:
     """Whether the engine's modules import, found out once per process: an installed engine can still fail to load,
     e.g. OpenCV's GUI build on a server without libxcb or libGL (ImportError: libxcb.so.1: cannot open shared object
