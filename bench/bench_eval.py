@@ -1,8 +1,9 @@
-"""Retrieval quality on the development set (issue 13). Prints figures; asserts nothing.
+"""Retrieval quality on the development sets (issues 13, 38). Prints figures; asserts nothing.
 
-    python -m bench.bench_eval [--cache DIR] [--fresh] [--worst 10] [--config FILE]
+    python -m bench.bench_eval [--set man|desktop|handbook|all] [--cache DIR] [--fresh] [--worst 10] [--config FILE]
 
-1. The corpus (bench/devset/README.md) built into DIR/corpus from pinned Debian packages, or reused when
+For each set (docs/evaluation.md, "The development sets"; default `man`, `all` runs every one):
+1. The corpus (bench/devset*/README.md) built into DIR/corpus from pinned Debian packages, or reused when
    DIR/manifest.json has the same pins (`--fresh` rebuilds it, and so re-indexes everything).
 2. Indexed by `ragd run --once` with the default configuration (the bundled model) in an isolated HOME under DIR:
    wall time, files, chunks.
@@ -11,6 +12,9 @@
 
 `--config FILE` indexes and searches with that ragd configuration instead of the defaults (e.g. another
 `[splitter] chunk_size`): give each configuration its own `--cache` DIR, since the sidecars live in the corpus.
+Each set has its own DIR (default ~/.cache/ragd-devset, ~/.cache/ragd-devset-desktop, …; with `--cache DIR` and
+more than one set, DIR/NAME). With more than one set, a summary closes the run: hybrid hit@5 and MRR@10 per set
+and per group.
 """
 
 from __future__ import annotations
@@ -22,17 +26,45 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from bench.devset import build
+from bench.devset import build as man_build
+from bench.devset_desktop import build as desktop_build
+from bench.devset_handbook import build as handbook_build
 
-HERE = Path(__file__).parent / "devset"
-QUERIES = HERE / "queries.jsonl"
+BENCH = Path(__file__).parent
 METRICS = ("recall@1", "recall@5", "hit@5", "mrr@10", "ndcg@10")
 
 
-def corpus(cache: Path, fresh: bool) -> tuple[Path, bool]:
+@dataclass(frozen=True)
+class DevSet:
+    name: str
+    what: str
+    folder: Path  # holds queries.jsonl and the builder's README
+    build: ModuleType  # has PINS and main(argv)
+
+    @property
+    def queries(self) -> Path:
+        return self.folder / "queries.jsonl"
+
+    def default_cache(self) -> Path:
+        return Path("~/.cache/ragd-devset" + ("" if self.name == "man" else f"-{self.name}"))
+
+
+SETS = {
+    s.name: s
+    for s in (
+        DevSet("man", "man pages and the Debian Reference", BENCH / "devset", man_build),
+        DevSet("desktop", "GNOME desktop and application help", BENCH / "devset_desktop", desktop_build),
+        DevSet("handbook", "The Debian Administrator's Handbook", BENCH / "devset_handbook", handbook_build),
+    )
+}
+
+
+def corpus(cache: Path, fresh: bool, build: ModuleType = man_build) -> tuple[Path, bool]:
     """(corpus dir, whether it was built now)."""
     out, manifest = cache / "corpus", cache / "manifest.json"
     pins = [list(p) for p in build.PINS]
@@ -101,20 +133,12 @@ def worst(report: dict[str, Any], base: Path, mode: str = "hybrid") -> None:
         print(f"  [{w['group']}] {w['query']}  ranks {ranks}; top {top}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--cache", type=Path, default=Path("~/.cache/ragd-devset"), help="corpus, packages and index"
-    )
-    ap.add_argument("--fresh", action="store_true", help="rebuild the corpus (and so the whole index)")
-    ap.add_argument("--worst", type=int, default=10, help="worst hybrid queries listed")
-    ap.add_argument("--config", type=Path, help="a ragd configuration file to index and search with")
-    args = ap.parse_args(argv)
-    cache = args.cache.expanduser().resolve()
-    print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}")
-    root, _ = corpus(cache, args.fresh)
+def run_set(devset: DevSet, cache: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Build, index and evaluate one set; print its tables; return `ragd eval`'s report."""
+    print(f"\n=== {devset.name}: {devset.what} ({cache})")
+    root, _ = corpus(cache, args.fresh, devset.build)
     docs = sum(1 for p in root.rglob("*") if p.is_file() and ".rag" not in p.parts)
-    queries = [json.loads(line) for line in QUERIES.read_text().splitlines() if line.strip()]
+    queries = [json.loads(line) for line in devset.queries.read_text().splitlines() if line.strip()]
     print(f"corpus: {docs} documents; {len(queries)} queries")
     env = environment(cache)
     config = args.config.expanduser().resolve() if args.config else None
@@ -122,12 +146,50 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration: {config}")
     index(root, env, config)
     t0 = time.perf_counter()
-    report = ragd(env, config, "eval", str(QUERIES), "--base", str(root), "--worst", str(args.worst))
+    report: dict[str, Any] = ragd(env, config, "eval", str(devset.queries), "--base", str(root),
+                                  "--worst", str(args.worst))  # fmt: skip
     print(
         f"ragd eval: {len(queries)} queries x {len(report['modes'])} modes in {time.perf_counter() - t0:.1f} s"
     )
     table(report)
     worst(report, root)
+    return report
+
+
+def summary(reports: dict[str, dict[str, Any]], mode: str = "hybrid") -> None:
+    """hit@5 and MRR@10 of one mode, per set and per group, with the machine's load."""
+    print(f"\nsummary ({mode}): hit@5 / MRR@10 per set and group; load average {os.getloadavg()[0]:.2f}")
+    for name, report in reports.items():
+        groups = report["modes"][mode]["groups"]
+        cells = ", ".join(
+            f"{g} ({v['queries']}) {v['hit@5']:.3f}/{v['mrr@10']:.3f}" for g, v in groups.items()
+        )
+        print(f"  {name:<9} {cells}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--set", choices=[*SETS, "all"], default="man", help="which development set (default man)"
+    )
+    ap.add_argument("--cache", type=Path, help="corpus, packages and index (default per set)")
+    ap.add_argument("--fresh", action="store_true", help="rebuild the corpus (and so the whole index)")
+    ap.add_argument("--worst", type=int, default=10, help="worst hybrid queries listed")
+    ap.add_argument("--config", type=Path, help="a ragd configuration file to index and search with")
+    args = ap.parse_args(argv)
+    chosen = list(SETS.values()) if args.set == "all" else [SETS[args.set]]
+    print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}, "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    reports: dict[str, dict[str, Any]] = {}
+    for devset in chosen:
+        cache = (
+            (args.cache / devset.name if len(chosen) > 1 else args.cache)
+            if args.cache
+            else devset.default_cache()
+        )
+        reports[devset.name] = run_set(devset, cache.expanduser().resolve(), args)
+    if len(reports) > 1:
+        summary(reports)
     return 0
 
 
