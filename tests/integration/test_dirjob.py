@@ -283,6 +283,24 @@ def test_symlinks_out_of_the_roots_are_not_indexed(tmp_path: Path, fake_openai_s
     assert "not for the index" not in str(sidecar.entry_path(root, "leak.md").read_text())
 
 
+def test_a_link_to_a_file_whose_name_is_not_utf8_is_skipped_with_the_name_shown(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The reason names the target as `\\xNN` (a sidecar is UTF-8 JSON): it was an internal error, the file FAILED."""
+    root, outside = tmp_path / "kb", tmp_path / "elsewhere"
+    root.mkdir()
+    outside.mkdir()
+    target = os.fsencode(outside) + b"/caf\xe9 latin1.md"
+    with open(target, "w") as fh:
+        fh.write("# latin\n\ntext\n")
+    os.symlink(target, os.fsencode(root / "b.txt"))
+    summary = helpers.run(api_config(fake_openai_server, [root]))
+    assert summary.ok, summary.failed
+    link = entry(root, "b.txt")
+    assert link.status == SKIPPED and "outside the roots" in str(link.error)
+    assert link.error is not None and "caf\\xe9 latin1.md" in link.error["message"]
+
+
 def test_a_folder_renamed_with_its_sidecars_is_announced_for_a_resync(
     tmp_path: Path, fake_openai_server: FakeOpenAI
 ) -> None:

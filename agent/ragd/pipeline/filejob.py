@@ -424,7 +424,7 @@ class FileTask:
         if self.ctx.roots and self.path.is_symlink():
             target = Path(os.path.realpath(self.path))
             if not under_real_roots(target, self.ctx.roots):
-                raise FileSkipped(f"symbolic link to {target}, {OUTSIDE_ROOTS}",
+                raise FileSkipped(f"symbolic link to {modes.display_name(str(target))}, {OUTSIDE_ROOTS}",
                                   "move the file into a root, or add its folder as a root")  # fmt: skip
         if kind_of(self.path) is None:  # a README with no extension is read as text; a video is never hashed
             raise unsupported(self.path)
