@@ -189,14 +189,15 @@ def test_the_explanation_is_what_the_ranking_was_made_of() -> None:
     )
 
 
-def test_a_near_empty_document_is_a_stub_of_front_matter_a_title_or_a_heading() -> None:
+def test_a_near_empty_document_is_a_stub_of_front_matter_or_a_line_of_a_draft() -> None:
     def empty(content: str, chunks: int = 1) -> bool:
         return near_empty(Hit("/kb/n.md", 0, 1.0, content, (), None, 1, 1, source_chunks=chunks))
 
     assert empty("---\ntitle: hidden files\ntags: [linux, files, list]\n---")
-    assert empty("+++\ntitle = 'x'\n+++\n# Heading\n\n## Another")
+    assert empty("+++\ntitle = 'x'\n+++\n# Heading\n\n## Two")
     assert empty("---\n---\n# Draft\nTODO")
     assert not empty("# To do\n\n- [ ] renew passport (expires in August)")
+    assert not empty("# Add local dictionary sources")  # a page of one title line: its heading is its text
     assert not empty("---\ntitle: x\n---\nThe note's own text, a sentence or more.")
     assert not empty("每晚备份数据目录；索引可以从旁路文件重建。")  # Chinese text: letters are characters
     assert not empty("# Draft", chunks=2)  # the first chunk of a longer document

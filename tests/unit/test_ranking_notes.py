@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ragctl import render
 from ragd.config import IndexConfig
 from ragd.index import IndexBackend, open_index
 from ragd.index.hybrid import explaining
@@ -97,3 +98,14 @@ def test_a_stub_of_front_matter_only_is_not_ranked_above_a_real_page(tree: tuple
     with explaining() as why:
         _search(tree, "how to list hidden files")
     assert str(tree[1] / "notes/hidden.md") in why.empty and str(tree[1] / "man/ls.md") not in why.empty
+
+
+def test_explain_says_a_question_was_a_lookup_and_a_document_near_empty() -> None:
+    query = {"method": "hybrid", "weights": {"vector": 1.0, "keyword": 2.0}, "rare": True}
+    assert "rare words: a lookup" in render.explained({"explain": query})
+    assert "rare words" not in render.explained({"explain": {**query, "rare": False}})
+    hit = {"explain": {"vector": None, "fused": 0.05, "passage": {"index": 0},
+                       "document": {"rank": 5, "score": 0.05, "near_empty": True}}}  # fmt: skip
+    assert "near-empty" in render.why(hit)
+    del hit["explain"]["document"]["near_empty"]
+    assert "near-empty" not in render.why(hit)

@@ -22,10 +22,11 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
   tree of a few hundred documents with short notes, a note holding the one word asked for came 10th, below
   documents the vector side ranked on nothing (a sentence model knows nothing of 侧吸式 or KX7Q2M), and in a
   small collection such a word scores under KEYWORD_FLOOR (BM25 grows with the number of chunks).
-- A near-empty document (one chunk of front matter, a title or a heading, and under EMPTY_CHARS letters of text:
-  a stub, a draft) has its fused score multiplied by EMPTY_WEIGHT (`near_empty`): its title and tags match a
+- A near-empty document (one chunk, under EMPTY_CHARS letters and digits past its front matter: a stub of front
+  matter, a draft) has its fused score multiplied by EMPTY_WEIGHT (`near_empty`): its title and tags match a
   question as well as any document's, and its one short chunk scores high on both sides, but it answers nothing
-  ("how to list hidden files" had a stub titled "hidden files" first).
+  ("how to list hidden files" had a stub titled "hidden files" first). A heading counts as text: a help page of
+  one title line ("Add local dictionary sources") was the right answer to its own words on the desktop-help set.
 - A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
   answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
   (its evidence only).
@@ -73,10 +74,9 @@ LEAD_DEPTH = 10  # documents of the leads' ranking that take a share (20 and 5 s
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
 RARE_DOCUMENTS = 3  # a question's words in at most this many documents (all their chunks) are rare: `rare`
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
-EMPTY_CHARS = 16  # letters and digits of text (past front matter and headings) a one-chunk document needs
+EMPTY_CHARS = 16  # letters and digits past its front matter a one-chunk document needs not to be near-empty
 EMPTY_WEIGHT = 0.5  # what a near-empty document's fused score is multiplied by
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n(?:.*?\n)??(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)
-_HEADING = re.compile(r"^[ \t]*#+[ \t].*$", re.M)
 
 
 @dataclass
@@ -179,12 +179,12 @@ def keyword_evidence(
 
 
 def near_empty(hit: Hit) -> bool:
-    """`hit`'s document is one chunk with next to no text of its own: front matter, a title, a heading or two (a
-    stub, a draft). Its title and tags match a question as well as any document's can, and its one short chunk
-    scores high on both sides, but it answers nothing."""
+    """`hit`'s document is one chunk with next to no text past its front matter (a stub, a draft). Its title and
+    tags match a question as well as any document's can, and its one short chunk scores high on both sides, but
+    it answers nothing."""
     if hit.source_chunks > 1:
         return False
-    text = _HEADING.sub("", _FRONT_MATTER.sub("", hit.content, count=1))
+    text = _FRONT_MATTER.sub("", hit.content, count=1)
     return sum(ch.isalnum() for ch in text) < EMPTY_CHARS
 
 
