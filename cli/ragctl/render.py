@@ -453,6 +453,8 @@ def explained(result: Obj) -> str:
     if isinstance(cut, Mapping) and "keyword_floor" in how:
         line += f"; keyword evidence: BM25 ≥ {_g(how['keyword_floor'])}"
         line += f" (this query: ≥ {_g(cut['keyword'])})" if "keyword" in cut else ""
+    if how.get("rare"):
+        line += "; rare words: a lookup (every chunk holding them is in a few documents)"
     glosses = how.get("glosses")
     if isinstance(glosses, list) and glosses:
         line += f"; glosses: {one_line(', '.join(str(g) for g in glosses), 200)}"
@@ -481,6 +483,7 @@ def why(hit: Obj, indent: str = "   ") -> str:
     doc, passage = how.get("document"), how.get("passage")
     if isinstance(doc, Mapping) and isinstance(passage, Mapping):
         fused += f" (document #{doc.get('rank')} {_g3(doc.get('score'))}, passage {_int(passage.get('index')) + 1})"
+        fused += " (near-empty: score lowered)" if doc.get("near_empty") else ""
     return f"{indent}why: {' · '.join([*parts, fused])}\n"
 
 

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ragd.index import Hit
-from ragd.index.fts import identifier_like
+from ragd.index.fts import Term, identifier_like
 from ragd.index.fusion import (
     DOC_RANK_CONSTANT,
     KEYWORD_FLOOR,
@@ -17,11 +18,15 @@ from ragd.index.fusion import (
     fuse_documents,
     keyword_evidence,
     keyword_weight,
+    near_empty,
+    rare,
 )
+
+TEXT = "A passage of a document's own text, not a stub's."  # (a near-empty document ranks lower: near_empty)
 
 
 def _hit(name: str, score: float, chunk: int = 0) -> Hit:
-    return Hit(f"/kb/{name}", chunk, score, "text", (), None, 1, 1)
+    return Hit(f"/kb/{name}", chunk, score, TEXT, (), None, 1, 1)
 
 
 def test_weak_keyword_matches_are_not_evidence() -> None:
@@ -44,7 +49,7 @@ def test_fuse_ranks_by_reciprocal_rank_and_keeps_vector_only_hits() -> None:
 
 
 def _sized(name: str, score: float, chunk: int = 0, chunks: int = 1) -> Hit:
-    return Hit(f"/kb/{name}", chunk, score, "text", (), None, 1, 1, source_chunks=chunks)
+    return Hit(f"/kb/{name}", chunk, score, TEXT, (), None, 1, 1, source_chunks=chunks)
 
 
 def test_documents_are_fused_so_a_long_document_does_not_win_on_its_number_of_chunks() -> None:
@@ -182,3 +187,43 @@ def test_the_explanation_is_what_the_ranking_was_made_of() -> None:
     assert (
         why.query()["weights"]["keyword"] == KEYWORD_WEIGHT and why.query()["keyword_cut"]["keyword"] == 3.0
     )
+
+
+def test_a_near_empty_document_is_a_stub_of_front_matter_or_a_line_of_a_draft() -> None:
+    def empty(content: str, chunks: int = 1) -> bool:
+        return near_empty(Hit("/kb/n.md", 0, 1.0, content, (), None, 1, 1, source_chunks=chunks))
+
+    assert empty("---\ntitle: hidden files\ntags: [linux, files, list]\n---")
+    assert empty("+++\ntitle = 'x'\n+++\n# Heading\n\n## Two")
+    assert empty("---\n---\n# Draft\nTODO")
+    assert not empty("# To do\n\n- [ ] renew passport (expires in August)")
+    assert not empty("# Add local dictionary sources")  # a page of one title line: its heading is its text
+    assert not empty("---\ntitle: x\n---\nThe note's own text, a sentence or more.")
+    assert not empty("每晚备份数据目录；索引可以从旁路文件重建。")  # Chinese text: letters are characters
+    assert not empty("# Draft", chunks=2)  # the first chunk of a longer document
+
+
+def test_a_near_empty_document_ranks_below_the_documents_with_text() -> None:
+    stub = Hit("/kb/stub", 0, 0.9, "---\ntitle: hidden files\n---", (), None, 1, 1)
+    dense = [stub, _hit("ls", 0.8), _hit("find", 0.7)]
+    keyword = [replace(stub, score=15.0), _hit("ls", 6.0)]
+    why = Explanation()
+    fused = fuse_documents(dense, keyword, 5, KEYWORD_WEIGHT, explain=why)
+    order = [h.source_path for h in fused]
+    assert order[0] == "/kb/ls" and "/kb/stub" in order  # (first on both sides, it came first)
+    assert why.of("/kb/stub", 0, 0.0)["document"]["near_empty"] is True
+    assert "near_empty" not in why.of("/kb/ls", 0, fused[0].score)["document"]
+
+
+def test_rare_words_are_a_lookup_and_their_hits_evidence_whatever_their_score() -> None:
+    terms = [Term("侧吸式", phrase=False)]
+    note = Hit("/kb/kitchen.md", 0, 1.7, "油烟机选侧吸式，师傅说顶吸的不合适。", (), None, 1, 1)
+    assert rare([note], 40, terms)
+    assert keyword_evidence([note]) == []  # under KEYWORD_FLOOR: a match on common words, as far as BM25 says
+    assert keyword_evidence([note], exact=True) == [note]
+    assert not rare([note], 1, terms)  # as many hits as asked for: there may be more
+    assert not rare(
+        [note, *(_hit(n, 1.6) for n in "abc")], 40, terms
+    )  # in more than RARE_DOCUMENTS documents
+    assert not rare([note], 40, [*terms, Term("refrigerator", phrase=True)])  # the first hit lacks a word
+    assert not rare([], 40, terms)

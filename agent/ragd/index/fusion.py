@@ -16,6 +16,17 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
   most LOOKUP_WORDS words, no CJK: `ETIMEDOUT`, `Pin-Priority`, `git stash`) weighs LOOKUP_WEIGHT: a sentence
   model has nothing to go on in one word (for `LLMNR` its nearest chunk was `ln`'s), BM25 everything
   (`keyword_weight`).
+- A question whose words are rare in the collection (every chunk holding any of them is in at most RARE_DOCUMENTS
+  documents, and the first holds them all as written: a name, a code, a word that one note holds) is a lookup
+  whatever its length or script (`rare`): its keyword hits weigh LOOKUP_WEIGHT and count whatever their BM25. In a
+  tree of a few hundred documents with short notes, a note holding the one word asked for came 10th, below
+  documents the vector side ranked on nothing (a sentence model knows nothing of 侧吸式 or KX7Q2M), and in a
+  small collection such a word scores under KEYWORD_FLOOR (BM25 grows with the number of chunks).
+- A near-empty document (one chunk, under EMPTY_CHARS letters and digits past its front matter: a stub of front
+  matter, a draft) has its fused score multiplied by EMPTY_WEIGHT (`near_empty`): its title and tags match a
+  question as well as any document's, and its one short chunk scores high on both sides, but it answers nothing
+  ("how to list hidden files" had a stub titled "hidden files" first). A heading counts as text: a help page of
+  one title line ("Add local dictionary sources") was the right answer to its own words on the desktop-help set.
 - A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
   answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
   (its evidence only).
@@ -61,7 +72,11 @@ TRANSLATED_DEPTH = (
 LEAD_WEIGHT = 0.3  # the leads' share (0.5 lifted hit@5 but cost English questions 0.04 MRR)
 LEAD_DEPTH = 10  # documents of the leads' ranking that take a share (20 and 5 scored about the same)
 KEYWORD_FLOOR = 2.0  # BM25 below this is a match on common words only (measured on the bilingual test corpus)
+RARE_DOCUMENTS = 3  # a question's words in at most this many documents (all their chunks) are rare: `rare`
 KEYWORD_RELATIVE = 0.25  # keyword hits scoring below this share of the best one are not evidence
+EMPTY_CHARS = 16  # letters and digits past its front matter a one-chunk document needs not to be near-empty
+EMPTY_WEIGHT = 0.5  # what a near-empty document's fused score is multiplied by
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n(?:.*?\n)??(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)
 
 
 @dataclass
@@ -91,6 +106,7 @@ class Explanation:
     sides: dict[str, dict[str, Side]] = field(default_factory=dict)  # side -> document path -> what it said
     chunks: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)  # -> (passage, decay)
     documents: dict[str, tuple[int, float]] = field(default_factory=dict)  # path -> (fused rank, fused score)
+    empty: set[str] = field(default_factory=set)  # near-empty documents (fused score x EMPTY_WEIGHT)
 
     def side(self, name: str) -> dict[str, Side]:
         return self.sides.setdefault(name, {})
@@ -111,6 +127,8 @@ class Explanation:
             rank, fused = self.documents[path]
             passage, decay = self.chunks.get((path, chunk_index), (0, 1.0))
             out["document"] = {"rank": rank, "score": fused}
+            if path in self.empty:
+                out["document"]["near_empty"] = True
             out["passage"] = {"index": passage, "decay": decay}
         out["fused"] = score
         return out
@@ -124,24 +142,50 @@ def keyword_weight(text: str) -> float:
     return 1.0 if fts.identifier_like(text) else KEYWORD_WEIGHT
 
 
-def keyword_evidence(hits: list[Hit], explain: Explanation | None = None, side: str = "keyword") -> list[Hit]:
-    """The keyword hits that are evidence, not noise: BM25 at least KEYWORD_FLOOR and KEYWORD_RELATIVE of the best.
-    `explain`: told of the documents left out (on `side`) and why.
+def rare(hits: list[Hit], asked: int, terms: list[fts.Term]) -> bool:
+    """The keyword side's `hits` (`asked` were asked for) are every chunk that holds any of the question's
+    `terms`, they are in at most RARE_DOCUMENTS documents, and the first holds every term as written: the question
+    names something exactly (a name, a code, a word that one note holds). Then its keyword hits are evidence
+    whatever their BM25 (in a small collection a word found once scores under KEYWORD_FLOOR: BM25 grows with the
+    number of chunks), and weigh as a lookup's. (A rare word of a longer question that the first hit does not
+    hold whole, "kitchen" of "kitchen renovation budget" in a page that says "kitchen sink", is not a lookup.)"""
+    if not hits or len(hits) >= asked or len({h.source_path for h in hits}) > RARE_DOCUMENTS:
+        return False
+    text = fts.normalize(hits[0].content).casefold()
+    return all(t.text.casefold() in text for t in terms)
+
+
+def keyword_evidence(
+    hits: list[Hit], explain: Explanation | None = None, side: str = "keyword", exact: bool = False
+) -> list[Hit]:
+    """The keyword hits that are evidence, not noise: BM25 at least KEYWORD_FLOOR (unless `exact`: see `rare`)
+    and KEYWORD_RELATIVE of the best. `explain`: told of the documents left out (on `side`) and why.
 
     Rank fusion sees only ranks, so without this a query whose words happen to be common (a Chinese question
     about an English document shares only particles and single characters with the Chinese documents) would push
     every weak keyword match above the document the vector side ranked first.
     """
-    cut = max(KEYWORD_FLOOR, KEYWORD_RELATIVE * hits[0].score) if hits else KEYWORD_FLOOR
-    kept = [h for h in hits if h.score >= cut] if hits and hits[0].score >= KEYWORD_FLOOR else []
+    floor = 0.0 if exact else KEYWORD_FLOOR
+    cut = max(floor, KEYWORD_RELATIVE * hits[0].score) if hits else floor
+    kept = [h for h in hits if h.score >= cut] if hits and hits[0].score >= floor else []
     if explain is not None:
-        explain.params.update(keyword_floor=KEYWORD_FLOOR, keyword_relative=KEYWORD_RELATIVE)
+        explain.params.update(keyword_floor=floor, keyword_relative=KEYWORD_RELATIVE)
         explain.params.setdefault("keyword_cut", {})[side] = cut
         dropped = explain.side(side)
         for path, score in _best(hits).items():
             if path not in dropped:
-                dropped[path] = Side(None, score, dropped="floor" if score < KEYWORD_FLOOR else "relative")
+                dropped[path] = Side(None, score, dropped="floor" if score < floor else "relative")
     return kept
+
+
+def near_empty(hit: Hit) -> bool:
+    """`hit`'s document is one chunk with next to no text past its front matter (a stub, a draft). Its title and
+    tags match a question as well as any document's can, and its one short chunk scores high on both sides, but
+    it answers nothing."""
+    if hit.source_chunks > 1:
+        return False
+    text = _FRONT_MATTER.sub("", hit.content, count=1)
+    return sum(ch.isalnum() for ch in text) < EMPTY_CHARS
 
 
 def fuse(dense: list[Hit], keyword: list[Hit], k: int) -> list[Hit]:
@@ -216,6 +260,9 @@ def fuse_documents(
             doc_score[path] += share
             if explain is not None:
                 explain.side("lead")[path] = Side(rank, leads[path], share)
+    empty = {h.source_path for h in [*dense, *keyword, *translated] if near_empty(h)}
+    for path in empty:
+        doc_score[path] *= EMPTY_WEIGHT
     passages: dict[str, list[Hit]] = {}
     for hit in _rrf_order([dense, keyword, translated])[0]:  # chunk-level order within each document
         passages.setdefault(hit.source_path, []).append(hit)
@@ -223,7 +270,7 @@ def fuse_documents(
               for i, hit in enumerate(hits)]  # fmt: skip
     ranked.sort(key=lambda t: t[0], reverse=True)  # (stable: ties keep the order above)
     if explain is not None:
-        _explain_fused(explain, doc_score, passages, [hit for _, hit in ranked], keyword_weight)
+        _explain_fused(explain, doc_score, passages, [hit for _, hit in ranked], keyword_weight, empty)
     return [replace(hit, score=score) for score, hit in ranked[:k]]
 
 
@@ -236,7 +283,7 @@ def _best(hits: list[Hit]) -> dict[str, float]:
 
 
 def _explain_fused(explain: Explanation, doc_score: dict[str, float], passages: dict[str, list[Hit]],
-                   ranked: list[Hit], keyword_weight: float) -> None:  # fmt: skip
+                   ranked: list[Hit], keyword_weight: float, empty: set[str]) -> None:  # fmt: skip
     explain.method = "hybrid"
     explain.params.update(
         fusion="rrf",  # each side's share: weight / (rank_constant + rank), summed per document
@@ -245,7 +292,9 @@ def _explain_fused(explain: Explanation, doc_score: dict[str, float], passages: 
         lead_depth=LEAD_DEPTH,
         size_penalty={"vector": DENSE_SIZE_PENALTY, "keyword": KEYWORD_SIZE_PENALTY},
         passage_decay=PASSAGE_DECAY,
+        empty_weight=EMPTY_WEIGHT,
     )
+    explain.empty = empty
     order = dict.fromkeys(h.source_path for h in ranked)  # in the order of their first passages
     explain.documents = {p: (rank, doc_score[p]) for rank, p in enumerate(order, 1)}
     explain.chunks = {(h.source_path, h.chunk_index): (i, PASSAGE_DECAY**i)

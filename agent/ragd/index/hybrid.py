@@ -14,7 +14,16 @@ from contextvars import ContextVar
 import numpy as np
 
 from . import MAX_K, Hit, fts, lexicon
-from .fusion import TRANSLATED_DEPTH, Explanation, Side, fuse_documents, keyword_evidence, keyword_weight
+from .fusion import (
+    LOOKUP_WEIGHT,
+    TRANSLATED_DEPTH,
+    Explanation,
+    Side,
+    fuse_documents,
+    keyword_evidence,
+    keyword_weight,
+    rare,
+)
 from .records import lead_bytes
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
@@ -50,8 +59,12 @@ def query(
         return _alone(explain, "vector", dense(k))
     depth = min(max(4 * k, 20), MAX_K)
     cosine = dense(MAX_K if vector is not None else depth)
-    weight = keyword_weight(text or "")
-    found = keyword_evidence(keyword(terms, depth, True), explain)
+    raw = keyword(terms, depth, True)
+    exact = rare(raw, depth, terms)
+    weight = LOOKUP_WEIGHT if exact else keyword_weight(text or "")
+    found = keyword_evidence(raw, explain, exact=exact)
+    if explain is not None:
+        explain.params["rare"] = exact
     translated: list[Hit] = []
     if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
         glossed = keyword(glosses, min(depth, TRANSLATED_DEPTH), True)
