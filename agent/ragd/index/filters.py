@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import PurePosixPath
-
-from .. import paths
 
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LIKE_SPECIAL = re.compile(r"([\\%_'])")
@@ -109,5 +106,7 @@ def for_delete(expr: str) -> str:
 
 
 def is_under(value: str, path: str) -> bool:
-    """The Python twin of `under`: `value` is `path` or below it."""
-    return paths.is_under(PurePosixPath(value), PurePosixPath(_dir_path(path) or "/"))
+    """The Python twin of `under`: `value` is `path` or below it (both absolute; the index stores its paths as
+    the agent made them, without `//`, `.` or a trailing slash). A string test: it runs once per chunk of a scan."""
+    top = _dir_path(path)
+    return value == top or value.startswith(top + "/")

@@ -81,7 +81,9 @@ def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:
     chunks = []
     for i, c in enumerate(entry.chunks):
         meta = c.meta
-        vec = c.vector if c.vector is not None else np.zeros(entry.dimension, dtype=np.float32)
+        vec = c.vector  # decoded from base64 each time it is asked for: once here
+        if vec is None:
+            vec = np.zeros(entry.dimension, dtype=np.float32)
         chunks.append(
             IndexChunk(
                 source_path=str(source_path),
