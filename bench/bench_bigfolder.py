@@ -54,10 +54,12 @@ def make_folder(where: Path, n: int) -> Path:
     return folder
 
 
-def rss_kib(pid: int) -> int:
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory (VmRSS), or a part of it: RssAnon (its own), RssFile (mapped files: the index's,
+    the model's weights, the libraries)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -110,7 +112,8 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
             files = sum(sum(r.get("files", {}).values()) for r in st.get("roots", []))
             line = (f"  +{now - moved_at:6.1f} s  files_done {prog.get('files_done')}/{prog.get('files_total')}"
                     f"  time left {prog.get('eta_s')}  files in status {files}  texts {emb.get('texts')}"
-                    f"  requests {emb.get('requests')}  agent {a:.0f} MiB  workers {w:.0f} MiB")  # fmt: skip
+                    f"  requests {emb.get('requests')}  agent {a:.0f} MiB (anonymous "
+                    f"{rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f})  workers {w:.0f} MiB")  # fmt: skip
             print(line, flush=True)
             samples.append(st)
             if st.get("agent", {}).get("idle") and now - moved_at > 5:
@@ -119,6 +122,9 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
     idle = time.monotonic() - moved_at
     time.sleep(3)  # the agent trims its memory once idle
     a, w = memory(agent.proc.pid)
+    print(
+        f"  idle: agent {a:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f}), workers {w:.0f} MiB"
+    )
     emb = status(agent.env).get("embedder", {})
     return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_workers": peak_workers,
             "idle_agent": a, "idle_workers": w, "texts": emb.get("texts", 0),

@@ -43,6 +43,7 @@ from ..pipeline.scan import (
 )
 from ..pipeline.sidecar import SourceInfo
 from . import SourceSummary
+from .entrycache import SidecarCache
 from .sync import IndexSync, servable
 
 log = logging.getLogger(__name__)
@@ -116,57 +117,6 @@ class VerifyHooks:
     look_at: Callable[[Path], object] = lambda _d: None
     # these sources of this directory changed since their entries were written: its job is queued
     redo: Callable[[Path, list[str]], object] = lambda _d, _names: None
-
-
-class SidecarCache:
-    """What each file entry says the index should hold, re-read only when the entry file's stat changes (device,
-    inode, size, mtime and ctime: an entry rewritten in place with its mtime put back has a new ctime)."""
-
-    def __init__(self, identity: EmbeddingIdentity) -> None:
-        self.identity = identity
-        self._seen: dict[Path, tuple[tuple[int, ...], Expected | None, SourceInfo | None]] = {}
-        self._next: dict[Path, tuple[tuple[int, ...], Expected | None, SourceInfo | None]] = {}
-
-    def expected(self, directory: Path, files: Sequence[str]) -> dict[str, Expected]:
-        """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""
-        out = {}
-        for name in files:
-            want = self.one(sidecar.entry_path(directory, name))
-            if want is not None:
-                out[str(directory / name)] = want
-        return out
-
-    def one(self, entry: Path) -> Expected | None:
-        try:
-            st = os.stat(entry)
-        except OSError:
-            return None
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        cached = self._seen.get(entry)
-        if cached is None or cached[0] != key:
-            found = sidecar.try_read(entry)
-            want = Expected(found.source.md5_hash, len(found.chunks)) if found and servable(found, self.identity) else None  # fmt: skip
-            cached = (key, want, recorded_source(found))
-        self._next[entry] = cached
-        return cached[1]
-
-    def recorded(self, directory: Path, name: str) -> SourceInfo | None:
-        """The source stat that the entry of `name` (seen by `expected` in this pass) recorded, if it is one a
-        directory job keeps up to date (EMBEDDED and SKIPPED entries)."""
-        cached = self._next.get(sidecar.entry_path(directory, name))
-        return None if cached is None else cached[2]
-
-    def end_pass(self) -> None:
-        """Keep only the entries seen in this pass (bounded by the tree, not by its history)."""
-        self._seen, self._next = self._next, {}
-
-
-def recorded_source(entry: sidecar.FileEntry | None) -> SourceInfo | None:
-    """What a source's stat is compared with: what its entry recorded, for the states whose entry the next job
-    rewrites when the stat differs (a FAILED file whose content is unchanged keeps its old record)."""
-    if entry is None or entry.status not in (sidecar.EMBEDDED, sidecar.SKIPPED):
-        return None
-    return entry.source
 
 
 def differs(want: Expected | None, have: SourceSummary | None) -> bool:

@@ -549,7 +549,12 @@ class Agent:
         return not under_any(directory, list(self.roots))
 
     def _job_step(self, directory: Path, result: DirResult) -> None:
-        """What a big folder's job has finished so far (dirjob.py): recorded and handed to the index writer now."""
+        """What a big folder's job has finished so far (dirjob.py): recorded and handed to the index writer now.
+        Such a job is no edit, even when a change seen in its folder started it: from its first step its texts join
+        the embed queue in turn, behind an edit's, and never go to the agent's own copy of the model (an edit's
+        express lane), which embedded much of a folder of 30,000 notes one file at a time beside the workers
+        (docs/benchmarks.md, the big folder's memory and throughput)."""
+        self._job_dir.express = False
         with self._roots_lock:
             if not self._unwatched(directory):
                 self._outcomes.step(result)
