@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # their files (any Linux, Python 3.11-3.13). `make lock` regenerates it.
 LOCK   := requirements/lock.txt
 
-.PHONY: setup run test lint format bench clean lock
+.PHONY: help setup run check test lint format bench clean lock
 
 # A fresh venv (--clear: a changed lock leaves nothing behind) holding exactly the locked versions: first the
 # locked pip, setuptools and wheel, which then build what ships as source only (sdnotify) and ragd itself,
@@ -26,6 +26,16 @@ $(STAMP): pyproject.toml $(LOCK)
 
 setup: $(STAMP)
 
+help:
+	@echo "make setup          .venv with exactly the locked versions (requirements/lock.txt)"
+	@echo "make run ROOT=DIR   index DIR and serve it (MCP, web page)"
+	@echo "make check          the fast lane: ruff, mypy, and the tests not marked slow (docs/testing.md)"
+	@echo "make test           ruff, mypy and the whole suite (TEST_PROCS=3 processes; TEST_PROCS=0: one)"
+	@echo "make lint           ruff check, ruff format --check, mypy"
+	@echo "make format         format the code and apply ruff's fixes"
+	@echo "make lock           re-resolve requirements/lock.txt after a change to the dependencies"
+	@echo "make wheel | dist | dist-test | systest   the wheel; the frozen program and installer; their tests"
+
 run: setup
 	@if [ -z "$(ROOT)" ]; then \
 		echo "make run: which folder should the agent index? Say it: make run ROOT=~/Documents" >&2; exit 2; fi
@@ -40,9 +50,16 @@ lint: setup
 
 # The suite in TEST_PROCS processes (pytest-xdist), each test file in one of them: most tests wait on real agents
 # and servers rather than on a CPU (a serial run kept 2 cores at a load of about 1). TEST_PROCS=0: one process.
+# pytest exits 5 when it collected (or kept) no test: a failure here like any other.
 TEST_PROCS ?= 3
+PYTEST     := $(BIN)/python -m pytest $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadfile)
 test: lint
-	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_PROCS)),,-n $(TEST_PROCS) --dist loadfile)
+	$(PYTEST)
+
+# The fast lane (docs/testing.md): lint, types, and every test not marked slow (tests/conftest.py marks all of
+# tests/e2e and the other tests it names), in a few minutes; `make test` runs everything.
+check: lint
+	$(PYTEST) -m "not slow"
 
 format: setup
 	$(BIN)/ruff format agent cli tests bench packaging

@@ -12,6 +12,44 @@ from tests.support.isolation import apply, isolation
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["tests.support.fake_openai"]
 
+# The fast lane, `make check` (-m "not slow", docs/testing.md), is every test not marked slow. Marked here, by where
+# a test is, so that a new test lands in a lane without a thought: all of tests/e2e (real `ragd` and `ragctl`
+# processes, real servers) and tests/integration/verbs (the whole agent in-process), and the files or tests named in
+# SLOW: those measured at over about 2 s a test (docs/testing.md has the figures). A new slow test: add it here.
+SLOW_DIRS = ("tests/e2e/", "tests/integration/verbs/")
+SLOW = frozenset({
+    "tests/integration/test_dirjob.py",
+    "tests/integration/test_dirjob_odd.py",
+    "tests/integration/test_index_sync.py",
+    "tests/integration/test_index_sync_batch.py",
+    "tests/integration/test_mcp_http.py",
+    "tests/integration/test_mcp_session.py",
+    "tests/unit/test_embed_pooled.py",
+    "tests/unit/test_embed_shared.py",
+    "tests/unit/test_index_compact.py",
+    "tests/unit/test_index_damage.py",
+    "tests/unit/test_index_keyword_fresh.py",
+    "tests/unit/test_index_rest.py",
+    "tests/unit/test_index_write_sources.py",
+    "tests/unit/test_keywords.py",
+    "tests/unit/test_lexicon.py",
+    "tests/unit/test_ocr.py",
+    "tests/unit/test_parse_ocr.py",
+    "tests/unit/test_workers.py",
+    "tests/unit/test_index_zvec.py::test_auto_builds_an_hnsw_graph_past_a_size_while_searches_go_on",
+    "tests/unit/test_index_zvec.py::test_incompatible_or_corrupt_collection_is_rebuilt",
+    "tests/unit/test_index_zvec.py::test_optimize_with_concurrent_queries_and_writes",
+    "tests/unit/test_index_zvec.py::test_vector_query_finds_similar_text",
+})  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        test = item.nodeid.split("[")[0]
+        if test.startswith(SLOW_DIRS) or test in SLOW or test.split("::")[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

@@ -1,7 +1,9 @@
 """A Milvus server older than 2.5 (PyPI's `milvus` 2.3.5, a real Milvus standalone) is refused with one clear
 message at `ragd config check`, `ragd index migrate`, `ragd run --once` and the agent's start, and nothing is
 left on it: such a server accepts `create_collection` and silently drops the BM25 function, the analyzer and
-`nullable`, so a collection made there could never be searched (docs/scale-out.md, "Which server")."""
+`nullable`, so a collection made there could never be searched (docs/scale-out.md, "Which server"). Behind a
+relay that hides its version, the same server lets ragd create its collection and then refuses an index: the
+collection is dropped again and the refusal says so."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from tests.e2e.agent import write_doc
 from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.milvus_proxy import VersionRelay
 from tests.support.milvus_servers import OldMilvusServer, free_port, old_milvus_missing
 
 pytest.importorskip("pymilvus")
@@ -107,3 +110,38 @@ def test_a_collection_made_on_an_old_server_is_named_for_what_it_lacks(old_milvu
         client.drop_collection(name)
         client.close()
     assert json.dumps(collections(old_milvus)).count(name) == 0
+
+
+def unfinished(proc: subprocess.CompletedProcess[str], relay: VersionRelay) -> None:
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said
+    assert f"the Milvus server at {relay.uri} could not make the collection {PREFIX}" in said, said
+    assert "ragd dropped it again (nothing is left on the server)" in said, said
+    assert "ragd needs Milvus 2.5 or newer" in said, said  # the hint: what the server lacks
+    assert "Traceback" not in said, said
+
+
+def test_a_collection_the_server_cannot_finish_is_dropped_again(
+    tmp_path: Path, old_milvus: OldMilvusServer, fake_openai_server: FakeOpenAI
+) -> None:
+    """A server whose version ragd cannot read is trusted to create the collection (its check comes after): here the
+    2.3.5 server itself, every call but GetVersion passed through to it. It accepts `create_collection` (dropping
+    the BM25 function and `nullable`), then refuses the BM25 index on `sparse`: the collection ragd just created is
+    dropped, at `ragd run --once` and at `ragd index migrate`."""
+    root = tmp_path / "kb"
+    write_doc(root / "a.md", "alpha")
+    relay = VersionRelay(f"127.0.0.1:{old_milvus.port}", free_port(), version="")
+    relay.start()
+    try:
+        cfg = write_config(tmp_path / "ragd.toml", fake_openai_server, root, relay.uri)
+        assert "not created yet" in ragd("--config", str(cfg), "config", "check").stdout  # the version passes
+        unfinished(ragd("--config", str(cfg), "run", "--once", check=None), relay)
+        assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+
+        zvec = write_config(tmp_path / "zvec.toml", fake_openai_server, root, relay.uri, backend="zvec")
+        ragd("--config", str(zvec), "run", "--once")
+        unfinished(ragd("--config", str(zvec), "index", "migrate", "--to", "milvus", "--uri", relay.uri,
+                        check=None), relay)  # fmt: skip
+        assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+    finally:
+        relay.stop()

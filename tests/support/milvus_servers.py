@@ -64,7 +64,11 @@ class ServerProcess:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-        poll(lambda: self._alive() and answers(self.port), timeout, what=f"the {self.name} to listen")
+        try:
+            poll(lambda: self._alive() and answers(self.port), timeout, what=f"the {self.name} to listen")
+        except BaseException:
+            self.stop()  # what it started so far: not left running
+            raise
 
     def _alive(self) -> bool:
         assert self.proc is not None

@@ -75,6 +75,8 @@ QUERY_LIMIT = 16_384  # the most rows one Milvus query returns
 # staleness bound (Milvus's default "Bounded" consistency would let a fresh edit be missed for a moment).
 STRONG, SESSION = "Strong", "Session"
 BACKOFF = (1.0, 60.0)  # seconds before the first retry after a failed connection, and the most
+# why a server would not finish a collection ragd made on it: one that lacks what ragd needs of it
+UNFINISHED = 'ragd needs Milvus 2.5 or newer (docs/scale-out.md, "Which server"); the server\'s log says why it refused'
 
 
 def _unreachable(err: BaseException) -> bool:
@@ -257,29 +259,39 @@ class MilvusIndex:
     def _prepare(self, client: Any) -> None:
         """Check the server, create the collection if it is missing (the first agent with this identity), check
         it, load it. A server older than Milvus 2.5 is refused before anything is created on it; a collection this
-        call created and could not finish as ragd needs it is dropped again (nothing half-made is left)."""
+        call created and could not finish (its indexes, its check, its load) is dropped again: nothing half-made
+        is left on the server."""
         check_server(client, self._uri)
-        if not client.has_collection(self._name):
-            if self._read_only:
-                raise IndexError_(f"Milvus has no collection {self._name} at {self._uri}",
-                                  "start the agent once to create it")  # fmt: skip
-            client.create_collection(self._name, schema=build_schema(self._identity.dimension))
-            try:
-                # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
-                client.create_index(self._name, index_params(client, self._cfg), sync=False)
-                check_collection(client, self._name, self._identity.dimension)
-            except Exception as err:
-                self._drop_unfinished(client, err)
-                raise
-        check_collection(client, self._name, self._identity.dimension)
-        client.load_collection(self._name)
+        if client.has_collection(self._name):
+            check_collection(client, self._name, self._identity.dimension)
+            client.load_collection(self._name)
+            return
+        if self._read_only:
+            raise IndexError_(f"Milvus has no collection {self._name} at {self._uri}",
+                              "start the agent once to create it")  # fmt: skip
+        client.create_collection(self._name, schema=build_schema(self._identity.dimension))
+        try:
+            # not waited for here (Milvus Lite cannot tell when an index is done); loading waits for them
+            client.create_index(self._name, index_params(client, self._cfg), sync=False)
+            check_collection(client, self._name, self._identity.dimension)
+            client.load_collection(self._name)
+        except Exception as err:
+            left = self._drop_unfinished(client, err)
+            if _unreachable(err) and not isinstance(err, IndexError_):
+                raise  # the server went away meanwhile: tried again later, as any connection
+            said = str(getattr(err, "message", "") or err).splitlines()[0][:300]
+            raise IndexError_(f"the Milvus server at {self._uri} could not make the collection {self._name} as "
+                              f"ragd needs it ({said}); {left}", UNFINISHED) from err  # fmt: skip
 
-    def _drop_unfinished(self, client: Any, err: BaseException) -> None:
+    def _drop_unfinished(self, client: Any, err: BaseException) -> str:
+        """Drop the collection `_prepare` created and could not finish; what is left on the server, said."""
         log.warning("dropping the Milvus collection %s just created at %s: %s", self._name, self._uri, err)
         try:
             client.drop_collection(self._name)
         except Exception as drop:
             log.warning("could not drop the unfinished collection %s at %s: %s", self._name, self._uri, drop)
+            return f"dropping it again failed too ({str(drop).splitlines()[0][:200]}): drop it on the server"
+        return "ragd dropped it again (nothing is left on the server)"
 
     # -- health ---------------------------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
