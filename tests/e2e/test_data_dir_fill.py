@@ -85,6 +85,6 @@ def test_a_first_index_killed_midway_is_finished_at_the_next_start(
     poll(lambda: str(small / "first.md") in proc.sources(), timeout=120, what="the first files to be indexed")
     indexed = proc.sources()
     proc.kill()
-    assert len(indexed) < 1 + BIG, "the first index ended before the agent was killed: make the second root bigger"
+    assert len(indexed) < 1 + BIG, "the first index ended before the kill: make the second root bigger"
     with running_agent(tmp_path / "again.log", str(small), str(big), idle=True) as again:
         _complete(again, small, big)

@@ -44,7 +44,8 @@ def test_a_fill_under_way_is_recorded_as_not_filled(tmp_path: Path) -> None:
 
 def test_a_record_of_an_older_version_is_not_taken_as_filled(tmp_path: Path) -> None:
     """An older version wrote the record before its fill was done."""
-    (tmp_path / rootstate.SERVED_FILE).write_text('{"index": "/data/index", "roots": ["/kb"]}', encoding="utf-8")
+    record = '{"index": "/data/index", "roots": ["/kb"]}'
+    (tmp_path / rootstate.SERVED_FILE).write_text(record, encoding="utf-8")
     assert rootstate.load_served(tmp_path, "/data/index") == rootstate.Served([Path("/kb")], filled=False)
 
 
