@@ -26,12 +26,27 @@ def test_a_damaged_overlay_is_a_config_error_naming_the_file(tmp_path: Path) -> 
 
 
 def test_the_roots_served_round_trip_with_odd_names(tmp_path: Path) -> None:
-    assert rootstate.load_served(tmp_path, "/data/index") is None  # no record: an index an older version made
+    assert rootstate.load_served(tmp_path, "/data/index") is None  # no record: a new data directory
     roots = [Path("/kb/笔记"), Path('/kb/a "b" %_'), Path("/kb/line\nbreak")]
     rootstate.save_served(tmp_path / "new-dir", "/data/index", roots)
-    assert rootstate.load_served(tmp_path / "new-dir", "/data/index") == roots
+    assert rootstate.load_served(tmp_path / "new-dir", "/data/index") == rootstate.Served(roots, filled=True)
     rootstate.save_served(tmp_path, "/data/index", [])
-    assert rootstate.load_served(tmp_path, "/data/index") == []  # none served: every root is new at a start
+    served = rootstate.load_served(tmp_path, "/data/index")  # none served: every root is new at a start
+    assert served == rootstate.Served([], filled=True)
+
+
+def test_a_fill_under_way_is_recorded_as_not_filled(tmp_path: Path) -> None:
+    """Recorded before a fill of the index from the sidecars, and kept if the agent is killed during it: the next
+    start fills the index again."""
+    rootstate.save_served(tmp_path, "/data/index", [Path("/kb")], filled=False)
+    assert rootstate.load_served(tmp_path, "/data/index") == rootstate.Served([Path("/kb")], filled=False)
+
+
+def test_a_record_of_an_older_version_is_not_taken_as_filled(tmp_path: Path) -> None:
+    """An older version wrote the record before its fill was done."""
+    record = '{"index": "/data/index", "roots": ["/kb"]}'
+    (tmp_path / rootstate.SERVED_FILE).write_text(record, encoding="utf-8")
+    assert rootstate.load_served(tmp_path, "/data/index") == rootstate.Served([Path("/kb")], filled=False)
 
 
 def test_the_roots_served_by_another_index_are_no_record(tmp_path: Path) -> None:
@@ -46,9 +61,9 @@ def test_the_roots_served_by_another_index_are_no_record(tmp_path: Path) -> None
 def test_a_damaged_record_of_the_roots_served_is_no_record(
     tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The record is the agent's own; damaged, the roots are left to the verification (as with no record), and
-    the agent still starts."""
+    """The record is the agent's own; damaged, the index is filled again from the sidecars (as with no record),
+    and the agent still starts."""
     (tmp_path / rootstate.SERVED_FILE).write_text(text, encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="ragd.resident.rootstate"):
         assert rootstate.load_served(tmp_path, "/data/index") is None
-    assert rootstate.SERVED_FILE in caplog.text and "verification" in caplog.text
+    assert rootstate.SERVED_FILE in caplog.text and "filled again" in caplog.text

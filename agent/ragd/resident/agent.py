@@ -123,6 +123,7 @@ class Agent:
             self.data_dir, unsteady=lambda: bool(self._writer and self._writer.optimizing)
         )
         self.data_dir_rebuilt: dict[str, Any] | None = None  # the last time it was: when, what, done
+        self._filled = True  # False while a fill of the index from the sidecars is owed (rootstate.Served)
         self._recovery_lock = threading.Lock()
 
     def _job_context(self, force: bool) -> JobContext:
@@ -184,31 +185,57 @@ class Agent:
         except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back
             log.warning("%s; the agent indexes into the sidecars meanwhile", err.message)
             empty = False
-        # the roots the index was last made to hold, read before set_roots records today's
+        # the roots the index was last made to hold, and whether a fill of it from the sidecars was done
         served = rootstate.load_served(self.data_dir, str(self.indexer.index.path))
+        wanted = self.resolve_roots()
+        # a new or rebuilt index, one whose fill was cut short or that no record describes: filled from the sidecars
+        # before the first verification, which would otherwise "repair" every source its sidecars already describe
+        fill = rebuilt or empty or served is None or not served.filled
+        if fill:  # recorded before anything is written to it: killed meanwhile, the next start fills it again
+            held = [] if served is None else served.roots
+            self._filled = False
+            self._save_served([*held, *(r for r in wanted if r not in held)])
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
-        self.set_roots(self.resolve_roots(), phase="initial")
-        if rebuilt or empty:  # filled from the sidecars before the first verification, which would otherwise
-            self.indexer.call(_refill)  # "repair" every source that its unchanged sidecars already describe
+        self.set_roots(wanted, phase="initial")
+        if served is not None:
+            self._drop_gone(served.roots)
+        if fill:
+            self.indexer.call(self._fill).add_done_callback(_fill_failed)
         elif served is not None:
-            self._serve_since(served)
+            self._fill_new(served.roots)
+            self._record_served()
         self.state = "indexing"
 
-    def _serve_since(self, served: list[Path]) -> None:
-        """At start-up, what changed in the roots while the agent was stopped (the config file edited): a root
-        gone leaves the index, a new one is filled from the sidecars already there (a tree indexed before, or by
-        the ragjson tool). Both before the first verification, which would otherwise remove or repair their
-        sources one by one, each a warning, and skip a folder busy at that moment until the next periodic pass."""
+    def _drop_gone(self, served: list[Path]) -> None:
+        """At start-up, a root gone since the index last held it (the config file edited while the agent was
+        stopped) leaves the index before the first verification, which would otherwise remove its sources one by
+        one, each a warning."""
         for gone in outermost(served):
             if not under_any(gone, self.roots):
                 log.info("%s is no longer a root; its entries leave the index", gone)
                 nested = [r for r in self.roots if is_under(r, gone)]
                 self.indexer.call(partial(_drop_subtree, root=gone, keep=nested))
                 self.changes.removed(gone, keep=nested, detail=NOT_A_ROOT)
+
+    def _fill_new(self, served: list[Path]) -> None:
+        """At start-up, a root new since the index last held it is filled from the sidecars already there (a tree
+        indexed before, or by the ragjson tool), before the first verification, which would otherwise repair its
+        sources one by one and skip a folder busy at that moment until the next periodic pass."""
         for r in outermost(self.roots):
             if not under_any(r, served):
                 self.indexer.call(partial(_fill_root, root=r))
+
+    def _fill(self, sync: IndexSync) -> int:
+        """(On the writer thread.) Fill the index from the sidecars of every root; only then are the roots recorded
+        as served with the index filled (an agent killed before does the fill again at its next start)."""
+        roots = list(sync.roots)
+        report = sync.reconcile(None)
+        if report.repaired:
+            log.info("the index was filled from the sidecars already there: %d sources", report.repaired)
+        self._filled = True
+        self._save_served(roots)
+        return report.repaired
 
     # -- roots ----------------------------------------------------------------------------------------------
     def set_roots(self, wanted: list[Path], phase: str = "rescan") -> tuple[list[Path], list[Path]]:
@@ -230,8 +257,9 @@ class Agent:
                 for r in ok:
                     if not under_any(r, staying):
                         self.indexer.call(partial(_fill_root, root=r))
+                if added or removed:
+                    self._record_served()
             if added or removed:
-                self._record_served()
                 # a symbolic link whose target entered or left the roots is indexed, or SKIPPED, from now on
                 self.scheduler.enqueue(self.links.symlink_dirs(), urgent=True)
             self._remember_data_dir()
@@ -240,9 +268,15 @@ class Agent:
         return ok, removed
 
     def _record_served(self) -> None:
+        """Record the roots served now once the index has taken the writes queued before (their fills, their
+        removals): on the writer thread, in order, so that a root is never recorded before its fill is done."""
+        roots = list(self.roots)
+        self.indexer.call(lambda _sync: self._save_served(roots))
+
+    def _save_served(self, roots: list[Path]) -> None:
         try:
-            rootstate.save_served(self.data_dir, str(self.indexer.index.path), self.roots)
-        except OSError as err:  # the next start then leaves the roots to the verification
+            rootstate.save_served(self.data_dir, str(self.indexer.index.path), roots, filled=self._filled)
+        except OSError as err:  # the next start then fills the index from the sidecars
             log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
 
     def _add_root(self, root: Path) -> bool:
@@ -457,6 +491,9 @@ class Agent:
         return {**result, "elapsed_s": round(time.monotonic() - started, 3)}
 
     def _rebuild(self, sync: IndexSync, *, lost: bool = False) -> dict[str, Any]:
+        roots = list(sync.roots)
+        self._filled = False  # recorded before the index is made anew: cut short, the next start fills it
+        self._save_served(roots)
         if lost:  # its files are gone: what is left of it goes too (a keyword index without its collection)
             _close_lost(sync.index)
             if self.config.index.backend != "milvus":
@@ -476,6 +513,8 @@ class Agent:
         self._searcher = self._search_over(sync.index)
         report = sync.reconcile(None)
         sync.index.flush()
+        self._filled = True
+        self._save_served(roots)
         return {"chunks": sync.index.count(), "sources": report.repaired}
 
     # -- the data directory deleted or replaced (datadir.py) ------------------------------------------------
@@ -530,7 +569,6 @@ class Agent:
                      fut.result()["chunks"], fut.result()["sources"])  # fmt: skip
         if self.data_dir_rebuilt is not None:
             self.data_dir_rebuilt["done"] = True
-        self._record_served()
         self._remember_data_dir(made_again=True)
         self.indexer.retry_failed()
 
@@ -692,11 +730,10 @@ def _starting() -> RagdError:
     return RagdError("the agent is starting (opening the index)", "try again in a moment", code=p.UNAVAILABLE)
 
 
-def _refill(sync: IndexSync) -> int:
-    report = sync.reconcile(None)
-    if report.repaired:
-        log.info("the index was filled from the sidecars already there: %d sources", report.repaired)
-    return report.repaired
+def _fill_failed(fut: Future[Any]) -> None:
+    err = fut.exception()
+    if err is not None:  # the verification repairs what it left out; the next start fills the index again
+        log.error("filling the index from the sidecars failed: %s", err)
 
 
 def _fill_root(sync: IndexSync, root: Path) -> int:

@@ -6,7 +6,10 @@ They apply on top of the config file's roots and the command line's, so they sur
 Beside them, `<data dir>/served-roots.json` records the roots whose sources the agent last had the index hold, so
 that at the next start a root new since then (added to the config file while the agent was stopped) is filled from
 its sidecars, and one gone since then leaves the index, before the first verification (which would otherwise
-repair or remove their sources one by one, each a warning).
+repair or remove their sources one by one, each a warning). It also says whether the index holds every source of
+those roots (`filled`): a fill of the whole index from the sidecars (a new or rebuilt index) records `false` before
+its first write and `true` once it is done, so that a fill cut short (a SIGKILL, a crash) is done again at the next
+start instead of leaving files out of search until the verification repairs them.
 """
 
 from __future__ import annotations
@@ -68,29 +71,39 @@ def save(data_dir: Path, overlay: RootOverlay) -> None:
     _write(data_dir / FILE_NAME, payload)
 
 
-def load_served(data_dir: Path, index: str) -> list[Path] | None:
+@dataclass(frozen=True)
+class Served:
+    """What served-roots.json says: the roots whose sources the index holds, and whether it holds all of them
+    (`filled` is False from the start of a fill of the whole index from the sidecars until its end)."""
+
+    roots: list[Path]
+    filled: bool
+
+
+def load_served(data_dir: Path, index: str) -> Served | None:
     """The roots the index `index` held the sources of when the agent last changed its roots; None when there is
-    no usable record (an index an older version made, a record of another index, or a damaged one: the
-    verification then sees to the roots)."""
+    no usable record (a new data directory, a record of another index, or a damaged one: the index is then filled
+    again from the sidecars)."""
     path = data_dir / SERVED_FILE
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:
-        log.warning("cannot read %s (%s); the roots are checked by the verification instead", path, err)
+        log.warning("cannot read %s (%s); the index is filled again from the sidecars", path, err)
         return None
     roots = raw.get("roots") if isinstance(raw, dict) else None
     if not isinstance(roots, list) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
-        log.warning("%s is not a list of roots; the roots are checked by the verification instead", path)
+        log.warning("%s is not a list of roots; the index is filled again from the sidecars", path)
         return None
     if raw.get("index") != index:  # recorded for another index (the embedding model or the backend changed)
         return None
-    return [Path(r) for r in roots]
+    # a record without `filled` was written by an older version, before its fill was done: not trusted
+    return Served([Path(r) for r in roots], raw.get("filled") is True)
 
 
-def save_served(data_dir: Path, index: str, roots: list[Path]) -> None:
-    _write(data_dir / SERVED_FILE, {"index": index, "roots": [str(r) for r in roots]})
+def save_served(data_dir: Path, index: str, roots: list[Path], *, filled: bool = True) -> None:
+    _write(data_dir / SERVED_FILE, {"index": index, "roots": [str(r) for r in roots], "filled": filled})
 
 
 def _write(path: Path, payload: Mapping[str, object]) -> None:
