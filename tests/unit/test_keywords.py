@@ -220,3 +220,36 @@ def test_every_term_kind_is_searchable() -> None:
     """What `fts.terms` makes of a question, the index can look up: a phrase, a bare word, a CJK run."""
     found = terms('"release plan" 数据库 ERR_CONN_RESET tomato')
     assert [t.phrase for t in found] == [True, False, True, True]
+
+
+def test_a_commit_cut_short_by_a_crash_is_made_again_at_the_next_open(tmp_path: Path) -> None:
+    """A SIGKILL during a commit can leave the commit's `.del` file written and meta.json not: the next open makes
+    the same commit again, which failed with FileAlreadyExists (the agent could not start, found by the model
+    test). The writer clears the files no commit refers to when it opens."""
+    from ragd.index.keywords import KeywordDoc, KeywordIndex
+
+    live, before = tmp_path / "kw", tmp_path / "kw-before"
+    docs = [
+        KeywordDoc(id=f"i{i}", text=f"hello world {i}", path=f"/r/f{i}.md", ext="md", meta_terms="")
+        for i in range(5)
+    ]
+    k = KeywordIndex(live, read_only=False)
+    k.add(docs)
+    k.commit()
+    k.close()
+    shutil.copytree(live, before)
+    k = KeywordIndex(live, read_only=False)
+    k.write(sources=["/r/f1.md"])
+    k.close()
+    written = {
+        p.name: p.read_bytes() for p in live.iterdir() if p.name.endswith(".del") or p.name == ".managed.json"
+    }
+    assert any(name.endswith(".del") for name in written)
+    shutil.rmtree(live)
+    shutil.copytree(before, live)  # the crash: the commit's files on disk, meta.json as before it
+    for name, data in written.items():
+        (live / name).write_bytes(data)
+    k = KeywordIndex(live, read_only=False)
+    k.write(sources=["/r/f1.md"])
+    assert k.documents() == 4
+    k.close()

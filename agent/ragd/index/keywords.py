@@ -128,6 +128,10 @@ class KeywordIndex:
                 self._index = t.Index(self._schema, path=str(path), reuse=True)
             self._index.register_tokenizer(ANALYZER, self._analyzer)
             self._writer: Any = None if read_only else self._index.writer(heap_size=HEAP, num_threads=1)
+            if self._writer is not None:
+                # the files of a commit a crash cut short (a `.del` written, meta.json not): the same commit made
+                # again would find them there and fail ("FileAlreadyExists"), and the agent would not start
+                self._writer.garbage_collect_files()
             self._index.reload()
         except (KeyboardInterrupt, SystemExit):
             raise
