@@ -31,6 +31,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import atomic_write
+
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 60.0
@@ -100,13 +102,10 @@ def write_stamp(path: Path) -> None:
     if current is None:
         return
     target = stamp_path(path)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"manifest": current}), encoding="utf-8")
-        os.replace(tmp, target)
+        atomic_write(target, json.dumps({"manifest": current}).encode(), mode=0o644)
     except OSError as err:  # only costs a probe at the next open
         log.warning("cannot write %s: %s", target, err)
-        tmp.unlink(missing_ok=True)
 
 
 def clear_stamp(path: Path) -> None:

@@ -34,6 +34,7 @@ import numpy as np
 import orjson
 
 from .. import modes
+from ..atomic import atomic_write
 from ..errors import StorageError
 from ..model import vector_problem
 from ..modes import display_name, private_mode, valid_name
@@ -363,8 +364,10 @@ def write_atomic(
     *,
     like: os.stat_result | None = None,
     mode: int = 0o666,
+    sync_folder: bool = True,
 ) -> Path:
-    """Write `.rag/<target_name>` atomically: `.rag/tmp/<name>.tmp`, fsync, rename over the target.
+    """Write `.rag/<target_name>` atomically (atomic.py): `.rag/tmp/<name>.tmp`, fsync, rename over the target,
+    and, unless `sync_folder` is false, fsync of `.rag/`.
 
     The file is created with `mode` (less the umask); with `like`, the stat of the file the payload describes, it is
     never more readable than that file (see modes.py)."""
@@ -375,14 +378,10 @@ def write_atomic(
                            "rename the file to a UTF-8 name")  # fmt: skip
     tmp = rd / TMP_DIR / f"{target_name}.{os.getpid()}.tmp"
     try:
-        with open(modes.create(tmp, mode, like), "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        atomic_write(
+            target, payload, tmp=tmp, create=lambda p: modes.create(p, mode, like), sync_folder=sync_folder
+        )
     except OSError as err:
-        with contextlib.suppress(OSError):  # best effort: what is reported is why the write failed
-            tmp.unlink()
         raise StorageError(
             f"cannot write {target}: {err.strerror or err}",
             "check free space and write permission on the directory",
@@ -396,8 +395,11 @@ def dumps(data: Mapping[str, Any]) -> bytes:
 
 
 def write_entry(directory: Path, entry: FileEntry, like: os.stat_result | None = None) -> Path:
-    """Write a file entry; `like` is the source's stat (the entry is never more readable than the source)."""
-    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()), like=like)
+    """Write a file entry; `like` is the source's stat (the entry is never more readable than the source). `.rag/`
+    is not flushed after each entry (one fsync a file is the cost that counts in a big folder): an entry whose
+    rename a power cut undoes is named by its folder's change note, written and flushed before it, and made again."""
+    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()), like=like,
+                        sync_folder=False)  # fmt: skip
 
 
 def write_dir_entry(directory: Path, name: str) -> Path:

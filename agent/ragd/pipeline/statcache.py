@@ -42,6 +42,7 @@ import orjson
 from ragctl.discovery import pid_alive
 
 from .. import __version__
+from ..atomic import atomic_write
 from ..errors import StorageError
 from ..modes import valid_name
 from . import sidecar
@@ -136,15 +137,9 @@ class StatCache:
             self._dirs, self._dirty = dirs, False
             body = _encode(dirs)
         head = orjson.dumps({**_header(), "md5": _md5(body)})
-        tmp = _tmp_path(self.path, os.getpid())
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with open(fd, "wb") as fh:
-                fh.write(head + b"\n" + body)
-            os.replace(tmp, self.path)
+            atomic_write(self.path, head + b"\n" + body, tmp=_tmp_path(self.path, os.getpid()))
         except OSError as err:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             log.warning("cannot write the stat cache %s: %s", self.path, err.strerror or err)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..atomic import atomic_write
 from ..index import collection_dir, health, keywords
 from ..model import EmbeddingIdentity
 from ..pipeline.scan import Expected
@@ -106,13 +107,10 @@ def remember(
     if state is None or not health.stamp_matches(collection) or health.held_for_writing(collection):
         target.unlink(missing_ok=True)  # closed uncleanly, or someone else has it now: nothing to vouch for
         return
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({**state, "chunks": chunks}), encoding="utf-8")
-        os.replace(tmp, target)
+        atomic_write(target, json.dumps({**state, "chunks": chunks}).encode(), mode=0o644)
     except OSError as err:
         log.warning("cannot write %s: %s", target, err.strerror or err)
-        tmp.unlink(missing_ok=True)
 
 
 def forget(data_dir: Path, identity: EmbeddingIdentity) -> None:

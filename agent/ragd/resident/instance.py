@@ -24,13 +24,13 @@ import os
 import socket
 import stat
 import struct
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragctl import discovery
+from ragd.atomic import atomic_write
 from ragd.errors import RagdError, StorageError
 
 if TYPE_CHECKING:
@@ -350,14 +350,9 @@ def write_discovery_record(sock: Path, environ: Mapping[str, str] | None = None)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if stat.S_IMODE(path.parent.stat().st_mode) & 0o077:
             os.chmod(path.parent, 0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".agent-socket.")  # 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(discovery.record_text(Path(os.path.abspath(sock)), os.getpid()))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(
+            path, discovery.record_text(Path(os.path.abspath(sock)), os.getpid()).encode(), mode=0o600
+        )
     except OSError as err:
         log.info("cannot write the discovery record %s (%s): clients without the agent's runtime directory "
                  "in their environment will not find it; set RAGD_SOCKET for them", path, err.strerror or err)  # fmt: skip

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import atomic_write
 from ..errors import ConfigError
 
 FILE_NAME = "roots.json"
@@ -108,6 +108,4 @@ def save_served(data_dir: Path, index: str, roots: list[Path], *, filled: bool =
 
 def _write(path: Path, payload: Mapping[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode(), mode=0o644)
