@@ -240,16 +240,15 @@ def sync_index(
     index as the run's jobs left it (ahead.py), with what was applied to it meanwhile.
     """
     home = data_dir(config)
-    if (
-        opened is not None or config.index.backend != "zvec"
-    ):  # a shared index changes without this machine knowing: always checked
+    if config.index.backend != "zvec":  # a shared index changes without this machine knowing: always checked
         return _open_and_sync(config, roots, dirs, expected, opened)
-    if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
-        known = checked.unchanged(home, config.identity, roots, expected)
-        if known is not None:
-            return known
-    checked.forget(home, config.identity)
-    report = _open_and_sync(config, roots, dirs, expected)
+    if opened is None:  # (the thread that opened it ahead forgot the record before its first write)
+        if expected is not None and next(mushroom.walk_pending(dirs), None) is None:
+            known = checked.unchanged(home, config.identity, roots, expected)
+            if known is not None:
+                return known
+        checked.forget(home, config.identity)
+    report = _open_and_sync(config, roots, dirs, expected, opened)
     chunks = report.get("chunks")
     clean = not any(report.get(k) for k in ("mushrooms_failed", "repaired", "filled", "rebuilt"))
     if expected is not None and report.get("opened") and clean and isinstance(chunks, int):
