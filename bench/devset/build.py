@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -204,17 +204,52 @@ def render(page: Page) -> bytes:
 def build(out: Path, debs_dir: Path) -> dict[str, str]:
     debs = {pkg: fetch(debs_dir, pkg, ver, sha) for pkg, ver, sha in PINS}
     pages = select(debs)
-    if out.exists():
-        shutil.rmtree(out)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         rendered = list(pool.map(render, pages))
+    return write_corpus(out, ((page.rel, data) for page, data in zip(pages, rendered, strict=True)))
+
+
+def write_corpus(out: Path, pages: Iterable[tuple[str, bytes]]) -> dict[str, str]:
+    """Replace the folder `out` with `pages` (path in the corpus, bytes); each file's sha256 by its path (every
+    development set's builder writes its corpus this way)."""
+    if out.exists():
+        shutil.rmtree(out)
     manifest: dict[str, str] = {}
-    for page, data in zip(pages, rendered, strict=True):
-        target = out / page.rel
+    for rel, data in pages:
+        target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        manifest[page.rel] = hashlib.sha256(data).hexdigest()
+        manifest[rel] = hashlib.sha256(data).hexdigest()
     return manifest
+
+
+def committed_set_main(
+    argv: list[str] | None,
+    doc: str,
+    pins: tuple[tuple[str, str, str], ...],
+    build_set: Callable[[Path, Path], dict[str, str]],
+    here: Path,
+) -> int:
+    """The command line of a set whose manifest is committed beside its builder (`here`): build OUT, write
+    OUT/../manifest.json, and with --check fail unless the files are the committed manifest's."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("out", type=Path, help="corpus directory (replaced)")
+    ap.add_argument("--debs", type=Path, help="where the .deb files are kept (default: OUT/../debs)")
+    ap.add_argument(
+        "--check", action="store_true", help="fail unless the build equals the committed manifest"
+    )
+    args = ap.parse_args(argv)
+    out = args.out.expanduser().resolve()
+    files = build_set(out, (args.debs or out.parent / "debs").expanduser().resolve())
+    manifest = {"pins": [list(p) for p in pins], "files": files}
+    if args.check:
+        before = json.loads((here / "manifest.json").read_text())["files"]
+        if before != files:
+            diff = sorted(set(before.items()) ^ set(files.items()))
+            sys.exit(f"build: not the committed corpus ({len(diff)} differences, e.g. {diff[:3]})")
+    (out.parent / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    print(f"{len(files)} documents in {out}", file=sys.stderr)
+    return 0
 
 
 def groff_version() -> str:

@@ -12,16 +12,11 @@ fails unless a fresh build equals the committed bench/devset_desktop/manifest.js
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import re
-import shutil
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bench.devset.build import deb_members, fetch
+from bench.devset.build import committed_set_main, deb_members, fetch, write_corpus
 from bench.devset_desktop import mallard
 
 HERE = Path(__file__).parent
@@ -96,41 +91,18 @@ def build(out: Path, debs_dir: Path) -> dict[str, str]:
     for (lang, doc), table in titles.items():
         if lang != "en":
             titles[(lang, doc)] = {**titles.get(("en", doc), {}), **table}
-    if out.exists():
-        shutil.rmtree(out)
-    manifest: dict[str, str] = {}
-    for key, root in sorted(pages.items()):
-        if not kept(key, root):
-            continue
-        lang, doc, page = key
-        data = mallard.to_markdown(root, titles[(lang, doc)]).encode()
-        rel = f"{lang}/{doc}/{page}.md"
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        manifest[rel] = hashlib.sha256(data).hexdigest()
-    return manifest
+    return write_corpus(
+        out,
+        (
+            (f"{lang}/{doc}/{page}.md", mallard.to_markdown(root, titles[(lang, doc)]).encode())
+            for (lang, doc, page), root in sorted(pages.items())
+            if kept((lang, doc, page), root)
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", type=Path, help="corpus directory (replaced)")
-    ap.add_argument("--debs", type=Path, help="where the .deb files are kept (default: OUT/../debs)")
-    ap.add_argument(
-        "--check", action="store_true", help="fail unless the build equals the committed manifest"
-    )
-    args = ap.parse_args(argv)
-    out = args.out.expanduser().resolve()
-    files = build(out, (args.debs or out.parent / "debs").expanduser().resolve())
-    manifest = {"pins": [list(p) for p in PINS], "files": files}
-    if args.check:
-        before = json.loads((HERE / "manifest.json").read_text())["files"]
-        if before != files:
-            diff = sorted(set(before.items()) ^ set(files.items()))
-            sys.exit(f"build: not the committed corpus ({len(diff)} differences, e.g. {diff[:3]})")
-    (out.parent / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-    print(f"{len(files)} documents in {out}", file=sys.stderr)
-    return 0
+    return committed_set_main(argv, __doc__ or "", PINS, build, HERE)
 
 
 if __name__ == "__main__":
