@@ -19,7 +19,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from bench.devset.build import GROFF, PINS, deb_members, fetch
+from bench.devset.build import GROFF, PINS, deb_members, fetch, write_corpus
 
 PACKAGES = {"zh": ("manpages-zh", "/zh_CN/man"), "en": ("manpages", "/man/man")}
 
@@ -46,7 +46,7 @@ def _plain(roff: bytes) -> bytes:
 
 
 def build(out: Path, per_lang: int = 200, debs_dir: Path | None = None) -> list[Path]:
-    """Write the corpus under `out` (which must not exist yet) and return its files."""
+    """Write the corpus under `out` (replaced if it exists) and return its files."""
     pins = {pkg: (ver, sha) for pkg, ver, sha in PINS}
     debs = (debs_dir or Path.home() / ".cache" / "ragd-devset" / "debs").expanduser()
     chosen: list[tuple[str, bytes]] = []
@@ -55,13 +55,8 @@ def build(out: Path, per_lang: int = 200, debs_dir: Path | None = None) -> list[
         chosen += [(f"{lang}/{rel}.txt", roff) for rel, roff in _spaced(_pages(deb, marker), per_lang)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         texts = list(pool.map(_plain, [roff for _, roff in chosen]))
-    files = []
-    for (rel, _), text in zip(chosen, texts, strict=True):
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(text)
-        files.append(target)
-    return files
+    written = write_corpus(out, ((rel, text) for (rel, _), text in zip(chosen, texts, strict=True)))
+    return [out / rel for rel in written]
 
 
 def main() -> None:
