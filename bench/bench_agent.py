@@ -40,14 +40,21 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
+def agent_env(base: Path, config: str | None = None) -> dict[str, str]:
+    """The environment of an agent (and its ragctl) living under `base`: its runtime, data and config folders,
+    and `config` (TOML) as its config file when given."""
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(base / "run"), "RAGD_DATA_DIR": str(base / "data"),
+           "XDG_CONFIG_HOME": str(base / "cfg"), "HOME": str(base)}  # fmt: skip
+    (base / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
+    if config:
+        (base / "ragd.toml").write_text(config)
+        env["RAGD_CONFIG"] = str(base / "ragd.toml")
+    return env
+
+
 class Agent:
     def __init__(self, base: Path, root: Path, config: str | None) -> None:
-        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(base / "run"), "RAGD_DATA_DIR": str(base / "data"),
-                    "XDG_CONFIG_HOME": str(base / "cfg"), "HOME": str(base)}  # fmt: skip
-        (base / "run").mkdir(mode=0o700, exist_ok=True)
-        if config:
-            (base / "ragd.toml").write_text(config)
-            self.env["RAGD_CONFIG"] = str(base / "ragd.toml")
+        self.env = agent_env(base, config)
         self.sock = base / "run" / "ragd" / "control.sock"
         self.log = (base / "agent.log").open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "ragd", "-q", "run", str(root)], env=self.env,

@@ -27,25 +27,11 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.bench_agent import agent_env, pct
 from bench.bench_vs_ragjson import busy_loops
 
 RAGD = [sys.executable, "-m", "ragd"]
 RAGCTL = [sys.executable, "-m", "ragctl"]
-
-
-def pct(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
-
-
-def environment(base: Path, config: str = "") -> dict[str, str]:
-    (base / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(base / "run"), "RAGD_DATA_DIR": str(base / "data"),
-           "XDG_CONFIG_HOME": str(base / "cfg"), "HOME": str(base)}  # fmt: skip
-    if config:
-        (base / "ragd.toml").write_text(config)
-        env["RAGD_CONFIG"] = str(base / "ragd.toml")
-    return env
 
 
 def found(word: str, env: dict[str, str]) -> bool:
@@ -60,7 +46,7 @@ def fresh(base: Path) -> tuple[float, float, int]:
     root.mkdir(parents=True)
     word = "fm" + uuid.uuid4().hex[:10]
     (root / "note.md").write_text(f"# A note\n\nThe word {word} is in this note.\n")
-    env = environment(base)
+    env = agent_env(base)
     t0 = time.monotonic()
     agent = subprocess.Popen([*RAGD, "-q", "run", str(root)], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
@@ -97,7 +83,7 @@ def rested(base: Path, edits: int, rest_after: float) -> list[float]:
     root.mkdir(parents=True)
     for i in range(50):
         (root / f"n{i}.md").write_text(f"# Note {i}\n\nSome text of note {i}, about nothing in particular.\n")
-    env = environment(base, f"[run]\nrest_after = {rest_after}\n")
+    env = agent_env(base, f"[run]\nrest_after = {rest_after}\n")
     agent = subprocess.Popen([*RAGD, "-q", "run", str(root)], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     times = []
