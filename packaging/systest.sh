@@ -163,7 +163,10 @@ inside systemctl reload ragd || fail "systemctl reload after the config was repa
 
 step "journalctl -p warning shows the agent's warnings and errors"
 printf 'x' | inside sh -c 'cat > "/srv/docs/$(printf "bad \377 name.md")"'  # a name that is not UTF-8: a warning
-journal_has() { inside journalctl -u ragd -p "$1" --no-pager | grep -q "$2"; }  # priority, text
+# The journal is read whole before grep looks at it: `journalctl | grep -q` under pipefail fails whenever grep stops
+# at an early match and journalctl's next write meets the closed pipe (SIGPIPE), which made these checks flaky.
+journal() { inside journalctl --no-pager "$@"; }
+journal_has() { local out; out=$(journal -u ragd -p "$1") || return 1; grep -q -- "$2" <<<"$out"; }  # priority, text
 until_ok 30 "the warning in journalctl -p warning" journal_has warning 'not valid UTF-8'
 journal_has err no_such_key || fail "the failed reload is not an error in journalctl -p err"
 if journal_has warning 'INFO ragd'; then fail "info lines in journalctl -p warning"; fi
@@ -180,8 +183,8 @@ t=$(date +%s)
 inside kill -STOP "$pid"
 until_ok 120 "restarted by the watchdog" newpid
 echo "restarted $(( $(date +%s) - t )) s after kill -STOP"
-inside journalctl -u ragd --no-pager | grep -q "Failed with result 'watchdog'" || fail "not the watchdog's restart"
-stack() { inside journalctl --no-pager "_PID=$pid" | grep -q "(most recent call first)"; }
+out=$(journal -u ragd) && grep -q "Failed with result 'watchdog'" <<<"$out" || fail "not the watchdog's restart"
+stack() { local out; out=$(journal "_PID=$pid") || return 1; grep -q "(most recent call first)" <<<"$out"; }
 until_ok 10 "the stopped agent's stack in the journal (faulthandler on the watchdog's SIGABRT)" stack
 
 step "stop time"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -17,24 +18,41 @@ from tests.support.poll import poll
 
 
 class NotifySocket:
-    def __init__(self, path: Path) -> None:
+    """A notify socket read at once on a thread of its own, as systemd reads its own; `reading=False`: one that
+    is never read (its queue fills after a few datagrams)."""
+
+    def __init__(self, path: Path, *, reading: bool = True) -> None:
         self.path = path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
-        self.sock.setblocking(False)
+        self.sock.settimeout(0.1)
         self.messages: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        if reading:
+            threading.Thread(target=self._read, daemon=True).start()
 
-    def drain(self) -> list[tuple[float, str]]:
-        while True:
+    def _read(self) -> None:
+        while not self._closed.is_set():
             try:
                 data = self.sock.recv(65536)
-            except BlockingIOError:
-                return self.messages
-            for line in data.decode("utf-8").splitlines():
-                self.messages.append((time.monotonic(), line))
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.messages.extend((time.monotonic(), line) for line in data.decode("utf-8").splitlines())
+
+    def drain(self) -> list[tuple[float, str]]:
+        with self._lock:
+            return list(self.messages)
 
     def seen(self, prefix: str) -> list[float]:
         return [t for t, m in self.drain() if m.startswith(prefix)]
+
+    def close(self) -> None:
+        self._closed.set()
+        self.sock.close()
 
 
 def test_ready_status_watchdog_and_stopping(
@@ -67,7 +85,31 @@ def test_ready_status_watchdog_and_stopping(
         assert notify.seen("STOPPING=1")
     finally:
         agent.kill()
-        notify.sock.close()
+        notify.close()
+
+
+def test_a_notify_socket_nobody_reads_never_stops_the_agent(tmp_path: Path, config: Path) -> None:
+    """The main loop sends sd_notify datagrams; once the receiver's queue is full a send must give up, not wait:
+    otherwise the agent's phases never end (`ragctl wait` says busy for ever) and it answers nothing it must
+    decide in the main loop."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    for i in range(5):
+        (root / f"n{i}.md").write_text(f"# note {i}\n\nsome text {i}\n")
+    notify = NotifySocket(tmp_path / "notify.sock", reading=False)
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "100000"}  # 20 pings a second
+    agent = AgentProcess(tmp_path / "agent.log", str(root), env=env)
+    try:
+        agent.wait_ready()
+        time.sleep(2)  # the queue is full by now
+        agent.wait_idle()
+        (root / "late.md").write_text("# late\n\nwritten after the queue filled\n")
+        poll(lambda: agent.call("status")["roots"][0]["files"]["EMBEDDED"] == 6, 60, what="the late file indexed")
+        agent.wait_idle()
+        assert agent.stop() == 0
+    finally:
+        agent.kill()
+        notify.close()
 
 
 def test_a_watchdog_kill_leaves_every_threads_stack_in_the_log(tmp_path: Path, config: Path) -> None:

@@ -17,12 +17,13 @@ from ragd.edges.lifecycle import Lifecycle
 def agent_in_process(
     config: Config, roots: list[Path], *, config_path: Path | None = None
 ) -> Iterator[Lifecycle]:
-    """`startup()`, `main_loop()` on a thread, then `stop_requested` and `shutdown()`; signals are left alone."""
+    """`startup()`, `main_loop()` on a thread, the MCP server started, then `stop_requested` and `shutdown()`; signals are left alone."""
     life = Lifecycle(config, config_path, roots)
     main_loop = threading.Thread(target=life.main_loop, name="main-loop", daemon=True)
     try:
         life.startup()
         main_loop.start()
+        life.mcp.wait_started()  # the MCP server starts beside the main loop, after READY
         yield life
     finally:
         life.stop_requested.set()

@@ -138,7 +138,7 @@ class Lifecycle:
         self.notifier.ready(self.status_text())
         log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
                  self.socket_path, len(self.agent.roots))  # fmt: skip
-        self.mcp.start()  # after READY: importing the MCP stack takes ~0.7 s
+        self.mcp.start_in_background()  # after READY, beside the main loop: importing the MCP stack takes ~0.7 s
 
     def main_loop(self) -> None:
         interval = self.config.watch.reconcile_interval

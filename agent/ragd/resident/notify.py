@@ -8,7 +8,8 @@ The datagrams go out through the `sdnotify` package. Two of its habits are worke
 NOTIFY_SOCKET only from `os.environ` at construction (we connect to the address we were given, with the same
 `@` → abstract-namespace rule) and it encodes with Latin-1, silently dropping any other text (we hand it UTF-8
 bytes spelled as Latin-1 code points, so systemd receives UTF-8). Send errors are swallowed, as sdnotify does by
-default, but logged at debug level.
+default, but logged at debug level. A send waits at most SEND_TIMEOUT_S: the main loop sends, and a receiver that
+does not read (a datagram queue holds ~10 messages) must never stop it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 STATUS_MIN_INTERVAL = 0.5  # seconds between two STATUS= datagrams unless forced
 STATUS_MAX_CHARS = 1000  # systemd reads at most a few KiB per datagram
+SEND_TIMEOUT_S = 1.0  # a full queue at the receiver: the datagram is dropped (logged at debug level), not waited for
 
 Clock = Callable[[], float]
 
@@ -38,6 +40,7 @@ class _Sender(sdnotify.SystemdNotifier):
         if address.startswith("@"):
             address = "\0" + address[1:]  # abstract namespace, as sdnotify and sd_notify(3) do
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.settimeout(SEND_TIMEOUT_S)
         try:
             self.socket.connect(address)
         except OSError:
