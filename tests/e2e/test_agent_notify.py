@@ -104,7 +104,11 @@ def test_a_notify_socket_nobody_reads_never_stops_the_agent(tmp_path: Path, conf
         time.sleep(2)  # the queue is full by now
         agent.wait_idle()
         (root / "late.md").write_text("# late\n\nwritten after the queue filled\n")
-        poll(lambda: agent.call("status")["roots"][0]["files"]["EMBEDDED"] == 6, 60, what="the late file indexed")
+        poll(
+            lambda: agent.call("status")["roots"][0]["files"]["EMBEDDED"] == 6,
+            60,
+            what="the late file indexed",
+        )
         agent.wait_idle()
         assert agent.stop() == 0
     finally:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 STATUS_MIN_INTERVAL = 0.5  # seconds between two STATUS= datagrams unless forced
 STATUS_MAX_CHARS = 1000  # systemd reads at most a few KiB per datagram
-SEND_TIMEOUT_S = 1.0  # a full queue at the receiver: the datagram is dropped (logged at debug level), not waited for
+SEND_TIMEOUT_S = 1.0  # a receiver's queue is full: the datagram is dropped (logged), not waited for
 
 Clock = Callable[[], float]
 
