@@ -81,11 +81,9 @@ def _left(rt: Resident, within: Within | None) -> dict[str, Any]:
 
 
 def _refuse_if_stuck(rt: Resident, within: Within | None) -> None:
-    if within is None:
-        pending, running = rt.dirs_to_do()
-    else:
-        left = rt.to_do_within(within)
-        pending, running = left["pending_dirs"], left["running_dirs"]
-    if pending and not running:
+    """Paused with directories waiting (there), the agent cannot become idle (there) before `resume`: say so at
+    once, even while a job that started before the pause still runs (a big folder's may run for minutes)."""
+    pending = rt.dirs_to_do()[0] if within is None else rt.to_do_within(within)["pending_dirs"]
+    if pending:  # whatever still runs: the directories queued will not start before `resume`
         raise RagdError(f"the agent is paused with {pending} director{'y' if pending == 1 else 'ies'} to do, "
                         "so it will not become idle", "run `ragctl resume`", code=p.UNAVAILABLE)  # fmt: skip

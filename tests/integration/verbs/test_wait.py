@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from ragctl import protocol as p
 from tests.integration.verbs.conftest import Running
 from tests.support.fake_openai import FakeOpenAI
@@ -21,6 +23,30 @@ def test_wait_while_paused_with_work_to_do_says_so(running: Running) -> None:
     (running.root / "later.md").write_text("written while paused\n")
     err = running.refused("wait", {"timeout": 30})
     assert err.code == p.UNAVAILABLE and "paused" in err.message and "ragctl resume" in err.hint
+    running.ctl("resume")
+    running.wait()
+
+
+def test_wait_while_paused_says_so_at_once_while_a_job_still_runs(
+    running: Running, fake_openai_server: FakeOpenAI
+) -> None:
+    """Paused with a directory queued, the agent cannot become idle, whatever job started before the pause: `wait`
+    says so at once instead of waiting for that job to end (a big folder's ran for minutes under load)."""
+    fake_openai_server.hold_next(1)
+    try:
+        (running.root / "sub" / "held.md").write_text("held back by the API: zyxheld\n")
+        poll(lambda: any("zyxheld" in t for t in fake_openai_server.texts), 30, what="the held request")
+        running.ctl("pause")
+        (running.root / "later.md").write_text("written while paused\n")
+        poll(lambda: running.ctl("status")["roots"][0]["pending_dirs"] >= 1, 10, what="the folder queued")
+        assert running.ctl("status")["roots"][0]["running_dirs"] == 1  # sub's job, waiting for its vectors
+        for args in ({"timeout": 20}, {"timeout": 20, "paths": [str(running.root)]}):
+            started = time.monotonic()
+            err = running.refused("wait", args)
+            assert err.code == p.UNAVAILABLE and "paused" in err.message, err
+            assert time.monotonic() - started < 10, args
+    finally:
+        fake_openai_server.release()
     running.ctl("resume")
     running.wait()
 
