@@ -121,6 +121,9 @@ class Endpoint:
 
 
 class HttpEdge:
+    """The port: started after the MCP server (`McpService.start_in_background(then=edge.start)`), stopped before
+    it; its `status()` is `ragctl status`'s "mcp"."""
+
     def __init__(self, rt: Resident, mcp: McpService) -> None:
         self._rt = rt
         self._mcp = mcp

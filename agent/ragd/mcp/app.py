@@ -1,13 +1,14 @@
 """The agent's MCP server: the SDK's `MCPServer` with ragd's tools (tooldefs.py), resources (resources.py) and
 prompts (prompts.py), its change announcements (events.py), and the lists and errors as ragd serves them.
 
-One `MCPServer` per agent serves every transport: streamable HTTP (served on the port of the HTTP edge, edges/http.py), the
-stdio bridge `ragctl mcp` (a session on the control socket: session.py) and the single calls `mcp_call` /
+One `MCPServer` per agent serves every transport: streamable HTTP (on the port of the HTTP edge, edges/http.py),
+the stdio bridge `ragctl mcp` (a session on the control socket: session.py) and the single calls `mcp_call` /
 `mcp_read` (calls.py). Domain errors become tool errors (`isError`) / resource errors that carry their message
 and hint.
 
-Every request is answered as its caller (docs/access.md): over HTTP the one its bearer token stands for (edges/http.py
-puts it in the request's scope), over the control socket the connection's peer (bound by the control server).
+Every request is answered as its caller (docs/access.md): over HTTP the one its bearer token stands for (the
+HTTP edge's Guard puts it in the request's scope), over the control socket the connection's peer (bound by the
+control server).
 A scoped caller may call the tools of SCOPED_TOOLS, which limit their answers to what it can read.
 """
 
