@@ -30,6 +30,7 @@ from mcp_types import TextResourceContents
 
 from ragctl.protocol import Client as ControlClient
 from ragd.config import Config
+from ragd.edges.http import HttpEdge
 from ragd.edges.lifecycle import Lifecycle
 from ragd.mcp import schema
 from ragd.mcp.calls import wire
@@ -46,7 +47,7 @@ A_MD = "# Network errors\n\nThe peer closed the socket: ERR_CONN_RESET.\n\n## Re
 @dataclass
 class Agent:
     life: Lifecycle
-    service: McpService
+    service: HttpEdge
     root: Path
 
     @property
@@ -89,7 +90,7 @@ def running(root: Path, api: FakeOpenAI, *, wait: bool = True, **mcp: Any) -> It
            "api_key": "sk-test-key-123456", "retries": 2, "max_backoff": 0.2}  # fmt: skip
     config = Config.model_validate({"embedding": emb, "mcp": {"port": 0, **mcp}})
     with agent_in_process(config, [root]) as life:
-        agent = Agent(life, life.mcp, root)
+        agent = Agent(life, life.http, root)
         if wait:
             agent.ctl("wait", {"timeout": 60})
         yield agent
@@ -286,6 +287,6 @@ def test_the_endpoint_is_starting_until_it_is_bound_never_off(
 
     with running(kb, fake_openai_server) as agent:
         assert agent.service.status()["state"] == "serving"
-        before = McpService(agent.life.agent).status()  # one not started yet
+        before = HttpEdge(agent.life.agent, McpService(agent.life.agent)).status()  # one not started yet
         assert (before["state"], before["url"], before["error"]) == ("starting", None, None)
         assert "mcp: HTTP starting" in render.status({"agent": {"state": "starting"}, "mcp": before})

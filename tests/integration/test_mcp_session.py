@@ -53,11 +53,11 @@ class Agent:
     async def client(self, transport: str, era: str, **kwargs: Any) -> AsyncIterator[Client]:
         mode = MODES[era][0]
         if transport == "http":
-            assert self.life.mcp.url is not None, self.life.mcp.error
+            assert self.life.http.url is not None, self.life.http.error
             async with (
                 httpx2.AsyncClient(timeout=60) as http,
                 Client(
-                    streamable_http_client(self.life.mcp.url, http_client=http), mode=mode, **kwargs
+                    streamable_http_client(self.life.http.url, http_client=http), mode=mode, **kwargs
                 ) as client,
             ):
                 yield client

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from ragd import access
+from ragd.access.tokens import Tokens
 from ragd.config import Config, _validate
 from ragd.errors import ConfigError
-from ragd.mcp.http import Tokens
 from ragd.resident.admission import Admission
 from ragd.resident.instance import bind_control_socket
 from tests.support.users import nobody_peer

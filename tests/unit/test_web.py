@@ -7,7 +7,7 @@ import pytest
 from markupsafe import Markup
 
 from ragd import access
-from ragd.mcp.http import Tokens
+from ragd.access.tokens import Tokens
 from ragd.web import highlight
 from ragd.web.guard import Gate, cookie_of
 from ragd.web.throughput import PERIOD_S, Sample, Throughput, chart

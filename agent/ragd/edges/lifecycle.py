@@ -44,6 +44,7 @@ from ..resident.instance import (
 from ..resident.notify import Notifier, progress_text
 from .control import ControlServer
 from .control_verbs import control_handlers
+from .http import HttpEdge
 from .mcp_verbs import mcp_verbs
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Lifecycle:
         self.config_path = config_path
         self.agent = Agent(config, cli_roots, host=self)
         self.mcp = McpService(self.agent)
+        self.http = HttpEdge(self.agent, self.mcp)  # MCP and the web page on one loopback port
         self.notifier = Notifier()
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
@@ -105,7 +107,7 @@ class Lifecycle:
         return self.stop_requested.is_set()
 
     def mcp_status(self) -> dict[str, Any]:
-        return self.mcp.status()
+        return self.http.status()
 
     def relock(self) -> bool:
         return self._lock.renew() if self._lock is not None else True
@@ -138,7 +140,8 @@ class Lifecycle:
         self.notifier.ready(self.status_text())
         log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
                  self.socket_path, len(self.agent.roots))  # fmt: skip
-        self.mcp.start_in_background()  # after READY, beside the main loop: importing the MCP stack takes ~0.7 s
+        # after READY, beside the main loop (importing the MCP stack takes ~0.7 s); then the port, on its loop
+        self.mcp.start_in_background(then=self.http.start)
 
     def main_loop(self) -> None:
         interval = self.config.watch.reconcile_interval
@@ -305,6 +308,7 @@ class Lifecycle:
         log.info("stopping")
         agent.state = "stopping"
         self.notifier.stopping("stopping")
+        self.http.stop()
         self.mcp.stop()
         agent.watcher.stop()
         agent.debouncer.close()

@@ -1,13 +1,14 @@
 """The agent's MCP server: the SDK's `MCPServer` with ragd's tools (tooldefs.py), resources (resources.py) and
 prompts (prompts.py), its change announcements (events.py), and the lists and errors as ragd serves them.
 
-One `MCPServer` per agent serves every transport: streamable HTTP (http.py, run by `server.McpService`), the
-stdio bridge `ragctl mcp` (a session on the control socket: session.py) and the single calls `mcp_call` /
+One `MCPServer` per agent serves every transport: streamable HTTP (on the port of the HTTP edge, edges/http.py),
+the stdio bridge `ragctl mcp` (a session on the control socket: session.py) and the single calls `mcp_call` /
 `mcp_read` (calls.py). Domain errors become tool errors (`isError`) / resource errors that carry their message
 and hint.
 
-Every request is answered as its caller (docs/access.md): over HTTP the one its bearer token stands for (http.py
-puts it in the request's scope), over the control socket the connection's peer (bound by the control server).
+Every request is answered as its caller (docs/access.md): over HTTP the one its bearer token stands for (the
+HTTP edge's Guard puts it in the request's scope), over the control socket the connection's peer (bound by the
+control server).
 A scoped caller may call the tools of SCOPED_TOOLS, which limit their answers to what it can read.
 """
 
@@ -36,7 +37,6 @@ from ..errors import RagdError
 from ..verbs.arguments import describe
 from . import resources
 from .events import Announcer
-from .http import CALLER_KEY
 from .long_calls import LongCalls
 from .prompts import add_prompts
 from .tooldefs import add_tools
@@ -63,6 +63,7 @@ CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
     "resources/list": CacheHint(ttl_ms=10_000, scope="private"),
     "resources/read": CacheHint(ttl_ms=0, scope="private"),
 }
+CALLER_KEY = "ragd.caller"  # the request's caller, in its ASGI scope (put there by edges/http.py's Guard)
 PAGE_SIZE = 500  # documents per resources/list page
 SCOPED_TOOLS = frozenset({"search", "query", "read_document", "read_chunk", "recent_changes", "status",
                           "wait_until_indexed"})  # fmt: skip

@@ -1,20 +1,17 @@
-"""`McpService`: the agent's MCP server on its own event loop thread, served over HTTP on loopback.
+"""`McpService`: the agent's MCP server on its own event loop thread, with its stdio sessions.
 
-Start-up: the loop thread starts, the MCP server is built (importing the MCP SDK takes ~0.7 s, so it happens here
-and not at import), and, if `[mcp] enabled`, a socket is bound on the loopback port and uvicorn serves the
-streamable HTTP app on it. A port that cannot be bound (busy, not allowed) never stops the agent: the error is
-logged and shown by `status()`; the stdio bridge (`ragctl mcp`, through `call_tool` / `read_resource`) keeps
-working because it only needs the loop and the server, not the port.
+Start-up: the loop thread starts and the MCP server is built (importing the MCP SDK takes ~0.7 s, so it happens
+here and not at import); then whatever the lifecycle asked to run after it (`then`: the HTTP edge, edges/http.py,
+which serves the server's streamable HTTP app on the loopback port, on this loop). The stdio bridge
+(`ragctl mcp`, through `serve_session` / `call_tool` / `read_resource`) only needs the loop and the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,16 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ragctl import protocol as p
 
 from .. import access
-from ..errors import ConfigError, RagdError
+from ..errors import RagdError
 
 if TYPE_CHECKING:
-    import uvicorn
-    from starlette.types import ASGIApp
-
-    from ..config import McpConfig
     from ..verbs.runtime import Resident
     from .app import RagdServer
-    from .http import Guard, Tokens
 
 log = logging.getLogger(__name__)
 
@@ -44,34 +36,40 @@ CALL_TIMEOUT_S = 600.0  # a search may wait for the embedding model to load, or 
 class McpService:
     def __init__(self, rt: Resident) -> None:
         self._rt = rt
-        self.url: str | None = None
-        self.ui_url: str | None = None  # the web page's address (docs/web.md), when it is served
         self.error: str | None = None
-        self.state = "starting"  # then serving, failed (error says why), off ([mcp] enabled = false), stopped
+        self.state = "starting"  # then running, failed (error says why), stopped
         self._server: RagdServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._http: uvicorn.Server | None = None
-        self._serving: Future[None] | None = None
-        self._guard: Guard | None = None
+        self._then: Callable[[], None] = lambda: None
         self._sessions: set[Future[None]] = set()
         self._stop_announcing: Callable[[], None] = lambda: None
         self._starter: threading.Thread | None = None
 
     @property
-    def config(self) -> McpConfig:
-        return self._rt.config.mcp
+    def server(self) -> RagdServer:
+        """The MCP server, once started."""
+        assert self._server is not None
+        return self._server
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """`coro` run on the server's event loop, once started."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     # -- life cycle -------------------------------------------------------------------------------------------
-    def start_in_background(self) -> None:
-        """`start` on a thread of its own, so that the caller (the agent's main loop, which pings systemd's
-        watchdog) never waits for the MCP stack's imports: ~0.7 s on a quiet machine, far longer on a loaded one.
-        Until it is up, calls get "not running, try again in a moment"; `stop` waits for it first."""
+    def start_in_background(self, then: Callable[[], None] = lambda: None) -> None:
+        """`start` on a thread of its own, then `then` on that thread (the HTTP edge), so that the caller (the
+        agent's main loop, which pings systemd's watchdog) never waits for the MCP stack's imports: ~0.7 s on a
+        quiet machine, far longer on a loaded one. Until it is up, calls get "not running, try again in a
+        moment"; `stop` waits for it (and `then`) first."""
+        self._then = then
         self._starter = threading.Thread(target=self._start_logged, name="mcp-start", daemon=True)
         self._starter.start()
 
     def wait_started(self, timeout: float = START_TIMEOUT_S) -> str:
-        """Wait for a start under way (`start_in_background`); the state it left: serving, off or failed."""
+        """Wait for a start under way (`start_in_background`, with its `then`); the state it left: running or
+        failed."""
         if self._starter is not None:
             self._starter.join(timeout)
         return self.state
@@ -79,12 +77,13 @@ class McpService:
     def _start_logged(self) -> None:
         try:
             self.start()
+            self._then()
         except Exception as err:  # an MCP server that cannot start never stops the agent
             log.exception("the MCP server did not start")
             self.error, self.state = f"the MCP server did not start: {err}", "failed"
 
     def start(self) -> None:
-        """Build the server and start its loop; serve HTTP if enabled. Never raises for a busy port."""
+        """Build the server and start its loop."""
         from .app import build_server
         from .events import Announcer
 
@@ -96,10 +95,7 @@ class McpService:
         ready.wait()
         assert self._loop is not None
         self._stop_announcing = announcer.attach(self._loop, self._rt.changes)
-        if self.config.enabled:
-            self._start_http()
-        else:
-            self.state = "off"
+        self.state = "running"
 
     def _run_loop(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
@@ -112,97 +108,21 @@ class McpService:
             loop.run_until_complete(_cancel(asyncio.all_tasks(loop)))  # e.g. sse-starlette's shutdown watcher
             loop.close()
 
-    def _fail(self, message: str) -> None:
-        self.error = message
-        self.state = "failed"
-        log.error("MCP over HTTP is off: %s", message)
-
-    def _start_http(self) -> None:
-        import uvicorn
-
-        from .http import Endpoint, Tokens, http_app
-
-        cfg = self.config
-        try:
-            tokens = Tokens.from_config(self._rt.config)
-            sock = _bind(cfg.host, cfg.port)
-        except ConfigError as err:
-            return self._fail(str(err))
-        except OSError as err:
-            return self._fail(f"cannot listen on {cfg.host} port {cfg.port}: {err.strerror or err} "
-                              "(set [mcp] port to a free port, or 0 for any; `ragctl mcp` still works)")  # fmt: skip
-        quiet = logging.getLogger("mcp.server.streamable_http_manager")  # it logs a line for every session
-        quiet.setLevel(max(quiet.getEffectiveLevel(), logging.WARNING))
-        port = sock.getsockname()[1]
-        assert self._server is not None and self._loop is not None
-        self._guard = http_app(self._server, cfg.host, port, cfg.allowed_origins, tokens)
-        endpoint = Endpoint(self._guard, self._web_page(tokens, port) if cfg.ui else None)
-        config = uvicorn.Config(endpoint, log_config=None, log_level="warning", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2, ws="none")  # fmt: skip
-        self._http = uvicorn.Server(config)
-        self._serving = asyncio.run_coroutine_threadsafe(self._http.serve(sockets=[sock]), self._loop)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._http.started and not self._serving.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._http.started:
-            sock.close()
-            return self._fail("the HTTP server did not start (see the log above)")
-        host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-        self.url = f"http://{host}:{port}/mcp"
-        self.state = "serving"
-        self.ui_url = f"http://{host}:{port}/ui/" if cfg.ui else None
-        without = {"full": "", "refuse": " (bearer token required)",
-                   "public": " (without a token: what every local user may read)"}[tokens.without]  # fmt: skip
-        log.info("MCP on %s%s", self.url, without)
-        if self.ui_url:
-            log.info(
-                "web page on %s%s",
-                self.ui_url,
-                " (`ragctl ui` prints a link that signs in)" if tokens.own or tokens.users else "",
-            )
-
-    def _web_page(self, tokens: Tokens, port: int) -> Callable[[], ASGIApp]:
-        """The web page's maker (web/app.py), and its throughput samples taken from now on."""
-        from ..web.throughput import Throughput
-        from .http import transport_security
-
-        assert self._loop is not None
-        throughput = Throughput(lambda: self._rt)
-        asyncio.run_coroutine_threadsafe(throughput.run(), self._loop)
-        checks = transport_security(self.config.host, port, self.config.allowed_origins)
-
-        def make() -> ASGIApp:
-            from ..web.app import WebPage
-            from ..web.guard import Gate
-
-            gate = Gate(tokens, checks.allowed_hosts or (), checks.allowed_origins or ())
-            return WebPage(lambda: self._rt, gate, throughput)
-
-        return make
-
     def stop(self) -> None:
-        """Stop serving HTTP (open streams get STOP_TIMEOUT_S) and the stdio sessions, then stop the loop."""
+        """Stop the stdio sessions, then the loop (the HTTP edge has stopped serving on it first)."""
         self.wait_started(START_TIMEOUT_S + STOP_TIMEOUT_S)  # a start still under way finishes first
         self._stop_announcing()
         for fut in list(self._sessions):
             fut.cancel()
-        if self._http is not None and self._serving is not None:
-            self._http.should_exit = True
-            try:
-                self._serving.result(STOP_TIMEOUT_S)
-            except (TimeoutError, asyncio.CancelledError):
-                self._http.force_exit = True
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(STOP_TIMEOUT_S)
-        self._http = self._serving = None
-        self.url = self.ui_url = None
         self.state = "stopped"
 
     def status(self) -> dict[str, Any]:
-        return {"enabled": self.config.enabled, "state": self.state, "url": self.url, "ui_url": self.ui_url, "error": self.error,
-                "requests": self._guard.requests if self._guard is not None else 0,
-                "sessions": len(self._sessions),
+        """The server's state and error, its stdio sessions and the long calls running (edges/http.py adds the
+        port's)."""
+        return {"state": self.state, "error": self.error, "sessions": len(self._sessions),
                 "calls_running": self._server.long_calls.running if self._server is not None else 0}  # fmt: skip
 
     # -- calls for the stdio bridge (edges/mcp_verbs.py) ------------------------------------------------------
@@ -275,17 +195,3 @@ async def _cancel(tasks: set[asyncio.Task[Any]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart rebinds despite TIME_WAIT
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        with contextlib.suppress(OSError):
-            sock.close()
-        raise
-    return sock

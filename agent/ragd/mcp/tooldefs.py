@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from ..errors import RagdError
 from ..verbs import sync as sync_verb
 from ..verbs import wait as wait_verb
+from ..verbs.documents import resource_uri
 from . import tools
 from .long_calls import LongCalls
 from .outputs import (
@@ -75,10 +76,10 @@ def _links(hits: list[Mapping[str, Any]]) -> list[ContentBlock]:
     links: list[ContentBlock] = []
     for path, hit in seen.items():
         name = hit["rel_path"] or path
-        links.append(ResourceLink(type="resource_link", uri=tools.resource_uri("chunks", path), name=name,
+        links.append(ResourceLink(type="resource_link", uri=resource_uri("chunks", path), name=name,
                                   title=f"{name}: chunks", mime_type="application/json",
                                   description="the document's indexed chunks with their citation fields"))  # fmt: skip
-        links.append(ResourceLink(type="resource_link", uri=tools.resource_uri("file", path), name=name,
+        links.append(ResourceLink(type="resource_link", uri=resource_uri("file", path), name=name,
                                   title=f"{name}: metadata", mime_type="application/json",
                                   description="the document's index state, chunk count, model and error"))  # fmt: skip
     return links

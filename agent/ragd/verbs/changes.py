@@ -3,7 +3,10 @@
 With a `path` that names a document (one there now, or the last one deleted there) the answer is that document:
 its identity, state, versions and events (all of them, at every path it had). With a folder (or no path: every
 root) it is the events under it since `since`: a duration ("2d", "3h", "30m", "1w", "90s") or a UTC time
-("2026-12-01", "2026-12-01T08:00:00Z"). One implementation for `ragctl changes` and MCP `recent_changes`.
+("2026-12-01", "2026-12-01T08:00:00Z"). The implementation of `ragctl changes`.
+
+`recent_changes` answers MCP's tool of that name and the web page's list of changes: the documents that changed in
+the last hours, each once (its latest change), newest first, `limit` documents rather than `limit` events.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import calendar
 import re
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -24,6 +28,8 @@ from ..errors import RagdError
 from ..paths import root_of
 from ..resident.history import KINDS, iso
 from .arguments import Args, under_a_root
+from .documents import resource_uri
+from .paths import check_path
 from .runtime import Resident
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -91,3 +97,54 @@ def event_json(rt: Resident, event: Any, seen: Scope) -> dict[str, Any]:
     if data["old_path"] and not seen.visible(data["old_path"]):
         data["old_path"] = None  # where it came from is not the caller's to see
     return data
+
+
+class RecentArgs(Args):
+    since_hours: float = 24.0
+    path_prefix: str | None = None  # absolute, or relative to a root
+    limit: int = 100  # documents
+    kinds: tuple[str, ...] = KINDS
+
+
+def recent_changes(rt: Resident, args: RecentArgs | None = None) -> dict[str, Any]:
+    """The documents that changed in the last `since_hours` (each once, its latest change), newest first, from
+    the agent's history (resident/history.py: kept across restarts)."""
+    args = args or RecentArgs()
+    since_hours, path_prefix, limit, kinds = args.since_hours, args.path_prefix, args.limit, args.kinds
+    start = time.time() - since_hours * 3600
+    under = [str(check_path(path_prefix, rt.roots).path)] if path_prefix else [str(r) for r in rt.roots]
+    latest: dict[str, Any] = {}
+    more, fetch = False, limit * 4
+    while True:  # each document once: ask for more events until `limit` documents are found (or all are)
+        events, truncated = rt.history.changes(since=start, under=under, kinds=kinds, limit=fetch)
+        latest = {}
+        for ev in events:
+            latest.setdefault(ev.document_id, ev)
+        if len(latest) > limit or not truncated or fetch >= 100_000:
+            more = len(latest) > limit or truncated
+            break
+        fetch *= 4
+    scope = access.scope()  # a scoped caller: the changes of files it may see
+    if not scope.full:
+        kept = scope.keep(latest.values(), lambda ev: ev.path, gone_ok=True)
+        more = more or len(latest) > len(kept)
+        latest = {ev.document_id: ev for ev in kept}
+    return {
+        "since": _iso(start),
+        "agent_started": _iso(rt.started),
+        "changes": [_change(rt, ev) for ev in list(latest.values())[:limit]],
+        "truncated": more,
+    }
+
+
+def _change(rt: Resident, ev: Any) -> dict[str, Any]:
+    path = Path(ev.path)
+    root = root_of(path, rt.roots)
+    return {"path": ev.path, "rel_path": str(path.relative_to(root)) if root else ev.path,
+            "root": str(root) if root else None, "change": ev.kind, "directory": False,
+            "at": _iso(ev.at), "reason": ev.detail, "uri": resource_uri("file", path),
+            "document_id": ev.document_id, "old_path": ev.old_path}  # fmt: skip
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

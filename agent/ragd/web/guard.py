@@ -1,10 +1,10 @@
 """Who a browser is, and the checks and headers every answer of the web page gets (docs/web.md).
 
-- **Host and Origin** are checked as for MCP (`mcp.http.transport_security`): a request whose Host is not this
-  loopback endpoint's own name (DNS rebinding) is refused with 421; one whose Origin is another site's with 403,
-  and a POST must carry an Origin (or `Sec-Fetch-Site: same-origin`) at all, so that no other page can submit a
+- **Host and Origin** are checked as for MCP (the HTTP edge, edges/http.py, gives the gate the names it accepts):
+  a request whose Host is not this loopback endpoint's own name (DNS rebinding) is refused with 421; one whose
+  Origin is another site's with 403, and a POST must carry an Origin (or `Sec-Fetch-Site: same-origin`) at all, so that no other page can submit a
   form to the agent.
-- **Tokens** are those of MCP (`mcp.http.Tokens`): the agent's own, one per user (`[mcp.tokens]`), and what a
+- **Tokens** are those of MCP (`access.tokens.Tokens`): the agent's own, one per user (`[mcp.tokens]`), and what a
   visitor without one gets (everything, what every local user may read, or the sign-in page). A token is given
   once, by the sign-in form or a `?token=` link (`ragctl ui`), and kept in a cookie (HttpOnly, SameSite=Strict)
   holding not the token but an HMAC of it: the cookie of a token stays valid across restarts of the agent and
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .. import access
-from ..mcp.http import Tokens
+from ..access.tokens import Tokens
 
 COOKIE = "ragd_ui"
 COOKIE_LABEL = b"ragd web page"  # what the cookie's HMAC is of, under the token as key

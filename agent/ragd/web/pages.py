@@ -1,4 +1,4 @@
-"""What each view of the web page shows, as plain data from the verbs: run in a worker thread as the visitor's
+"""What each view of the web page shows, as plain data from the verbs (verbs/): run in a worker thread as the visitor's
 caller, so every answer is limited by access scope exactly as the same answer over `ragctl` or MCP would be."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from ragctl import render
 
 from .. import access
 from ..errors import RagdError
-from ..mcp import resources
-from ..mcp import tools as mcp_tools
-from ..mcp.paths import check_path, check_tracked
 from ..paths import is_under
 from ..pipeline.sidecar import FAILED, SKIPPED
 from ..resident.history import KINDS
+from ..verbs import changes as changes_verb
+from ..verbs import documents
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from ..verbs import sync as sync_verb
+from ..verbs.paths import check_path, check_tracked
 from .throughput import Throughput, chart
 
 if TYPE_CHECKING:
@@ -125,8 +125,8 @@ def search(rt: Resident, query: str, mode: str, top_k: int, path: str, where: li
 def document(rt: Resident, path: str, chunk: int | None = None, start: int | None = None) -> dict[str, Any]:
     """A document's state and sidecar facts, its identity and history, and its chunks in order: at most
     PASSAGES_SHOWN of them, from `start`, else around `chunk`, else from the first."""
-    info = resources.file_info(rt, path)  # checks the path (inside a root, tracked, readable by the caller)
-    every = resources.file_chunks(rt, path)["chunks"]
+    info = documents.file_info(rt, documents.FileArgs(path=path))  # checks the path (inside a root, tracked,
+    every = documents.file_chunks(rt, documents.FileArgs(path=path))["chunks"]  # readable by the caller)
     if start is None:
         start = max(0, chunk - PASSAGES_SHOWN // 4) if chunk is not None else 0
     start = max(0, min(start, len(every) - PASSAGES_SHOWN)) if len(every) > PASSAGES_SHOWN else 0
@@ -156,8 +156,8 @@ def raw_file(rt: Resident, path: str) -> Path:
 def changes(rt: Resident, since_hours: float, kind: str, path: str, limit: int = 200) -> dict[str, Any]:
     """What changed in the last `since_hours`, newest first (each document once: its latest change)."""
     kinds = (kind,) if kind in KINDS else KINDS
-    found = mcp_tools.recent_changes(rt, since_hours=since_hours, path_prefix=path or None, limit=limit,
-                                     kinds=kinds)  # fmt: skip
+    found = changes_verb.recent_changes(rt, changes_verb.RecentArgs(since_hours=since_hours, path_prefix=path or None,
+                                                                    limit=limit, kinds=kinds))  # fmt: skip
     return {**found, "kinds": KINDS, "kind": kind, "since_hours": since_hours, "path": path}
 
 

@@ -32,7 +32,7 @@ def test_the_token_from_token_env_and_an_unset_one(
     monkeypatch.setenv("RAGD_TEST_MCP_TOKEN", "s3cret-token")
     with agent_in_process(config(fake_openai_server, token_env="RAGD_TEST_MCP_TOKEN"), [kb]) as life:
         told = control(life, "mcp_client")
-        assert told["token"] == "s3cret-token" and told["url"] == life.mcp.url
+        assert told["token"] == "s3cret-token" and told["url"] == life.http.url
     monkeypatch.delenv("RAGD_TEST_MCP_TOKEN")
     with agent_in_process(config(fake_openai_server, token_env="RAGD_TEST_MCP_TOKEN"), [kb]) as life:
         told = control(life, "mcp_client")

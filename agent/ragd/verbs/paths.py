@@ -1,7 +1,8 @@
-"""Path safety for MCP: every path a client names must lie inside a configured root, also after symlinks.
+"""Path safety: every path a client names (MCP's tools and resources, the web page) must lie inside a configured
+root, also after symlinks.
 
-A client (an AI tool, or whatever prompt it was fed) chooses the paths it reads, so each one is checked before
-anything is opened:
+A client (an AI tool, or whatever prompt it was fed, or a link followed in a browser) chooses the paths it reads,
+so each one is checked before anything is opened:
 - NUL bytes and `..` components are refused outright (no normalisation can make `..` mean something safe);
 - an absolute path must be inside a root, compared component-wise (`/kb2` is not inside `/kb`);
 - a relative path is taken relative to each root in turn (the first root where it exists wins), so the

@@ -9,7 +9,7 @@ Line numbers are those of search results (`start_line`/`end_line`): lines of the
   splitter dropped between two chunks comes back as spaces and then newlines (as many as the line numbers
   require).
   Sidecars written by the ragjson tool carry no offsets: their chunks are joined without their `overlap_size`.
-  Nothing is parsed on the MCP thread: converting a PDF or a .docx again could take seconds.
+  Nothing is parsed on the thread that answers: converting a PDF or a .docx again could take seconds.
 """
 
 from __future__ import annotations

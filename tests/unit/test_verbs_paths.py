@@ -1,4 +1,4 @@
-"""MCP path safety: inside a root (lexically and after symlinks), no `..`, no NUL, nothing ragd ignores."""
+"""Path safety (verbs/paths.py): inside a root (lexically and after symlinks), no `..`, no NUL, nothing ragd ignores."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ragd.config import IgnoreConfig
-from ragd.mcp.paths import PathRefused, SafePath, check_path, check_tracked
 from ragd.pipeline.scan import Ignore
+from ragd.verbs.paths import PathRefused, SafePath, check_path, check_tracked
 
 
 @pytest.fixture

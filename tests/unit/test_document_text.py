@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ragd.errors import RagdError
-from ragd.mcp.documents import MAX_DOCUMENT_CHARS, assemble, select_lines
 from ragd.model import md5_hex
 from ragd.pipeline.sidecar import StoredChunk
+from ragd.verbs.document_text import MAX_DOCUMENT_CHARS, assemble, select_lines
 
 
 def chunk(text: str, start: int, end: int, **meta: object) -> StoredChunk:
