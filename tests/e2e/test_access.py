@@ -171,6 +171,32 @@ def test_each_user_finds_their_own_files_and_the_shared_ones(setup: Setup) -> No
     }
 
 
+def test_a_file_moved_out_of_a_folder_the_user_may_not_read_hides_where_it_came_from(setup: Setup) -> None:
+    """`changes` and MCP's `recent_changes` (so the web page's changes view) name a moved file's former path only
+    to a caller who may see it: bob sees the file now in shared/, not that it came from alice's folder."""
+    before = setup.kb / "alice" / "moving.md"
+    before.write_text("# Moving\n\nzqmoving: this marker appears here\n")
+    setup.agent.wait_idle()
+    after = setup.kb / "shared" / "moving.md"
+    before.rename(after)
+    after.chmod(0o644)
+    setup.agent.wait_idle()
+
+    def moved(changes: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(c for c in changes if c["path"] == str(after))
+
+    assert moved(ragctl_json("changes", "--since", "1h")["changes"])["old_path"] == str(before)  # root: all
+    assert moved(setup.ragctl("bob", "changes", "--since", "1h")["changes"])["old_path"] is None
+
+    async def recent(client: Client) -> Any:
+        res = await client.call_tool("recent_changes", {"since_hours": 1})
+        assert not res.is_error and res.structured_content is not None, res.content
+        return res.structured_content["changes"]
+
+    assert moved(over_http(setup.url, TOKENS["alice"], recent))["old_path"] == str(before)
+    assert moved(over_http(setup.url, TOKENS["bob"], recent))["old_path"] is None
+
+
 def test_status_export_orphans_and_roots_show_only_what_the_user_may_see(setup: Setup) -> None:
     def failures(who: str | None) -> list[str]:
         st = setup.ragctl(who, "status") if who else ragctl_json("status")

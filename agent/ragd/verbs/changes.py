@@ -132,18 +132,19 @@ def recent_changes(rt: Resident, args: RecentArgs | None = None) -> dict[str, An
     return {
         "since": _iso(start),
         "agent_started": _iso(rt.started),
-        "changes": [_change(rt, ev) for ev in list(latest.values())[:limit]],
+        "changes": [_change(rt, ev, scope) for ev in list(latest.values())[:limit]],
         "truncated": more,
     }
 
 
-def _change(rt: Resident, ev: Any) -> dict[str, Any]:
+def _change(rt: Resident, ev: Any, seen: Scope) -> dict[str, Any]:
     path = Path(ev.path)
+    old_path = ev.old_path if ev.old_path and seen.visible(ev.old_path) else None  # as `changes` (event_json)
     root = root_of(path, rt.roots)
     return {"path": ev.path, "rel_path": str(path.relative_to(root)) if root else ev.path,
             "root": str(root) if root else None, "change": ev.kind, "directory": False,
             "at": _iso(ev.at), "reason": ev.detail, "uri": resource_uri("file", path),
-            "document_id": ev.document_id, "old_path": ev.old_path}  # fmt: skip
+            "document_id": ev.document_id, "old_path": old_path}  # fmt: skip
 
 
 def _iso(t: float) -> str:
