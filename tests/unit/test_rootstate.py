@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,33 @@ def test_a_damaged_record_of_the_roots_served_is_no_record(
     with caplog.at_level(logging.WARNING, logger="ragd.resident.rootstate"):
         assert rootstate.load_served(tmp_path, "/data/index") is None
     assert rootstate.SERVED_FILE in caplog.text and "filled again" in caplog.text
+
+
+def test_the_kept_roots_survive_their_file_deleted_at_any_moment(tmp_path: Path) -> None:
+    """The data directory deleted under the agent (roots.json with it) while `roots add|remove` run and the main
+    loop writes the file back: no read may see "no roots.json, so nothing was ever added" and lose the copy (the
+    model-based test once found a removed root back after roots.json was deleted while the agent ran)."""
+    kept = rootstate.KeptRoots(tmp_path)
+    kept.change(lambda o: o.remove(Path("/kb/configured"), configured=True))
+    kept.change(lambda o: o.add(Path("/kb/added")))
+    stop = threading.Event()
+
+    def delete_and_write_back() -> None:
+        while not stop.is_set():
+            (tmp_path / rootstate.FILE_NAME).unlink(missing_ok=True)
+            kept.write_back()
+
+    thread = threading.Thread(target=delete_and_write_back)
+    thread.start()
+    try:
+        for i in range(2000):
+            seen = kept.current()
+            assert seen.removed == [Path("/kb/configured")] and Path("/kb/added") in seen.added, (i, seen)
+            if i % 100 == 0:  # a change in the middle of it all is kept too
+                kept.change(lambda o, n=i: o.add(Path(f"/kb/more{n}")))
+    finally:
+        stop.set()
+        thread.join()
+    kept.write_back()
+    assert Path("/kb/more1900") in rootstate.load(tmp_path).added
+    assert kept.any() and not rootstate.KeptRoots(tmp_path / "new").any()

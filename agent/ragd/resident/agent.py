@@ -118,7 +118,7 @@ class Agent:
             check=lambda: self.check_data_dir(at_once=True), redo=self._redo))  # fmt: skip
         # the data directory watched while the agent runs (datadir.py): what vanished is made again
         # roots.json as last read or written: written back if it vanishes
-        self.overlay = rootstate.RootOverlay()
+        self.kept_roots = rootstate.KeptRoots(self.data_dir)
         self.guard = datadir.DataDirGuard(
             self.data_dir, unsteady=lambda: bool(self._writer and self._writer.optimizing)
         )
@@ -168,9 +168,11 @@ class Agent:
     def root_overlay(self) -> rootstate.RootOverlay:
         """The roots added and removed with ragctl: roots.json, or, while it has vanished (with the data directory),
         what the agent last read or wrote of it (`check_data_dir` writes it back)."""
-        if (self.data_dir / rootstate.FILE_NAME).exists():
-            self.overlay = rootstate.load(self.data_dir)
-        return rootstate.RootOverlay(list(self.overlay.added), list(self.overlay.removed))
+        return self.kept_roots.current()
+
+    def change_root_overlay(self, edit: Callable[[rootstate.RootOverlay], None]) -> None:
+        """`ragctl roots add|remove`: roots.json changed by `edit`, as one step (resident/rootstate.KeptRoots)."""
+        self.kept_roots.change(edit)
 
     def start(self) -> None:
         """Index open, threads running, every root watched and its initial reconcile under way."""
@@ -540,10 +542,9 @@ class Agent:
         data_dir(self.config)  # made again, 0700, with its index/
         if datadir.LOCK in lost and not self.host.relock():
             log.error("another agent took %s meanwhile: stop one of the two", self.data_dir)
-        overlay = self.overlay
-        if datadir.ROOTS in lost and (overlay.added or overlay.removed):
+        if datadir.ROOTS in lost:
             try:
-                rootstate.save(self.data_dir, overlay)
+                self.kept_roots.write_back()
             except OSError as err:
                 log.error("cannot write the roots added with ragctl back to %s: %s", self.data_dir, err)
         if datadir.HISTORY in lost:
@@ -580,7 +581,7 @@ class Agent:
         self.guard.remember(datadir.parts(
             self.data_dir, collection=Path(self.indexer.index.path) if local else None,
             history=self.history.path if self.history.error is None else None,
-            roots=bool(self.overlay.added or self.overlay.removed)), made_again=made_again)  # fmt: skip
+            roots=self.kept_roots.any()), made_again=made_again)  # fmt: skip
 
     def _unwatched(self, directory: Path) -> bool:
         """`directory` is under no root (any more: `roots remove` took its root away while its job ran)."""

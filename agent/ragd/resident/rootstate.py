@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,13 +51,72 @@ class RootOverlay:
         if configured and root not in self.removed:
             self.removed.append(root)
 
+    def copy(self) -> RootOverlay:
+        return RootOverlay(list(self.added), list(self.removed))
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+class KeptRoots:
+    """roots.json and the running agent's copy of it, kept level under one lock: the copy is what the agent last
+    read or wrote, and stands for the file while the file has vanished (the data directory deleted under the
+    agent); `write_back` then makes the file again from it. Every read, change and write back holds the lock, so
+    a `roots add|remove` and the file's deletion (or its writing back) never interleave: neither a change nor the
+    copy is lost to a file read half-way through its deletion."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._lock = threading.Lock()
+        self._copy = RootOverlay()
+
+    def current(self) -> RootOverlay:
+        """roots.json as it is now, or the copy while it has vanished (a copy of its own: change it freely)."""
+        with self._lock:
+            return self._read().copy()
+
+    def change(self, edit: Callable[[RootOverlay], None]) -> RootOverlay:
+        """Read (as `current`), `edit`, write roots.json and keep the result as the copy; returns it."""
+        with self._lock:
+            overlay = self._read().copy()
+            edit(overlay)
+            save(self._data_dir, overlay)
+            self._copy = overlay
+            return overlay.copy()
+
+    def write_back(self) -> bool:
+        """roots.json made again from the copy when it has vanished and there is something to keep in it."""
+        with self._lock:
+            if not self._copy or (self._data_dir / FILE_NAME).exists():
+                return False
+            save(self._data_dir, self._copy)
+            return True
+
+    def any(self) -> bool:
+        """Whether roots were added or removed with ragctl (as last read or written)."""
+        with self._lock:
+            return bool(self._copy)
+
+    def _read(self) -> RootOverlay:
+        found = load_if_there(self._data_dir)
+        if found is not None:
+            self._copy = found
+        return self._copy
+
 
 def load(data_dir: Path) -> RootOverlay:
+    """roots.json; nothing added or removed when there is none."""
+    found = load_if_there(data_dir)
+    return found if found is not None else RootOverlay()
+
+
+def load_if_there(data_dir: Path) -> RootOverlay | None:
+    """roots.json, or None when there is none (ConfigError when it cannot be read or is not ours)."""
     path = data_dir / FILE_NAME
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return RootOverlay()
+        return None
     except (OSError, ValueError) as err:
         raise ConfigError(
             f"cannot read {path}: {err}", f"fix or delete {path} (roots added with ragctl)"

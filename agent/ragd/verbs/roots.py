@@ -15,7 +15,6 @@ from ragctl import protocol as p
 from .. import access
 from ..errors import RagdError
 from ..paths import is_under, overlaps
-from ..resident import rootstate
 from .arguments import Args, absolute, bad
 from .runtime import Resident
 
@@ -55,23 +54,22 @@ def listing(rt: Resident) -> list[dict[str, Any]]:
 
 def change(rt: Resident, action: str, root: Path) -> list[str]:
     """Add or remove `root` (kept in roots.json); returns notes on how it nests with the other roots."""
-    overlay = rt.root_overlay()  # roots.json, or the agent's copy while it has vanished
     if action == "add":
         if not root.is_dir():
             raise RagdError(
                 f"{root} is not a directory", "create it first, or check the path", code=p.NOT_FOUND
             )
-        overlay.add(root)
+        rt.change_root_overlay(lambda overlay: overlay.add(root))  # roots.json, or the copy while it vanished
         notes = overlaps(root, rt.roots)
     else:
         if root not in rt.roots and root not in rt.missing_roots:
             raise RagdError(
                 f"{root} is not a root of this agent", "see `ragctl roots list`", code=p.NOT_FOUND
             )
-        overlay.remove(root, configured=root in rt.configured_roots())
+        configured = root in rt.configured_roots()
+        rt.change_root_overlay(lambda overlay: overlay.remove(root, configured=configured))
         notes = [f"{root} is inside the root {r}: its files stay indexed" for r in rt.roots
                  if r != root and is_under(root, r)][:1]  # fmt: skip
-    rootstate.save(rt.data_dir, overlay)
     rt.set_roots(rt.resolve_roots())
     for note in notes:
         log.info("roots %s: %s", action, note)
