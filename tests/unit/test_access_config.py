@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from ragd import access
-from ragd.config import Config, _validate
+from ragd.config import Config
+from ragd.config.load import _validate
 from ragd.errors import ConfigError
 from ragd.mcp.http import Tokens
 from ragd.resident.admission import Admission
