@@ -54,9 +54,10 @@ from .. import modes
 from ..modes import valid_name
 from . import folder_meta, mushroom, sidecar, statcache
 from .digest import Digest
-from .filejob import RELABELED, FileOutcome, FileTask, JobContext
+from .filejob import FileTask
 from .metadata import Labels
 from .mushroom import Event
+from .outcome import RELABELED, FileOutcome, JobContext
 from .scan import (
     Change,
     Expected,
