@@ -4,11 +4,10 @@ Precedence: `--config FILE` > `$RAGD_CONFIG` > `<user config dir>/ragd/config.to
 ragjson tool: sections embedding_model, splitter, vector_database) > built-in defaults. Directory overrides:
 `$RAGD_DATA_DIR`, `$RAGD_RUNTIME_DIR`, `$RAGD_SOCKET`.
 
-The sections (`sections`, `running`, `serving`), the whole `Config` (`settings`), loading it (`load`) and the
-agent's directories (`dirs`); this module re-exports them.
+The sections (`sections`, `running`, `serving`), the whole `Config` and the agent's directories (`settings`),
+loading it (`load`); this module re-exports them.
 """
 
-from .dirs import APP, data_dir, runtime_dir
 from .load import config_file_candidates, from_ragjson_config, load_config
 from .running import MIN_WORKER_MEMORY, HistoryConfig, RunConfig, WatchConfig
 from .sections import (
@@ -28,7 +27,7 @@ from .sections import (
     parse_size,
 )
 from .serving import AccessConfig, McpConfig
-from .settings import Config
+from .settings import APP, Config, data_dir, runtime_dir
 
 __all__ = [
     "APP",

@@ -14,9 +14,8 @@ import platformdirs
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from .dirs import APP
 from .sections import LOCAL_MODEL
-from .settings import Config
+from .settings import APP, Config
 
 
 def _format_validation(origin: str, err: ValidationError) -> str:

@@ -1,15 +1,20 @@
 """The whole configuration (`Config`): every section together, the embedding identity it implies, and its
-redacted form for `ragd config show`."""
+redacted form for `ragd config show`; and the directories it resolves: where the agent keeps its data (the data
+directory, made 0700) and its control socket (the runtime directory, resolved by the wire protocol so that ragctl
+finds the same place)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 from pydantic import Field, field_validator
 
 from ..model import EmbeddingIdentity
-from .dirs import data_dir
 from .running import HistoryConfig, RunConfig, WatchConfig
 from .sections import (
     EmbeddingConfig,
@@ -23,6 +28,8 @@ from .sections import (
     expand_paths,
 )
 from .serving import AccessConfig, McpConfig
+
+APP = "ragd"
 
 
 class Config(_Section):
@@ -64,3 +71,29 @@ class Config(_Section):
         data["data_dir"] = str(data_dir(self))
         data["source"] = self.source
         return data
+
+
+def data_dir(config: Config | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The agent's data directory: created 0700 when missing, and its `index/` (the documents' text) kept 0700."""
+    env = os.environ if environ is None else environ
+    if env.get("RAGD_DATA_DIR"):
+        path = Path(env["RAGD_DATA_DIR"]).expanduser()
+    elif config is not None and config.data_dir is not None:
+        path = config.data_dir.expanduser()
+    else:
+        path = Path(platformdirs.user_data_dir(APP))
+    with contextlib.suppress(
+        OSError
+    ):  # best effort: whoever uses the directory reports what is wrong with it
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (path / "index").mkdir(mode=0o700, exist_ok=True)
+        if (path / "index").stat().st_mode & 0o077:  # made by an older version
+            (path / "index").chmod(0o700)
+    return path
+
+
+def runtime_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the control socket lives; resolved by the protocol module so that ragctl finds the same place."""
+    from ragctl.protocol import runtime_dir as resolve
+
+    return resolve(os.environ if environ is None else environ)

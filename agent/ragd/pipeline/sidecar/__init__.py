@@ -5,7 +5,7 @@ Layout beside each tracked directory D:
     D/.rag/<subdir>.ragjson         directory entry: exactly {"ragjson_version": "2.4"}
     D/.rag/<name>.ragjson.deleted   entry of a deleted source (renamed back if it returns)
     D/.rag/tmp/                     staging for atomic writes; its fd is the flock(2) target for D
-    D/.rag/*.mushroom               pending change notes for the index (see mushroom.py)
+    D/.rag/*.mushroom               pending change notes for the index (see pipeline/mushroom.py)
     D/.rag/.gitignore               `*`: the store never shows in `git status` (written when missing)
 
 Every write is tmp + fsync + rename() under the directory's lock (see DirLock). A store left with nothing but deleted
