@@ -305,7 +305,7 @@ def _simple(ctx: Ctx, ns: argparse.Namespace) -> int:
 
 
 def _mcp(ctx: Ctx, ns: argparse.Namespace) -> int:
-    from .mcp_bridge import run_stdio  # threads and logging only for this verb
+    from .mcp_stdio import run_stdio  # threads and logging only for this verb
 
     return run_stdio(ns.socket, ctx.timeout, ns.verbose)  # no --socket: the agent is looked for at each call
 

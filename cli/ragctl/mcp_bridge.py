@@ -15,29 +15,26 @@ an agent went away with the reason.
 
 The end of stdin is not the end of the client: one that closes stdin may still read the answers of the calls
 running, and the bridge waits for them. Once the client is gone (no reader left on the bridge's stdout, its parent
-process exited, or SIGTERM), the bridge cancels those calls in the agent and exits at once (`watch_client`).
+process exited, or SIGTERM), the bridge cancels those calls in the agent and exits at once (`mcp_stdio.watch_client`).
 
 Standard library only, like the rest of ragctl (no MCP SDK): spawn → `initialize` answered takes about 60 ms.
 Nothing but JSON-RPC reaches stdout: protocol lines are written to a private duplicate of fd 1, and fd 1 itself
 (with sys.stdout) points at stderr while the bridge runs.
+
+This module holds the bridge itself (`Bridge`); `mcp_link` the connection to the agent, `mcp_stdio` the process
+around it (stdout claimed, the client watched, `run_stdio`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-import os
-import select
-import signal
-import socket
-import sys
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import IO, Any
 
+from .mcp_link import AgentLink, Session
 from .mcp_local import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -54,81 +51,13 @@ from .mcp_local import (
     tool_error,
     valid_id,
 )
-from .protocol import Client, LineReader, ProtocolError, RemoteError, Unreachable, socket_path
+from .protocol import ProtocolError, RemoteError, Unreachable, socket_path
 
 log = logging.getLogger(__name__)
 
 REPLAY_TIMEOUT = 30.0  # seconds for a new session to answer the replayed `initialize`
 DRAIN_TIMEOUT = 630.0  # seconds the end of input waits for running calls (the agent gives a call 600 s)
 REPLAY = "ragctl-replay-"  # the ids of the requests the bridge itself sends (their answers are not passed on)
-CLIENT_CHECK_S = 0.2  # how often the bridge checks that its client is still there
-
-
-class AgentLink:
-    """Opens MCP sessions on the agent over its control socket."""
-
-    def __init__(self, socket: Path | None, connect_timeout: float | None) -> None:
-        self.socket = (
-            socket  # None: found again at each attempt (the agent may start, or move, after the bridge)
-        )
-        self.connect_timeout = connect_timeout
-
-    def open(self) -> tuple[socket.socket, bytes]:
-        """A connection turned into an MCP session, and what the agent already sent on it; Unreachable,
-        RemoteError or ProtocolError otherwise."""
-        client = Client(self.socket or socket_path(client=True), self.connect_timeout)
-        try:
-            client.call("mcp_session", {})
-        except BaseException:
-            client.close()
-            raise
-        sock, leftover = client.detach()
-        sock.settimeout(None)
-        return sock, leftover
-
-
-class Session:
-    """One `mcp_session` connection: `send` writes to the agent; a thread hands each line the agent sends to
-    `on_line`, and calls `on_end` once the agent's side has ended."""
-
-    def __init__(self, sock: socket.socket, leftover: bytes, on_line: Callable[[Session, bytes], None],
-                 on_end: Callable[[Session, str], None]) -> None:  # fmt: skip
-        self._sock, self._on_line, self._on_end = sock, on_line, on_end
-        self._reader = LineReader(sock, leftover)
-        self.alive = True
-        self._send_lock = threading.Lock()
-        self._thread = threading.Thread(target=self._read, name="mcp-agent", daemon=True)
-        self._thread.start()
-
-    def send(self, data: bytes) -> bool:
-        with self._send_lock:
-            try:
-                self._sock.sendall(data if data.endswith(b"\n") else data + b"\n")
-                return True
-            except OSError:
-                return False
-
-    def end_input(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        """End the session both ways now (the agent drops whatever it still runs for it)."""
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-
-    def _read(self) -> None:
-        reason = "the agent closed the connection"
-        try:
-            while (line := self._reader.read_line()) is not None:
-                self._on_line(self, line)
-        except (OSError, ProtocolError) as err:
-            reason = f"receive failed: {getattr(err, 'strerror', None) or err}"
-        finally:
-            self.alive = False
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._on_end(self, reason)
 
 
 class Bridge:
@@ -401,78 +330,3 @@ def _loaded(schema: Callable[[], Schema]) -> Schema | Exception:
     except (OSError, ValueError) as err:
         log.error("cannot read the MCP schema: %s", err)
         return err
-
-
-# -- the process -------------------------------------------------------------------------------------------------
-def claim_stdout() -> tuple[IO[bytes], Callable[[], None]]:
-    """A private writer on the real stdout for protocol lines; fd 1 and sys.stdout go to stderr meanwhile.
-
-    Returns the writer and a function that puts everything back."""
-    saved = sys.stdout
-    saved.flush()
-    proto_fd = os.dup(1)
-    try:
-        os.dup2(2, 1)
-    except OSError:  # no stderr: stray output goes nowhere
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-    sys.stdout = sys.stderr
-    out = os.fdopen(proto_fd, "wb")
-
-    def restore() -> None:
-        sys.stdout = saved
-        with contextlib.suppress(OSError, ValueError):
-            saved.flush()  # anything printed to the old object goes to stderr while fd 1 still points there
-        os.dup2(out.fileno(), 1)
-        out.close()
-
-    return out, restore
-
-
-def client_gone(out_fd: int, parent: int) -> str | None:
-    """Why the client is gone, or None: the reader of our stdout went away (a pipe with no reader left, a socket
-    hung up), or our parent process died (we were handed to another)."""
-    if os.getppid() != parent:
-        return "its process (our parent) has exited"
-    probe = select.poll()
-    probe.register(out_fd, 0)  # errors and hang-ups are reported whatever the mask
-    if any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _fd, ev in probe.poll(0)):
-        return "it closed its end of our stdout"
-    return None
-
-
-def watch_client(bridge: Bridge, out_fd: int, stop: threading.Event, done: threading.Event) -> None:
-    """In a thread: once the client is gone (or SIGTERM sets `stop`), cancel the calls the agent still runs for it
-    and exit, instead of waiting for them (a wait can take 10 minutes) with no one to answer. Nothing once the
-    bridge is `done`."""
-    parent = os.getppid()
-    why = None
-    while why is None:
-        why = "stopped by a signal" if stop.wait(CLIENT_CHECK_S) else client_gone(out_fd, parent)
-    if done.is_set():
-        return
-    cancelled = bridge.abandon(f"the MCP client is gone: {why}")
-    log.info("the MCP client is gone (%s): %d running calls cancelled; exiting", why, cancelled)
-    logging.shutdown()
-    os._exit(0)
-
-
-def run_stdio(socket: Path | None, connect_timeout: float | None, verbose: bool = False) -> int:
-    """Serve MCP on this process's stdin and stdout until stdin ends (then 0), or until the client is gone."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr,
-                        format="ragctl mcp: %(levelname)s: %(message)s")  # fmt: skip
-    if sys.stdin.isatty():
-        sys.stderr.write("ragctl mcp: serving MCP (JSON-RPC) on stdin/stdout for an AI tool; Ctrl-D ends.\n")
-    out, restore = claim_stdout()
-    bridge = Bridge(AgentLink(socket, connect_timeout), out)
-    stop, done = threading.Event(), threading.Event()
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())  # as the SDK's clients stop their servers
-    watch = threading.Thread(target=watch_client, args=(bridge, out.fileno(), stop, done), name="mcp-client",
-                             daemon=True)  # fmt: skip
-    watch.start()
-    try:
-        return bridge.serve(sys.stdin.buffer)
-    finally:
-        done.set()
-        restore()

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from ragd.config import Config
-from ragd.pipeline.dirjob import FILES_PER_ROUND
+from ragd.pipeline.rounds import FILES_PER_ROUND
 from tests.support.inproc import agent_in_process, control
 
 

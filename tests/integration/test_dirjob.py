@@ -348,7 +348,7 @@ def test_a_file_reached_after_the_embedder_closed_stays_chunked(
     """The agent stops while a job still prepares files: one that reaches the embedder after it closed is left
     CHUNKED (redone at the next start), like one whose texts were waiting; it was FAILED as an internal error."""
     from ragd.pipeline.dirjob import run_directory
-    from ragd.pipeline.filejob import ABANDONED
+    from ragd.pipeline.outcome import ABANDONED
 
     root = tmp_path / "kb"
     root.mkdir()
@@ -396,7 +396,7 @@ def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
     from dataclasses import replace
 
     from ragd.pipeline.dirjob import run_directory
-    from ragd.pipeline.filejob import ABANDONED, ROOT_REMOVED
+    from ragd.pipeline.outcome import ABANDONED, ROOT_REMOVED
 
     root = tmp_path / "kb"
     root.mkdir()

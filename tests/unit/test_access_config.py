@@ -15,7 +15,8 @@ import pytest
 
 from ragd import access
 from ragd.access.tokens import Tokens
-from ragd.config import Config, _validate
+from ragd.config import Config
+from ragd.config.load import _validate
 from ragd.errors import ConfigError
 from ragd.resident.admission import Admission
 from ragd.resident.instance import bind_control_socket

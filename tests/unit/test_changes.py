@@ -8,8 +8,8 @@ from pathlib import Path
 from ragd.config import HistoryConfig
 from ragd.pipeline import mushroom
 from ragd.pipeline.dirjob import DirResult
-from ragd.pipeline.filejob import FileOutcome
 from ragd.pipeline.mushroom import Event
+from ragd.pipeline.outcome import FileOutcome
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ragd.resident.changes import Change, ChangeLog
 from ragd.resident.history import History

@@ -12,9 +12,9 @@ from ragd.config import HistoryConfig
 from ragd.errors import RagdError
 from ragd.pipeline import mushroom
 from ragd.pipeline.dirjob import DirResult
-from ragd.pipeline.filejob import FileOutcome
 from ragd.pipeline.identity import derived_id
 from ragd.pipeline.mushroom import Event
+from ragd.pipeline.outcome import FileOutcome
 from ragd.resident.history import FILE_NAME, History
 from ragd.verbs.changes import since_seconds
 

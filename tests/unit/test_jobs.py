@@ -8,7 +8,7 @@ from pathlib import Path
 from ragd.config import IgnoreConfig
 from ragd.errors import StorageError
 from ragd.pipeline.dirjob import DirResult
-from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.outcome import FileOutcome
 from ragd.pipeline.scan import Expected, Ignore
 from ragd.pipeline.sidecar import EMBEDDED, FAILED, utc_stamp
 from ragd.resident.changes import ChangeLog

@@ -26,7 +26,8 @@ import pytest
 import ragctl
 from ragctl import protocol
 from ragctl.main import build_parser
-from ragctl.mcp_bridge import AgentLink, Bridge
+from ragctl.mcp_bridge import Bridge
+from ragctl.mcp_link import AgentLink
 from ragctl.mcp_local import SCHEMA_FILE, Schema, load_schema
 from tests.support.fake_agent import FakeAgentServer
 from tests.support.mcp_tools import TOOLS
@@ -571,7 +572,7 @@ def test_malformed_input_is_answered_and_the_session_goes_on(
 # -- the process -------------------------------------------------------------------------------------------------
 def test_stray_output_goes_to_stderr_and_protocol_lines_to_stdout() -> None:
     code = (
-        "import os, sys; from ragctl.mcp_bridge import claim_stdout; out, restore = claim_stdout(); "
+        "import os, sys; from ragctl.mcp_stdio import claim_stdout; out, restore = claim_stdout(); "
         "print('stray print'); os.write(1, b'stray fd write\\n'); sys.stdout.flush(); "
         "out.write(b'{\"jsonrpc\": \"2.0\"}\\n'); out.flush(); restore(); print('after')"
     )

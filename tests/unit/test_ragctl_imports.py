@@ -19,7 +19,8 @@ def _top_level(modules: list[str]) -> set[str]:
 def test_importing_every_ragctl_module_loads_nothing_heavy() -> None:
     code = (
         "import sys, json, ragctl, ragctl.main, ragctl.commands, ragctl.render, ragctl.export, ragctl.protocol, "
-        "ragctl.mcp_bridge, ragctl.mcp_local, ragctl.context, ragctl.clients, ragctl.clientfile, ragctl.mcpconfig; "
+        "ragctl.mcp_bridge, ragctl.mcp_link, ragctl.mcp_stdio, ragctl.mcp_local, ragctl.context, ragctl.clients, "
+        "ragctl.clientfile, ragctl.mcpconfig; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

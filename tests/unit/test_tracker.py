@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragd.pipeline.dirjob import DirResult
-from ragd.pipeline.filejob import FileOutcome
+from ragd.pipeline.outcome import FileOutcome
 from ragd.pipeline.scan import Expected
 from ragd.resident.tracker import Tracker
 

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import RagdError
-from ..pipeline.metadata import canonical_key, term
+from ..metakeys import canonical_key
+from ..pipeline.metadata import term
 
 _SYNTAX = re.compile(r"^\s*([^=^\s]+)\s*(\^?=)(.*)$", re.DOTALL)
 MAX_WHERE = 16  # filters in one search

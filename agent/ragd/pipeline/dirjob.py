@@ -35,54 +35,39 @@ Names that cannot be recorded (not valid UTF-8: sidecars and mushrooms are UTF-8
 regular files (FIFOs, sockets, devices, dangling links, link loops) are never opened nor recorded: each gets a SKIPPED
 outcome with the reason, under its display name (undecodable bytes as `\\xNN`), and the rest of the directory goes
 on. A directory whose own path is not valid UTF-8 is not tracked: its parent's job reports it SKIPPED.
+
+This module holds the job and its steps; dirplan.py the plan and the structure it carries out, rounds.py the
+files in rounds.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import time
-from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from .. import modes
 from ..modes import valid_name
-from . import folder_meta, mushroom, sidecar, statcache
-from .digest import Digest
-from .filejob import RELABELED, FileOutcome, FileTask, JobContext
-from .metadata import Labels
+from . import mushroom, sidecar, statcache
+from .dirplan import Plan, apply_structure, path_prefix, plan_directory
 from .mushroom import Event
+from .outcome import RELABELED, FileOutcome, JobContext
+from .rounds import FILES_PER_ROUND, run_files
 from .scan import (
-    Change,
     Expected,
     Listing,
     Shared,
-    classify,
-    entry_basis,
     indexable,
-    list_dir,
     outside_links,
-    rejudge_link,
     shared_files,
 )
-from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
-from .statcache import DirEntries
+from .sidecar import EMBEDDED, FAILED, SKIPPED
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
 log = logging.getLogger(__name__)
-
-FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
-PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
-# a round's files are finished (their vectors awaited, their entries written) this many at a time: each entry's
-# write waits for its fsync (7 ms a file on a loaded machine, twice a file with the CHUNKED entry), which kept the
-# embedder waiting for texts (2.4 a request) while one thread wrote a big folder's entries one by one
-FINISH_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -107,90 +92,6 @@ class DirResult:
 Report = Callable[[DirResult], object]
 
 
-@dataclass
-class _Plan:
-    listing: Listing
-    entries: dict[str, Digest | None]  # live entries by name (None: directory entry), as digests
-    deleted: set[str]
-    found: DirEntries  # digests and stats; whole entries are read when needed (`entry`)
-    labels: Labels  # the folder defaults and metadata keys in force here
-    work: list[tuple[str, Change]] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
-    stray: list[str] = field(default_factory=list)
-
-    def entry(self, directory: Path, name: str) -> FileEntry | None:
-        """The whole live entry of `name`, read now (not kept: a job over a big folder would hold every one)."""
-        if name in self.found.full:
-            return self.found.full[name]
-        return sidecar.try_read(sidecar.entry_path(directory, name)) if self.entries.get(name) else None
-
-
-def _plan(ctx: JobContext, directory: Path) -> _Plan:
-    listing = list_dir(directory, ctx.ignore)
-    labels = Labels(folder_meta.defaults_for(directory, ctx.roots), ctx.config.metadata.keys)
-    found = statcache.load_dir(directory, ctx.stat_cache)
-    for name, why in found.unreadable.items():
-        log.warning("%s; treating %s as new", why, name)
-    entries = {n: e for n, e in found.live.items() if valid_name(n)}
-    plan = _Plan(listing, entries, {n for n in found.deleted if valid_name(n)}, found, labels)
-    plan.stray = [n for n in found.live if n not in entries]
-    deleted = plan.deleted
-    for name, entry in entries.items():
-        is_dir_entry = entry is None
-        if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
-            plan.events.append(Event(name, mushroom.DIR_DELETE if is_dir_entry else mushroom.DELETE))
-    for name in listing.dirs:
-        if name in entries and entries[name] is None:
-            continue
-        if name not in entries and (name in deleted or _moved_in(directory / name)):
-            plan.events.append(Event(name, mushroom.DIR_RECOVER))
-    now, where, identity, basis = time.time(), _prefix(directory), ctx.identity, labels.basis
-    for name, st in listing.files.items():
-        entry = entries.get(name)
-        recovered = entry is None and name in deleted
-        if recovered:
-            full = _read_deleted(directory, name)
-            entry = None if full is None else Digest.of(full, name)
-        change = (
-            Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
-        )
-        if change == Change.UNCHANGED and name in listing.links:
-            change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change
-        if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL, Change.LEAD):
-            plan.work.append((name, change))
-        else:
-            plan.unchanged.append(name)
-        relabel = change == Change.TOUCHED and entry is not None and entry_basis(entry) != basis
-        if (
-            recovered
-            or relabel
-            or change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.RELABEL, Change.LEAD)
-        ):
-            plan.events.append(Event(name, mushroom.UPSERT))
-    return plan
-
-
-def _prefix(directory: Path) -> str:
-    """`directory` as a string to which a name is appended (on the per-file path, faster than Path or join)."""
-    return os.path.join(directory, "")
-
-
-def _moved_in(sub: Path) -> bool:
-    """A subdirectory new to this directory arrived with sidecars of its own (renamed, moved from another folder
-    or root, or in from outside): its entries still match its files, so its own jobs upsert nothing, and the index
-    has to re-sync its subtree. A `.rag/` that only its own first job is filling (no file entry yet, or its change
-    note still pending) is not that: the job announces its files itself."""
-    if mushroom.pending(sub):
-        return False
-    return any(not en.deleted for en in sidecar.list_entries(sub))
-
-
-def _read_deleted(directory: Path, name: str) -> FileEntry | None:
-    return sidecar.try_read(sidecar.entry_path(directory, name, deleted=True))
-
-
 def run_directory(ctx: JobContext, directory: Path, report: Report | None = None) -> DirResult:
     """Reconcile `directory` with its sidecars. Per-file failures are recorded, never raised. Given `report`, what
     is done is reported (and its change note handed over) in steps as the job goes, each step's result passed to
@@ -199,7 +100,7 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
         log.debug("%s is not tracked: its path is not valid UTF-8", modes.display_name(str(directory)))
         return DirResult(directory)
     with sidecar.DirLock(directory):
-        plan = _plan(ctx, directory)
+        plan = plan_directory(ctx, directory)
         fresh = tuple(
             directory / d for d in plan.listing.dirs if not (d in plan.entries and plan.entries[d] is None)
         )
@@ -208,11 +109,11 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
         if steps.on:  # the writer does not wait for the planned note meanwhile (`mushroom.held_back`)
             mushroom.working(directory, True)
         try:
-            _apply_structure(directory, plan)
+            apply_structure(directory, plan)
             outcomes = [_unchanged(directory, n, plan, ctx) for n in plan.unchanged]
             outcomes += _not_tracked(directory, plan.listing, ctx.roots)
             outcomes = steps.structure(outcomes)
-            outcomes += _run_files(ctx, directory, plan, steps)
+            outcomes += run_files(ctx, directory, plan, steps.round)
             final = [
                 ev for ev in steps.left() if ev.status != mushroom.UPSERT or (directory / ev.file).exists()
             ]
@@ -234,7 +135,7 @@ class _Steps:
     """What a job reporting in steps (`report`) has handed over so far: the names its notes announced, the notes
     (final, marked so until the job ends), and its FAILED files' retry times."""
 
-    def __init__(self, ctx: JobContext, directory: Path, plan: _Plan, report: Report | None) -> None:
+    def __init__(self, ctx: JobContext, directory: Path, plan: Plan, report: Report | None) -> None:
         self._ctx, self._dir, self._plan, self._report = ctx, directory, plan, report
         self._handed: set[str] = set()
         self.notes: list[Path] = []
@@ -291,10 +192,10 @@ class _Steps:
 
 
 def _expected(
-    ctx: JobContext, directory: Path, plan: _Plan, outcomes: list[FileOutcome]
+    ctx: JobContext, directory: Path, plan: Plan, outcomes: list[FileOutcome]
 ) -> dict[str, Expected]:
     out: dict[str, Expected] = {}
-    where, identity = _prefix(directory), ctx.identity
+    where, identity = path_prefix(directory), ctx.identity
     for f in outcomes:
         path = where + f.name
         if f.state in (EMBEDDED, "TOUCHED", RELABELED) and f.md5:
@@ -306,7 +207,7 @@ def _expected(
     return out
 
 
-def _unchanged(directory: Path, name: str, plan: _Plan, ctx: JobContext) -> FileOutcome:
+def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileOutcome:
     entry = plan.entries.get(name)
     _keep_private(directory, name, plan.listing.files[name], plan.found.stats.get(name))
     if entry is None:
@@ -349,110 +250,3 @@ def _finish_mushroom(
         note.unlink(missing_ok=True)
         return None
     return mushroom.rewrite(note, final)
-
-
-def _apply_structure(directory: Path, plan: _Plan) -> None:
-    """Renames for deleted and returning names; entries for new subdirectories."""
-    for name in plan.stray:  # no event can name it, and it can never be tracked again: remove it
-        sidecar.entry_path(directory, name).unlink(missing_ok=True)
-    for ev in plan.events:
-        if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
-            sidecar.mark_deleted(directory, ev.file)
-        elif ev.status == mushroom.DIR_RECOVER and ev.file in plan.deleted:
-            sidecar.recover(directory, ev.file)
-        elif ev.status == mushroom.DIR_RECOVER:
-            sidecar.write_dir_entry(directory, ev.file)
-    for name in plan.listing.dirs:
-        if name not in plan.entries and not any(e.file == name for e in plan.events):
-            sidecar.write_dir_entry(directory, name)
-        elif name in plan.entries and plan.entries[name] is not None:
-            sidecar.write_dir_entry(directory, name)  # a file became a directory of the same name
-    for name in plan.listing.files:
-        if name not in plan.entries and name in plan.deleted:
-            sidecar.recover(directory, name)
-            full = plan.found.full[name] = sidecar.try_read(sidecar.entry_path(directory, name))
-            plan.entries[name] = None if full is None else Digest.of(full, name)
-
-
-class _ReusePool:
-    """content_hash -> stored vector, from this directory's entries (live and deleted) and ctx.reuse."""
-
-    def __init__(self, ctx: JobContext, directory: Path, plan: _Plan) -> None:
-        self._ctx, self._dir, self._plan = ctx, directory, plan
-        self._pool: dict[str, str] | None = None
-
-    def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
-        if self._pool is None:
-            # one entry at a time (a folder's entries together are ten times the vectors kept of them); an entry
-            # this job marked deleted (a rename's old name) is read under its deleted name
-            live = (self._plan.entry(self._dir, n) or _read_deleted(self._dir, n) for n in self._plan.entries)
-            deleted = (_read_deleted(self._dir, n) for n in self._plan.deleted)
-            entries = (e for e in itertools.chain(live, deleted) if e is not None)
-            ident = self._ctx.identity
-            self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
-        found = {h: self._pool[h] for h in hashes if h in self._pool}
-        missing = [
-            h for h in hashes if h not in found and not h.startswith(sidecar.LEAD_KEY)
-        ]  # no lead in the index
-        if missing and self._ctx.reuse is not None:
-            found.update(self._ctx.reuse(missing))
-        return found
-
-
-def _run_files(ctx: JobContext, directory: Path, plan: _Plan, steps: _Steps) -> list[FileOutcome]:
-    """Rounds of files: each file is prepared as its chunks come back from the parse workers (at most
-    `PARSE_AHEAD` of the job's files wait there, so that a changed directory's files never queue behind a whole
-    round of another's), its texts joining the shared embed queue; only then is the round before finished, so the
-    embedder always has the next round's texts while the last round's vectors are awaited."""
-    with ThreadPoolExecutor(FINISH_THREADS, thread_name_prefix="finish") as finishing:
-        return _rounds(ctx, directory, plan, steps, partial(_finish, finishing))
-
-
-def _rounds(
-    ctx: JobContext,
-    directory: Path,
-    plan: _Plan,
-    steps: _Steps,
-    _finish: Callable[[list[FileTask]], list[FileOutcome]],
-) -> list[FileOutcome]:
-    reuse = _ReusePool(ctx, directory, plan)
-    outcomes: list[FileOutcome] = []
-    embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
-    done: list[FileOutcome] = []  # the previous round's files that ended before their texts were submitted
-    for start in range(0, len(plan.work), FILES_PER_ROUND):
-        todo = iter(plan.work[start : start + FILES_PER_ROUND])
-        parsing: deque[FileTask] = deque()
-        waiting: list[FileTask] = []
-        ended: list[FileOutcome] = []
-        while True:
-            while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
-                task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]),
-                                labels=plan.labels, planned=plan.listing.files.get(item[0]))  # fmt: skip
-                out = task.guard(task.begin)
-                if out is None:
-                    parsing.append(task)
-                else:
-                    ended.append(out)
-            if not parsing:
-                break
-            task = parsing.popleft()
-            out = task.guard(partial(task.prepare, reuse.lookup))
-            if out is None:
-                waiting.append(task)
-            else:
-                ended.append(out)
-        outcomes += steps.round(done + _finish(embedding))
-        embedding, done = waiting, ended
-    return outcomes + steps.round(done + _finish(embedding))
-
-
-def _finish(finishing: ThreadPoolExecutor, tasks: list[FileTask]) -> list[FileOutcome]:
-    """The tasks finished, FINISH_THREADS at a time (a task's state is its own; the entries are distinct files)."""
-    outcomes = list(finishing.map(_finish_one, tasks)) if len(tasks) > 1 else [_finish_one(t) for t in tasks]
-    return outcomes
-
-
-def _finish_one(task: FileTask) -> FileOutcome:
-    out = task.guard(task.finish)
-    assert out is not None
-    return out

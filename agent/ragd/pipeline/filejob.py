@@ -13,6 +13,9 @@ backoff when the cause may pass by itself (the embedder, a sidecar that could no
 and when the file changes otherwise (a parse error, no read permission: a chmod is a change too). When even the
 FAILED entry cannot be written, the outcome still carries the reason and the retry time, so the agent retries.
 Every entry is written never more readable than its source (`sidecar.write_entry(..., like=stat)`).
+
+This module holds the steps (`FileTask`); filerecord.py what a task holds and records (its verdicts, `guard`),
+outcome.py what a job gives a file and gets back (`JobContext`, `FileOutcome`, the retry policy).
 """
 
 from __future__ import annotations
@@ -21,103 +24,26 @@ import contextlib
 import logging
 import os
 import stat
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import modes
-from ..config import Config
-from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, RagdError, StorageError
-from ..model import Chunk, EmbeddingIdentity, vector_problem
+from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, StorageError
+from ..model import Chunk, vector_problem
 from . import sidecar
-from .identity import Identify, fallback
+from .filerecord import FileRecord, permission_denied, replaced, source_info
 from .lead import lead_hash, lead_text
-from .metadata import Extracted, Labels, fields_json
+from .metadata import fields_json
+from .outcome import ABANDONED, RELABELED, ROOT_REMOVED, VANISHED, FileOutcome, ReuseFn
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
-from .scan import OUTSIDE_ROOTS, Change, Ignore, md5_file, not_regular, stat_matches, under_real_roots
-from .sidecar import CHUNKED, EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
-from .statcache import StatCache, stat_key
-from .structure import SPLIT_REVISION
-from .workers import CRASHED, MEMORY, TIMEOUT, Parsers, Pending, parse_here
-
-WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may parse another time
+from .scan import OUTSIDE_ROOTS, Change, md5_file, not_regular, stat_matches, under_real_roots
+from .sidecar import CHUNKED, EMBEDDED, FileEntry, StoredChunk, StoredLead
+from .statcache import stat_key
+from .workers import parse_here
 
 log = logging.getLogger(__name__)
-
-SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
-ReuseFn = Callable[[Sequence[str]], dict[str, str]]
-# left as it was (CHUNKED, or its old entry) because the agent stopped or the file's root was removed while its job
-# ran: redone at the next start, or when the root is added again
-ABANDONED = "ABANDONED"
-ROOT_REMOVED = "its root was removed while its directory's job ran"
-# unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
-RELABELED = "RELABELED"
-VANISHED = "vanished during the job"
-RETRY_BASE_S = 60.0
-RETRY_MAX_S = 6 * 3600.0
-# FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
-BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal", *WORKER_FAILURES})
-
-
-@dataclass(frozen=True)
-class JobContext:
-    config: Config
-    submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
-    ignore: Ignore
-    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
-    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
-    force: bool = False
-    roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
-    stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
-    parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
-    express: bool = False  # a change was seen in this directory: its files go to the parse workers first
-    identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
-    # True once the directory has left the roots (`ragctl roots remove` while its job ran): its files not yet
-    # recorded are left alone (ABANDONED), so that no FAILED verdict and its backoff outlive the root
-    dropped: Callable[[], bool] = lambda: False
-
-    @cached_property
-    def identity(self) -> EmbeddingIdentity:
-        return self.config.identity
-
-
-@dataclass(frozen=True)
-class FileOutcome:
-    name: str
-    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED, RELABELED
-    chunks: int = 0
-    embedded: int = 0  # texts sent to the embedder
-    reused: int = 0  # chunk vectors taken from stored entries
-    reason: str = ""
-    md5: str = ""  # of the source, when the file ends EMBEDDED
-    recorded: str = ""  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
-    retry_at: str | None = (
-        None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
-    )
-    document_id: str = ""  # of the file's entry ("" when none was written: vanished, abandoned)
-    size: int = -1  # of the source, as recorded
-    parser: str | None = None
-    recorded_at: str = ""  # for UNCHANGED: when its entry was written (modify_dt)
-
-    @property
-    def final_state(self) -> str:
-        """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
-        if self.state == "UNCHANGED":
-            return self.recorded or EMBEDDED
-        if self.state == ABANDONED:
-            return "PENDING"
-        return EMBEDDED if self.state in ("TOUCHED", RELABELED) else self.state
-
-
-def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
-    return SourceInfo(file_name=name, md5_hash=md5, size_bytes=st.st_size, mtime=int(st.st_mtime),
-                      inode=st.st_ino, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns)  # fmt: skip
 
 
 def chunk_meta(c: Chunk) -> dict[str, object]:
@@ -143,61 +69,8 @@ def _shown(value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
-@dataclass
-class FileTask:
-    ctx: JobContext
-    directory: Path
-    name: str
-    change: Change
-    old: FileEntry | None
-    st: os.stat_result | None = None
-    source: SourceInfo | None = None
-    chunks: list[Chunk] = field(default_factory=list)
-    stored: list[StoredChunk] = field(default_factory=list)
-    todo: list[int] = field(default_factory=list)
-    parser: str | None = None
-    ocr: dict[str, Any] | None = None  # the entry's `ocr` key: what OCR did (OcrReport.to_json)
-    warning: str | None = None  # the entry's `warning` key: what the parse read with damage
-    labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
-    # the file's stat its change was decided on (the directory's listing)
-    planned: os.stat_result | None = None
-    document: Extracted | None = None  # the document's own metadata, from its parse
-    parsing: Pending | None = None
-    lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
-    future: Future[np.ndarray] | None = None
-    _document_id: str | None = None
-
-    @property
-    def path(self) -> Path:
-        return self.directory / self.name
-
-    def document_id(self) -> str:
-        """The file's document id, decided once (identity.py): its entry's, or the history's, or a new one."""
-        if self._document_id is None:
-            md5 = self.source.md5_hash if self.source else ""
-            known = self.old.document_id if self.old else None
-            self._document_id = self.ctx.identify(str(self.path), md5, known, self.old is not None)
-        return self._document_id
-
-    def _size(self) -> int:
-        return self.source.size_bytes if self.source else (self.st.st_size if self.st else -1)
-
-    def guard(self, step: Callable[[], FileOutcome | None]) -> FileOutcome | None:
-        """The per-file boundary: whatever happens, the file ends in a recorded state and the job goes on."""
-        try:
-            return step()
-        except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
-            if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
-                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
-            log.error("%s", err)
-            return self.failed(err)
-        except Exception as err:  # record, log, go on
-            if _replaced(err, self.path):
-                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
-            log.exception("internal error while processing %s", self.path)
-            internal = RagdError(f"internal error: {type(err).__name__}: {err}",
-                                 "please report this with the log", code="internal")  # fmt: skip
-            return self.failed(internal)
+class FileTask(FileRecord):
+    """A file's steps through the pipeline: begin(), prepare(), finish() (see the module's docstring)."""
 
     def begin(self) -> FileOutcome | None:
         """The cheap checks, then the file to the parsers. None: it is being parsed, call prepare()."""
@@ -263,7 +136,7 @@ class FileTask:
         except (FileNotFoundError, NotADirectoryError):  # gone; or its folder replaced by a file of its name
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         except IsADirectoryError as err:  # replaced by a folder of its name: the folder's job records it
-            if not _replaced(err, self.path):
+            if not replaced(err, self.path):
                 raise
             return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
         except PermissionError:
@@ -408,14 +281,6 @@ class FileTask:
                            parser=old.parser, reason=_labels_changed(old.metadata, entry.metadata) if relabeled
                            else "")  # fmt: skip
 
-    def _lead_failed(self, err: RagdError) -> FileOutcome:
-        """An old entry's lead could not be made (the embedder failed): the entry is left as it is (EMBEDDED,
-        served without a lead) and the next job tries again; nothing is recorded as FAILED."""
-        log.warning("cannot make the lead of %s yet: %s", self.path, err.message)
-        assert self.old is not None
-        return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(self.old.chunks),
-                           md5=self.old.source.md5_hash, reason=err.message)  # fmt: skip
-
     def _precheck(self) -> None:
         """Cheap refusals before the file is read at all (so a video is never hashed)."""
         assert self.st is not None
@@ -434,66 +299,3 @@ class FileTask:
         if self.st.st_size > limit:
             raise FileSkipped(f"file too large: {self.st.st_size} bytes > limits.max_file_size {limit}",
                               "raise limits.max_file_size to index it")  # fmt: skip
-
-    def _write(self, status: str, source: SourceInfo | None = None, **kw: Any) -> None:
-        stamp = sidecar.utc_stamp()
-        ident = self.ctx.identity
-        src = source or self.source
-        assert src is not None
-        created = self.old.create_dt if self.old and self.old.create_dt else stamp
-        revision = SPLIT_REVISION if kw.get("chunks") else None
-        metadata = self.labels.entry(self.document) if kw.get("chunks") else None
-        kw.setdefault("warning", self.warning)
-        entry = FileEntry(status=status, create_dt=created, modify_dt=stamp, source=src,
-                          model_name=ident.model_name, dimension=ident.dimension,
-                          splitter=ident.splitter.fingerprint, split_revision=revision, metadata=metadata,
-                          document_id=self.document_id(), **kw)  # fmt: skip
-        sidecar.write_entry(self.directory, entry, like=self.st)
-
-    def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
-        assert self.st is not None
-        error = {**err.to_dict(), "policy": self.ctx.policy}
-        self._write(SKIPPED, source=source_info(self.name, self.st, md5), error=error)
-        return FileOutcome(self.name, SKIPPED, reason=err.message, md5=md5, document_id=self.document_id(),
-                           size=self.st.st_size, parser=self.parser)  # fmt: skip
-
-    def failed(self, err: RagdError) -> FileOutcome:
-        """FAILED with the error and when it is retried (BACKOFF_CODES back off, others wait for a change); nothing
-        once the file's root is gone (the embedder failed after `roots remove`, say): adding the root again redoes
-        the file at once, as a root added for the first time."""
-        if self.ctx.dropped():
-            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
-        if self.change == Change.LEAD and self.old is not None:  # its entry is served as it is: kept
-            return self._lead_failed(err)
-        old = self.old
-        attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
-        backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
-        retry_at = backoff if isinstance(err, EmbedError) or err.code in BACKOFF_CODES else None
-        if self.st is None:  # nothing known about the file to record
-            return FileOutcome(self.name, FAILED, reason=err.message, retry_at=backoff)
-        error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
-        src = self.source or source_info(self.name, self.st, "")
-        chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
-        try:
-            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser, ocr=self.ocr)
-        except StorageError as unwritten:  # not even this could be written: the agent retries it by time
-            if unwritten.message != err.message:
-                log.error("%s", unwritten)
-            reason = err.message if err.code == StorageError.code else f"{err.message}; {unwritten.message}"
-            return FileOutcome(self.name, FAILED, reason=reason, retry_at=backoff)
-        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at, md5=src.md5_hash,
-                           document_id=self.document_id(), size=src.size_bytes, parser=self.parser)  # fmt: skip
-
-
-def permission_denied(path: Path) -> RagdError:
-    return RagdError(f"permission denied: {path}",
-                     "give the agent's user read access to the file; it is tried again when the file changes "
-                     "(a chmod counts)", code="permission")  # fmt: skip
-
-
-def _replaced(err: Exception, path: Path) -> bool:
-    """`err` says the file went away while it was processed: gone (or its folder, replaced by a file of its name:
-    NotADirectoryError), or replaced by a folder of its name (IsADirectoryError). The next job records it."""
-    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
-        return not os.path.lexists(path)
-    return isinstance(err, IsADirectoryError) and os.path.isdir(path) and not os.path.islink(path)

@@ -22,11 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..metakeys import STANDARD, canonical_key
+
 Fields = dict[str, tuple[str, ...]]
 
-STANDARD = ("title", "tags", "product", "version", "type", "author", "created")
-ALIASES = {"tag": "tags", "date": "created", "authors": "author", "creator": "author"}
-KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 MAX_KEYS = 64  # of a document's own, or of one folder defaults file
 MAX_VALUES = 64  # values of one key (tags)
 MAX_VALUE_CHARS = 500  # a longer value is left out (never cut: a cut value would match what it does not say)
@@ -39,13 +38,6 @@ _PLAIN = re.compile(
 )  # index/where.py: what a filter term keeps as is
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(Z|[+-]\d{2}'?\d{2}'?)?")
-
-
-def canonical_key(raw: str) -> str | None:
-    """`Tags` -> `tags`, `tag` -> `tags`, `date` -> `created`; None for a key that cannot be a field."""
-    key = raw.strip().lower()
-    key = ALIASES.get(key, key)
-    return key if KEY.match(key) else None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@
   "memory" (or, when a C library aborts instead of raising, as a crash).
 - When the agent stops the workers, files under way end with code "shutdown" (ABANDONED: redone at the next start).
 
-The directory job records the first three as FAILED entries retried with a backoff (filejob.BACKOFF_CODES), and
+The directory job records the first three as FAILED entries retried with a backoff (outcome.BACKOFF_CODES), and
 its other files go on.
 """
 

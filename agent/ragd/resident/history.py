@@ -41,8 +41,8 @@ from ..config import Config, HistoryConfig
 from ..paths import under_any
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult
-from ..pipeline.filejob import ABANDONED, RELABELED, FileOutcome
 from ..pipeline.identity import derived_id, new_id
+from ..pipeline.outcome import ABANDONED, RELABELED, FileOutcome
 from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 
 log = logging.getLogger(__name__)

@@ -36,8 +36,8 @@ from ..errors import RagdError
 from ..paths import root_of
 from ..pipeline import mushroom, sidecar
 from ..pipeline.dirjob import DirResult, JobContext
-from ..pipeline.filejob import SubmitFn
 from ..pipeline.identity import Identify, fallback
+from ..pipeline.outcome import SubmitFn
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import PERMISSION_DENIED, Ignore, unreadable, walk_dirs

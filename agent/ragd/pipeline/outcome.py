@@ -1,0 +1,89 @@
+"""What a directory job gives each of its files and gets back: the job's context (`JobContext`), a file's
+outcome (`FileOutcome`) and the states beyond an entry's (ABANDONED, RELABELED), and when a FAILED file is
+retried (`BACKOFF_CODES`, with a backoff from RETRY_BASE_S to RETRY_MAX_S; any other code waits for a change)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Config
+from ..errors import EmbedError, StorageError
+from ..model import EmbeddingIdentity
+from .identity import Identify, fallback
+from .scan import Ignore
+from .sidecar import EMBEDDED
+from .statcache import StatCache
+from .workers import CRASHED, MEMORY, TIMEOUT, Parsers
+
+WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may parse another time
+
+
+SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
+ReuseFn = Callable[[Sequence[str]], dict[str, str]]
+# left as it was (CHUNKED, or its old entry) because the agent stopped or the file's root was removed while its job
+# ran: redone at the next start, or when the root is added again
+ABANDONED = "ABANDONED"
+ROOT_REMOVED = "its root was removed while its directory's job ran"
+# unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
+RELABELED = "RELABELED"
+VANISHED = "vanished during the job"
+RETRY_BASE_S = 60.0
+RETRY_MAX_S = 6 * 3600.0
+# FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
+BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal", *WORKER_FAILURES})
+
+
+@dataclass(frozen=True)
+class JobContext:
+    config: Config
+    submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
+    ignore: Ignore
+    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
+    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
+    force: bool = False
+    roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
+    stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
+    parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
+    express: bool = False  # a change was seen in this directory: its files go to the parse workers first
+    identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
+    # True once the directory has left the roots (`ragctl roots remove` while its job ran): its files not yet
+    # recorded are left alone (ABANDONED), so that no FAILED verdict and its backoff outlive the root
+    dropped: Callable[[], bool] = lambda: False
+
+    @cached_property
+    def identity(self) -> EmbeddingIdentity:
+        return self.config.identity
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    name: str
+    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED, RELABELED
+    chunks: int = 0
+    embedded: int = 0  # texts sent to the embedder
+    reused: int = 0  # chunk vectors taken from stored entries
+    reason: str = ""
+    md5: str = ""  # of the source, when the file ends EMBEDDED
+    recorded: str = ""  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
+    retry_at: str | None = (
+        None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
+    )
+    document_id: str = ""  # of the file's entry ("" when none was written: vanished, abandoned)
+    size: int = -1  # of the source, as recorded
+    parser: str | None = None
+    recorded_at: str = ""  # for UNCHANGED: when its entry was written (modify_dt)
+
+    @property
+    def final_state(self) -> str:
+        """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
+        if self.state == "UNCHANGED":
+            return self.recorded or EMBEDDED
+        if self.state == ABANDONED:
+            return "PENDING"
+        return EMBEDDED if self.state in ("TOUCHED", RELABELED) else self.state

@@ -1,0 +1,110 @@
+"""A directory job's files, in rounds of FILES_PER_ROUND: each file begun and prepared as its chunks come back
+from the parse workers, its texts joining the shared embed queue, while the round before is finished; and the
+vectors its files may reuse (this directory's entries, then the index)."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+
+from . import sidecar
+from .dirplan import Plan, read_deleted
+from .filejob import FileTask
+from .outcome import FileOutcome, JobContext
+
+FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
+PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
+# a round's files are finished (their vectors awaited, their entries written) this many at a time: each entry's
+# write waits for its fsync (7 ms a file on a loaded machine, twice a file with the CHUNKED entry), which kept the
+# embedder waiting for texts (2.4 a request) while one thread wrote a big folder's entries one by one
+FINISH_THREADS = 4
+# a round's outcomes, all recorded, handed over (dirjob's steps); returns what is left to report at the end
+HandRound = Callable[[list[FileOutcome]], list[FileOutcome]]
+
+
+class _ReusePool:
+    """content_hash -> stored vector, from this directory's entries (live and deleted) and ctx.reuse."""
+
+    def __init__(self, ctx: JobContext, directory: Path, plan: Plan) -> None:
+        self._ctx, self._dir, self._plan = ctx, directory, plan
+        self._pool: dict[str, str] | None = None
+
+    def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
+        if self._pool is None:
+            # one entry at a time (a folder's entries together are ten times the vectors kept of them); an entry
+            # this job marked deleted (a rename's old name) is read under its deleted name
+            live = (self._plan.entry(self._dir, n) or read_deleted(self._dir, n) for n in self._plan.entries)
+            deleted = (read_deleted(self._dir, n) for n in self._plan.deleted)
+            entries = (e for e in itertools.chain(live, deleted) if e is not None)
+            ident = self._ctx.identity
+            self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
+        found = {h: self._pool[h] for h in hashes if h in self._pool}
+        missing = [
+            h for h in hashes if h not in found and not h.startswith(sidecar.LEAD_KEY)
+        ]  # no lead in the index
+        if missing and self._ctx.reuse is not None:
+            found.update(self._ctx.reuse(missing))
+        return found
+
+
+def run_files(ctx: JobContext, directory: Path, plan: Plan, hand: HandRound) -> list[FileOutcome]:
+    """Rounds of files: each file is prepared as its chunks come back from the parse workers (at most
+    `PARSE_AHEAD` of the job's files wait there, so that a changed directory's files never queue behind a whole
+    round of another's), its texts joining the shared embed queue; only then is the round before finished, so the
+    embedder always has the next round's texts while the last round's vectors are awaited."""
+    with ThreadPoolExecutor(FINISH_THREADS, thread_name_prefix="finish") as finishing:
+        return _rounds(ctx, directory, plan, hand, partial(_finish, finishing))
+
+
+def _rounds(
+    ctx: JobContext,
+    directory: Path,
+    plan: Plan,
+    hand: HandRound,
+    _finish: Callable[[list[FileTask]], list[FileOutcome]],
+) -> list[FileOutcome]:
+    reuse = _ReusePool(ctx, directory, plan)
+    outcomes: list[FileOutcome] = []
+    embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
+    done: list[FileOutcome] = []  # the previous round's files that ended before their texts were submitted
+    for start in range(0, len(plan.work), FILES_PER_ROUND):
+        todo = iter(plan.work[start : start + FILES_PER_ROUND])
+        parsing: deque[FileTask] = deque()
+        waiting: list[FileTask] = []
+        ended: list[FileOutcome] = []
+        while True:
+            while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
+                task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]),
+                                labels=plan.labels, planned=plan.listing.files.get(item[0]))  # fmt: skip
+                out = task.guard(task.begin)
+                if out is None:
+                    parsing.append(task)
+                else:
+                    ended.append(out)
+            if not parsing:
+                break
+            task = parsing.popleft()
+            out = task.guard(partial(task.prepare, reuse.lookup))
+            if out is None:
+                waiting.append(task)
+            else:
+                ended.append(out)
+        outcomes += hand(done + _finish(embedding))
+        embedding, done = waiting, ended
+    return outcomes + hand(done + _finish(embedding))
+
+
+def _finish(finishing: ThreadPoolExecutor, tasks: list[FileTask]) -> list[FileOutcome]:
+    """The tasks finished, FINISH_THREADS at a time (a task's state is its own; the entries are distinct files)."""
+    outcomes = list(finishing.map(_finish_one, tasks)) if len(tasks) > 1 else [_finish_one(t) for t in tasks]
+    return outcomes
+
+
+def _finish_one(task: FileTask) -> FileOutcome:
+    out = task.guard(task.finish)
+    assert out is not None
+    return out
