@@ -42,8 +42,10 @@ from pathlib import Path
 import numpy as np
 import zvec
 
-from ragd.index import Hit, fts, fusion, keywords, lexicon
-from ragd.index import evaluate as ev
+from ragd.index import Hit
+from ragd.index.keyword import fts, keywords, lexicon
+from ragd.index.query import evaluate as ev
+from ragd.index.ranking import fusion
 from ragd.pipeline import lead, sidecar
 from ragd.pipeline.embed.local import LocalEmbedder
 

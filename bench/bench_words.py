@@ -15,7 +15,7 @@ import re
 import time
 from pathlib import Path
 
-from ragd.index import words
+from ragd.index.keyword import words
 from ragd.pipeline.sidecar import read_entry
 
 

@@ -31,8 +31,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from ragd.config import Config, data_dir
 from ragd.index import open_index
-from ragd.index.sync import IndexSync
-from ragd.index.verify import Verifier, VerifyHooks
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.verify import Verifier, VerifyHooks
 from ragd.pipeline.scan import Ignore
 
 spec = json.loads(sys.argv[1])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragd.errors import RagdError
-from ragd.index.evaluate import (
+from ragd.index.query.evaluate import (
     ALL,
     Outcome,
     Scores,

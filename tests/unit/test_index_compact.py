@@ -12,10 +12,10 @@ import pytest
 
 from ragd.config import Config, IndexConfig
 from ragd.index import IndexBackend, collection_dir, open_index
-from ragd.index import zvec_backend as backend
-from ragd.index.sync import IndexSync
-from ragd.index.writer import Indexer
-from ragd.index.zvec_open import COMPACTED, COMPACTING
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.writer import Indexer
+from ragd.index.zvec import backend as backend
+from ragd.index.zvec.collection import COMPACTED, COMPACTING
 from ragd.model import md5_hex
 from ragd.pipeline.scan import Ignore
 from tests.support.poll import poll

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragd.index.entrycache import SidecarCache, pack, unpack
+from ragd.index.write.entrycache import SidecarCache, pack, unpack
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
 from ragd.pipeline.scan import Expected

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..model import EmbeddingIdentity
-from ..paths import is_under, outermost, under_any
-from ..pipeline import mushroom, sidecar
-from ..pipeline.scan import (
+from ...model import EmbeddingIdentity
+from ...paths import is_under, outermost, under_any
+from ...pipeline import mushroom, sidecar
+from ...pipeline.scan import (
     PERMISSION_DENIED,
     Expected,
     Ignore,
@@ -41,8 +41,8 @@ from ..pipeline.scan import (
     unreadable,
     walk_dirs,
 )
-from ..pipeline.sidecar import SourceInfo
-from . import SourceSummary
+from ...pipeline.sidecar import SourceInfo
+from ..backend import SourceSummary
 from .entrycache import SidecarCache
 from .sync import IndexSync, servable
 

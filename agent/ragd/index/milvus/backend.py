@@ -27,12 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from ..config import IndexConfig
-from ..errors import IndexBusy, IndexError_, IndexUnavailable
-from ..model import EmbeddingIdentity
-from . import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite, fts, hybrid, phrases, records
-from . import milvus_filters as M
-from .milvus_schema import (
+from ...config import IndexConfig
+from ...errors import IndexBusy, IndexError_, IndexUnavailable
+from ...model import EmbeddingIdentity
+from .. import records
+from ..backend import BUSY_HINT, Hit, IndexChunk, SourceSummary, SourceWrite
+from ..keyword import fts
+from ..ranking import hybrid
+from ..records import check_vector
+from ..where import Where
+from . import filters as M
+from . import phrases
+from .schema import (
     AGENT,
     CHUNK_INDEX,
     EMBEDDING,
@@ -58,8 +64,6 @@ from .milvus_schema import (
     to_hit,
     to_rows,
 )
-from .records import check_vector
-from .where import Where
 
 log = logging.getLogger(__name__)
 for _noisy in ("faiss", "milvus_lite"):  # each logs its every step at INFO

@@ -2,14 +2,14 @@
 
 Concurrency: zvec allows one writer or many readers per collection, across processes (a `flock` on `<dir>/LOCK`;
 a second open raises IndexBusy). Within the process, zvec 0.8.0 with its default query thread pool deadlocked
-when a write or an optimize ran beside two or more queries; with one query thread (`zvec_open._ensure_init`) it did
+when a write or an optimize ran beside two or more queries; with one query thread (`collection._ensure_init`) it did
 not in stress runs. Writes and optimize take the write lock *and* the readers-writer lock exclusively (one writer
 or many readers, as zvec documents), and queries share the readers-writer lock: searches wait for an optimize
 (HNSW only; a flat collection is compacted instead, between whose steps searches go on). On a collection of several
 segments (after an optimize) queries side by side still hung now and then under load, so there they run one at a
 time (`ReadWriteLock.serial`).
 
-Here: opening, writes, optimize and compaction, rest, close; the reads are in zvec_reads.py (the base class).
+Here: opening, writes, optimize and compaction, rest, close; the reads are in reads.py (the base class).
 """
 
 from __future__ import annotations
@@ -24,23 +24,19 @@ from typing import Any
 
 import zvec
 
-from ..config import IndexConfig
-from ..errors import IndexError_
-from ..model import EmbeddingIdentity
-from . import (
-    IndexChunk,
-    SourceWrite,
-    health,
-    scan,
-    zvec_open,
-)
+from ...config import IndexConfig
+from ...errors import IndexError_
+from ...model import EmbeddingIdentity
+from ..backend import IndexChunk, SourceWrite
+from ..keyword.keywords import KeywordDoc, KeywordIndex, open_keywords
+from ..records import encode_lead, extension, metadata_columns
+from . import collection as zvec_open
 from . import filters as F
-from .keywords import KeywordDoc, KeywordIndex, open_keywords
-from .records import encode_lead, extension, metadata_columns
+from . import health, scan
+from .collection import Resting, check_statuses, open_collection, zvec_errors
+from .reads import ZvecReads
 from .rwlock import ReadWriteLock
-from .zvec_open import Resting, check_statuses, open_collection, zvec_errors
-from .zvec_reads import ZvecReads
-from .zvec_schema import (
+from .schema import (
     EMBEDDING,
     FTS_TEXT,
     META_TERMS,
