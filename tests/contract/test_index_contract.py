@@ -680,10 +680,10 @@ class TestMilvusSharedCollection:
     def test_listings_page_past_the_query_limit(
         self, agents: tuple[Opener, Opener], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from ragd.index.milvus import backend as milvus_backend
+        from ragd.index.milvus import reads as milvus_reads
 
-        monkeypatch.setattr(milvus_backend, "PAGE_ROWS", 3)  # one query per 3 rows, at most 5 rows a query
-        monkeypatch.setattr(milvus_backend, "QUERY_LIMIT", 5)
+        monkeypatch.setattr(milvus_reads, "PAGE_ROWS", 3)  # one query per 3 rows, at most 5 rows a query
+        monkeypatch.setattr(milvus_reads, "QUERY_LIMIT", 5)
         alice, bob = agents[0](), agents[1]()
         writes = [SourceWrite(f"/p/s{i}.md", f"m{i}", "/p", chunks_of(f"/p/s{i}.md", ["c"] * (i % 7 + 1)))
                   for i in range(30)]  # fmt: skip
