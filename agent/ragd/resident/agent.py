@@ -30,7 +30,8 @@ from ..index import IndexBackend, destroy_index, open_index, open_or_rebuild
 from ..index.keyword import keywords, lexicon
 from ..index.query.search import SearchService
 from ..index.write.sync import IndexSync
-from ..index.write.verify import Verifier, VerifyHooks
+from ..index.write.verification import VerifyHooks
+from ..index.write.verify import Verifier
 from ..index.write.writer import EDITING_S, Indexer
 from ..paths import Within, is_under, outermost, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
