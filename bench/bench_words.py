@@ -1,4 +1,4 @@
-"""How fast text is cut into the keyword index's words (index/words.py), on the chunks of an indexed tree.
+"""How fast text is cut into the keyword index's words (index/keyword/words.py), on the chunks of an indexed tree.
 
     python -m bench.bench_words DIR [--rounds 3]
 

@@ -1,4 +1,4 @@
-"""The keyword index beside a zvec collection (index/keywords.py, index/words.py), on real collections: how text is
+"""The keyword index beside a zvec collection (index/keyword/keywords.py, index/keyword/words.py), on real collections: how text is
 cut, filters on awkward paths and metadata, and how the keyword index is brought level with the collection after a
 crash or a loss."""
 

@@ -1,4 +1,4 @@
-"""Chinese questions to English search words (index/lexicon.py), with the shipped CC-CEDICT and with small tables."""
+"""Chinese questions to English search words (index/keyword/lexicon.py), with the shipped CC-CEDICT and with small tables."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The verifier's memory of what each sidecar entry says (index/verify.py `SidecarCache`), on real files."""
+"""The verifier's memory of what each sidecar entry says (index/write/entrycache.py `SidecarCache`), on real files."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Reading matters, not only opening: a damaged manifest crashed some opens only at
 
 `python -m ragd.index.zvec.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the
 collection for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph
-of its copy outside the agent's process, whose searches go on meanwhile (zvec/backend.py, `compact`). It prints
+of its copy outside the agent's process, whose searches go on meanwhile (zvec/upkeep.py, `compact`). It prints
 `ok, N documents, T s`.
 """
 
