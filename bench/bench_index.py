@@ -65,8 +65,8 @@ def _md5(text: str) -> str:
 def bulk_load(idx: object, vecs: np.ndarray, texts: list[str]) -> None:
     """Insert straight into the collection, 1,024 documents a call (zvec's limit), skipping replace_source's
     per-source lookup: how a 1M-chunk collection can be built for measuring queries in reasonable time."""
-    from ragd.index.zvec_backend import keyword_doc
-    from ragd.index.zvec_schema import to_doc
+    from ragd.index.zvec.schema import to_doc
+    from ragd.index.zvec.writes import keyword_doc
 
     with idx._exclusive("write") as coll:  # type: ignore[attr-defined]
         keywords = idx._keywords()  # type: ignore[attr-defined]
@@ -145,7 +145,7 @@ def bench_reconcile(n: int, tmp: Path) -> None:
     from bench.corpus import generate
     from bench.fake_api import EmbeddingsAPI
     from ragd.config import Config
-    from ragd.index.sync import IndexSync
+    from ragd.index.write.sync import IndexSync
     from ragd.pipeline.scan import Ignore, walk_dirs
 
     root = tmp / "tree"

@@ -58,7 +58,7 @@ index.count()
 _LEXICON = """
 import tempfile
 from pathlib import Path
-from ragd.index.lexicon import Lexicon, prepare
+from ragd.index.keyword.lexicon import Lexicon, prepare
 table = Path(tempfile.mkdtemp()) / "cedict.sqlite"
 prepare(table)
 base, t0 = rss(), time.perf_counter()  # what the agent's first question pays: the file is made at its start
@@ -74,7 +74,7 @@ PIECES: list[tuple[str, str, str]] = [  # (what, where it lives, the statements)
     (
         "rjieba, its dictionary loaded (the keyword index's Chinese cut)",
         "agent, first Chinese text",
-        "from ragd.index.words import cut\ncut('配置文件')",
+        "from ragd.index.keyword.words import cut\ncut('配置文件')",
     ),
     ("the MCP server (mcp, starlette, uvicorn)", "agent", "import ragd.mcp.app"),
     ("the agent's modules (ragd.resident.agent)", "agent", "import ragd.resident.agent"),
@@ -86,7 +86,7 @@ PIECES: list[tuple[str, str, str]] = [  # (what, where it lives, the statements)
     (
         "CC-CEDICT parsed into memory",
         "a process without a data directory",
-        "from ragd.index.lexicon import parse\nparse()",
+        "from ragd.index.keyword.lexicon import parse\nparse()",
     ),
     ("CC-CEDICT looked up in its table file", "agent, first Chinese question", _LEXICON),
     ("the openai client", "agent, with an API embedder", "import openai"),

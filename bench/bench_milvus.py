@@ -102,7 +102,8 @@ def source_of(i: int) -> str:
 def one(backend: str, n: int, nq: int, budget_s: float) -> dict[str, Any]:
     """In this process: build one backend's index of n chunks, query it; the figures as a dict."""
     from ragd.config import IndexConfig
-    from ragd.index import IndexChunk, SourceWrite, lexicon, open_index
+    from ragd.index import IndexChunk, SourceWrite, open_index
+    from ragd.index.keyword import lexicon
     from ragd.model import EmbeddingIdentity
 
     out: dict[str, Any] = {"backend": backend, "n": n, "load_start": os.getloadavg()[0]}

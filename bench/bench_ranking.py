@@ -7,7 +7,7 @@ headers and vectors are read back from the corpus's sidecars, so nothing is embe
 Then, for every question:
 
 - the dense side is exact (cosine against every chunk vector, numpy), as the flat index ranks it;
-- the keyword side as shipped runs against a scratch keyword index (index/keywords.py, tantivy) built from the same
+- the keyword side as shipped runs against a scratch keyword index (index/keyword/keywords.py, tantivy) built from the same
   chunks; variants against a scratch zvec collection with several full-text fields: zvec's jieba in its `search`
   cut mode (the keyword field of ragd before issue 14), `mix` and `full`, CJK character bigrams (zvec's ngram
   tokenizer over the Chinese text only) next to the shipped list, the header alone next to it; every variant keeps
@@ -42,8 +42,10 @@ from pathlib import Path
 import numpy as np
 import zvec
 
-from ragd.index import Hit, fts, fusion, keywords, lexicon
-from ragd.index import evaluate as ev
+from ragd.index import Hit
+from ragd.index.keyword import fts, keywords, lexicon
+from ragd.index.query import evaluate as ev
+from ragd.index.ranking import fusion
 from ragd.pipeline import lead, sidecar
 from ragd.pipeline.embed.local import LocalEmbedder
 

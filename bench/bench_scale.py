@@ -112,7 +112,7 @@ def real(where: Path, size: int, queries: int) -> tuple[np.ndarray, list[str], n
     texts = json.loads((where / "texts.json").read_text())
     if size + queries > len(texts):
         raise SystemExit(f"{where} holds {len(texts):,} passages: fewer than --size + --queries")
-    from ragd.index.words import joined
+    from ragd.index.keyword.words import joined
 
     return (np.ascontiguousarray(vectors[:size]), texts[:size], np.ascontiguousarray(vectors[-queries:]),
             [joined(t) for t in texts[-queries:]])  # fmt: skip

@@ -1,4 +1,4 @@
-"""How fast text is cut into the keyword index's words (index/words.py), on the chunks of an indexed tree.
+"""How fast text is cut into the keyword index's words (index/keyword/words.py), on the chunks of an indexed tree.
 
     python -m bench.bench_words DIR [--rounds 3]
 
@@ -15,7 +15,7 @@ import re
 import time
 from pathlib import Path
 
-from ragd.index import words
+from ragd.index.keyword import words
 from ragd.pipeline.sidecar import read_entry
 
 

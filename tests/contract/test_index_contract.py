@@ -680,10 +680,10 @@ class TestMilvusSharedCollection:
     def test_listings_page_past_the_query_limit(
         self, agents: tuple[Opener, Opener], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from ragd.index import milvus_backend
+        from ragd.index.milvus import reads as milvus_reads
 
-        monkeypatch.setattr(milvus_backend, "PAGE_ROWS", 3)  # one query per 3 rows, at most 5 rows a query
-        monkeypatch.setattr(milvus_backend, "QUERY_LIMIT", 5)
+        monkeypatch.setattr(milvus_reads, "PAGE_ROWS", 3)  # one query per 3 rows, at most 5 rows a query
+        monkeypatch.setattr(milvus_reads, "QUERY_LIMIT", 5)
         alice, bob = agents[0](), agents[1]()
         writes = [SourceWrite(f"/p/s{i}.md", f"m{i}", "/p", chunks_of(f"/p/s{i}.md", ["c"] * (i % 7 + 1)))
                   for i in range(30)]  # fmt: skip
@@ -733,7 +733,7 @@ def test_an_unreachable_milvus_server_raises_index_unavailable(tmp_path: Path, d
     timeout = 0.5
     started = time.monotonic()
     ix = open_index(tmp_path, IDENTITY, IndexConfig(backend="milvus", uri=dead_uri, timeout=timeout))
-    from ragd.index.milvus_backend import MilvusIndex
+    from ragd.index.milvus.backend import MilvusIndex
 
     assert isinstance(ix, MilvusIndex)
     try:
@@ -770,7 +770,7 @@ def test_a_documents_lead_is_held_by_each_chunk_and_ranks_the_documents_found(ix
     """Every chunk of a source carries its document's lead vector (a rewrite without one clears it). A hybrid
     query ranks the documents found by their leads once more: the answer, second by its chunks, whose lead is the
     question's own, comes first; the reference, first by its chunks, has a lead below the first LEAD_DEPTH."""
-    from ragd.index.fusion import LEAD_DEPTH
+    from ragd.index.ranking.fusion import LEAD_DEPTH
     from ragd.index.records import decode_lead
 
     def put(path: str, vec: np.ndarray, lead: np.ndarray | None, texts: int = 1) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from ragctl.protocol import Client, socket_path
 from ragd.config import data_dir, load_config
-from ragd.index import collection_dir, health
+from ragd.index import collection_dir
+from ragd.index.zvec import health
 from ragd.pipeline import mushroom, sidecar
 from tests.e2e.agent import (
     AgentProcess,

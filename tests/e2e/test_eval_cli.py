@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.index.evaluate import ALL, Outcome, Scores, by_group, documents
+from ragd.index.query.evaluate import ALL, Outcome, Scores, by_group, documents
 from tests.e2e.conftest import ragd, ragd_json, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 

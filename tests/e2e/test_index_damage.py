@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from ragd.config import data_dir, load_config
-from ragd.index import collection_dir, health
+from ragd.index import collection_dir
+from ragd.index.zvec import health
 from ragd.pipeline import sidecar
 from tests.e2e.conftest import ragd, ragd_json
 

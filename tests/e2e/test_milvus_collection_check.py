@@ -33,7 +33,7 @@ def test_a_collection_without_its_indexes_is_refused_and_kept(
     from pymilvus import MilvusClient
 
     from ragd.config import load_config
-    from ragd.index.milvus_schema import build_schema, milvus_name
+    from ragd.index.milvus.schema import build_schema, milvus_name
 
     root = tmp_path / "kb"
     write_doc(root / "a.md", "alpha")

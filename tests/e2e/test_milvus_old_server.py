@@ -97,7 +97,7 @@ def test_a_collection_made_on_an_old_server_is_named_for_what_it_lacks(old_milvu
     """What an earlier ragd (or anyone) made there with ragd's schema: the server kept the field names only."""
     from pymilvus import MilvusClient
 
-    from ragd.index.milvus_schema import build_schema, collection_problems
+    from ragd.index.milvus.schema import build_schema, collection_problems
 
     client = MilvusClient(uri=old_milvus.uri, timeout=30)
     name = f"{PREFIX}made_wrong"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ragd.config import data_dir, load_config
 from ragd.index import open_index
-from ragd.index.sync import BATCH, IndexSync
+from ragd.index.write.sync import BATCH, IndexSync
 from ragd.pipeline import mushroom
 from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config

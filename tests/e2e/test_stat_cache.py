@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from ragd.config import data_dir, load_config
-from ragd.index import collection_dir, keywords, open_index
+from ragd.index import collection_dir, open_index
+from ragd.index.keyword import keywords
 from ragd.pipeline import mushroom, sidecar, statcache
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support.opens import OpenWatch

@@ -11,8 +11,8 @@ import pytest
 
 from ragd.config import Config, data_dir
 from ragd.index import IndexBackend, open_index
-from ragd.index.search import SearchService
-from ragd.index.sync import IndexSync
+from ragd.index.query.search import SearchService
+from ragd.index.write.sync import IndexSync
 from ragd.pipeline import mushroom
 from ragd.pipeline.scan import Ignore, walk_dirs
 from tests.conftest import DATA

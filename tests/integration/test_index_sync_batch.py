@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from ragd.config import Config, data_dir
-from ragd.index import open_index, writer
-from ragd.index.sync import STAGE_CHUNKS, IndexSync
-from ragd.index.writer import Indexer
-from ragd.index.zvec_backend import ZvecIndex
-from ragd.index.zvec_schema import doc_id, to_doc
+from ragd.index import open_index
+from ragd.index.write import writer
+from ragd.index.write.sync import STAGE_CHUNKS, IndexSync
+from ragd.index.write.writer import Indexer
+from ragd.index.zvec.backend import ZvecIndex
+from ragd.index.zvec.schema import doc_id, to_doc
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.scan import Ignore
 from tests.integration.helpers import run
@@ -164,7 +165,7 @@ def _shifted(idx: ZvecIndex, path: str, n: int) -> list:
     """Copies of the source's first chunks numbered n, n+1, … (as if a longer version had been there)."""
     from dataclasses import replace
 
-    from ragd.index.sync import to_index_chunks
+    from ragd.index.write.sync import to_index_chunks
 
     p = Path(path)
     entry = sidecar.read_entry(sidecar.entry_path(p.parent, p.name))

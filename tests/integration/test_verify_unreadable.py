@@ -1,4 +1,4 @@
-"""The verification over a tree with a folder the agent cannot read: a real pass (index/verify.py) over a real zvec
+"""The verification over a tree with a folder the agent cannot read: a real pass (index/write/verify.py) over a real zvec
 index, run as `nobody` in a child process (the test runs as root, who reads everything).
 
     kb/top.md  kb/sub/a.md  kb/sub/inner/b.md     indexed first (as root), then sub/ is closed
@@ -31,8 +31,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from ragd.config import Config, data_dir
 from ragd.index import open_index
-from ragd.index.sync import IndexSync
-from ragd.index.verify import Verifier, VerifyHooks
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.verification import VerifyHooks
+from ragd.index.write.verify import Verifier
 from ragd.pipeline.scan import Ignore
 
 spec = json.loads(sys.argv[1])

@@ -73,7 +73,7 @@ _ORPHANED_SPAWN = re.compile(
 )
 
 
-# what the agent's verification logs for each repair, and for a pass that repaired (index/verify.py)
+# what the agent's verification logs for each repair, and for a pass that repaired (index/write/verify.py)
 REPAIR = re.compile(r"verify: .*(re-synced from its sidecar|with no EMBEDDED sidecar under a root; removed)"
                     r"|index verified \(.*\): \d+ sources repaired")  # fmt: skip
 

@@ -207,7 +207,7 @@ def test_a_caller_with_an_unusable_row_is_dropped_from_later_batches() -> None:
 def test_row_problems_agree_with_the_index() -> None:
     """A vector passes the embed stage exactly when the index accepts it (so no sidecar holds one it refuses)."""
     from ragd.errors import RagdError
-    from ragd.index.zvec_schema import check_vector
+    from ragd.index.zvec.schema import check_vector
 
     rows = np.array(
         [

@@ -1,4 +1,4 @@
-"""Retrieval metrics (index/evaluate.py) and the queries file (verbs/evaluate.py), against hand-computed figures."""
+"""Retrieval metrics (index/query/evaluate.py) and the queries file (verbs/evaluate.py), against hand-computed figures."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragd.errors import RagdError
-from ragd.index.evaluate import (
+from ragd.index.query.evaluate import (
     ALL,
     Outcome,
     Scores,

@@ -9,7 +9,7 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.index import IndexBackend, open_index
-from ragd.index import filters as F
+from ragd.index.zvec import filters as F
 from tests.unit.test_index_zvec import IDENTITY, embed, load_corpus
 
 # Directory names chosen to break naive LIKE/quote handling: wildcards, quotes, backslashes (also at the end,

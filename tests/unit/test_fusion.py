@@ -4,8 +4,8 @@ import math
 from dataclasses import replace
 
 from ragd.index import Hit
-from ragd.index.fts import Term, identifier_like
-from ragd.index.fusion import (
+from ragd.index.keyword.fts import Term, identifier_like
+from ragd.index.ranking.fusion import (
     DOC_RANK_CONSTANT,
     KEYWORD_FLOOR,
     KEYWORD_WEIGHT,

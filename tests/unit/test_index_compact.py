@@ -12,10 +12,10 @@ import pytest
 
 from ragd.config import Config, IndexConfig
 from ragd.index import IndexBackend, collection_dir, open_index
-from ragd.index import zvec_backend as backend
-from ragd.index.sync import IndexSync
-from ragd.index.writer import Indexer
-from ragd.index.zvec_open import COMPACTED, COMPACTING
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.writer import Indexer
+from ragd.index.zvec import upkeep
+from ragd.index.zvec.collection import COMPACTED, COMPACTING
 from ragd.model import md5_hex
 from ragd.pipeline.scan import Ignore
 from tests.support.poll import poll
@@ -127,7 +127,7 @@ def test_a_read_only_or_hnsw_collection_is_never_compacted(tmp_path: Path) -> No
 def test_the_index_writer_compacts_once_the_blocks_pile_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(backend, "COMPACT_BLOCKS", 5)  # the threshold, not the behaviour: 64 flushes are slow
+    monkeypatch.setattr(upkeep, "COMPACT_BLOCKS", 5)  # the threshold, not the behaviour: 64 flushes are slow
     root = tmp_path / "kb"
     root.mkdir()
     index = open_index(tmp_path / "data", IDENTITY, IndexConfig())

@@ -19,7 +19,8 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.errors import IndexBusy, IndexError_
-from ragd.index import collection_dir, health, open_index, open_or_rebuild
+from ragd.index import collection_dir, open_index, open_or_rebuild
+from ragd.index.zvec import health
 from tests.unit.test_index_zvec import HOLDER, IDENTITY, load_corpus, rel_paths
 
 SMALL = {"a.md": ["alpha text about quokkas"], "b.md": ["beta text", "more beta"]}
@@ -176,7 +177,7 @@ def test_the_collections_of_earlier_index_schemas_are_removed_and_others_kept(tm
     """After an upgrade that changes the collection's fields, the old collection is derived data no version can
     open any more: it is removed when the new one is opened for writing (the new one is filled from the sidecars);
     another identity's collection (another model) stays."""
-    from ragd.index import SCHEMA_VERSION, collection_name
+    from ragd.index.backend import SCHEMA_VERSION, collection_name
     from ragd.model import EmbeddingIdentity
 
     older = tmp_path / "index" / collection_name(IDENTITY, SCHEMA_VERSION - 1)

@@ -15,9 +15,9 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.index import IndexBackend, open_index, open_or_rebuild
-from ragd.index import scan as index_scan
-from ragd.index.zvec_backend import ZvecIndex
-from ragd.index.zvec_schema import CHUNK_INDEX, SOURCE_PATH
+from ragd.index.zvec import scan as index_scan
+from ragd.index.zvec.backend import ZvecIndex
+from ragd.index.zvec.schema import CHUNK_INDEX, SOURCE_PATH
 from ragd.model import md5_hex
 from tests.unit.test_index_zvec import IDENTITY, embed, make_chunks
 

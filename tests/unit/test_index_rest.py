@@ -12,7 +12,8 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.errors import IndexBusy
-from ragd.index import IndexBackend, collection_dir, health, open_index
+from ragd.index import IndexBackend, collection_dir, open_index
+from ragd.index.zvec import health
 from tests.unit.test_index_zvec import HOLDER, IDENTITY, embed, load_corpus, rel_paths
 
 

@@ -17,8 +17,8 @@ import pytest
 from ragd.config import IndexConfig
 from ragd.errors import IndexError_
 from ragd.index import IndexBackend, SourceWrite, open_index
-from ragd.index.zvec_backend import ZvecIndex
-from ragd.index.zvec_schema import doc_id, to_doc
+from ragd.index.zvec.backend import ZvecIndex
+from ragd.index.zvec.schema import doc_id, to_doc
 from tests.unit.test_index_zvec import DIM, IDENTITY, make_chunks
 
 

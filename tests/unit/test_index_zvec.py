@@ -30,7 +30,7 @@ from ragd.index import (
     open_index,
     open_or_rebuild,
 )
-from ragd.index.zvec_backend import ZvecIndex
+from ragd.index.zvec.backend import ZvecIndex
 from ragd.model import EmbeddingIdentity, SplitterSettings, md5_hex
 from tests.support.poll import poll
 
@@ -368,7 +368,7 @@ def test_sources_flags_a_half_written_source(index: IndexBackend, tmp_path: Path
     path = str(tmp_path / "a.md")
     index.replace_source(path, "old", str(tmp_path), make_chunks(path, ["1", "2", "3"]))
     assert isinstance(index, ZvecIndex)
-    from ragd.index.zvec_schema import to_doc  # simulate the crash with a raw write of one new-version chunk
+    from ragd.index.zvec.schema import to_doc  # simulate the crash with a raw write of one new-version chunk
 
     index._live().upsert([to_doc(path, "new", str(tmp_path), make_chunks(path, ["1 changed"])[0], DIM, 1)])
     summary = index.sources()[path]
@@ -588,7 +588,7 @@ def test_optimize_with_concurrent_queries_and_writes(tmp_path: Path) -> None:
 
 # -- the readers-writer lock ------------------------------------------------------------------------------------
 def test_a_serial_lock_lets_one_reader_in_at_a_time() -> None:
-    from ragd.index.rwlock import ReadWriteLock
+    from ragd.index.zvec.rwlock import ReadWriteLock
 
     lock = ReadWriteLock()
     inside, most, guard = [0], [0], threading.Lock()
@@ -629,7 +629,7 @@ def test_an_optimized_collection_answers_one_query_at_a_time(tmp_path: Path) -> 
 
 
 def test_read_write_lock_excludes_and_starves_no_one() -> None:
-    from ragd.index.rwlock import ReadWriteLock
+    from ragd.index.zvec.rwlock import ReadWriteLock
 
     lock, stop = ReadWriteLock(), threading.Event()
     state = {"readers": 0, "writers": 0, "reads": 0, "writes": 0, "bad": 0}

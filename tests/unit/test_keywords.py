@@ -1,4 +1,4 @@
-"""The keyword index beside a zvec collection (index/keywords.py, index/words.py), on real collections: how text is
+"""The keyword index beside a zvec collection (index/keyword/keywords.py, index/keyword/words.py), on real collections: how text is
 cut, filters on awkward paths and metadata, and how the keyword index is brought level with the collection after a
 crash or a loss."""
 
@@ -14,12 +14,13 @@ import pytest
 
 from ragd.config import IndexConfig
 from ragd.errors import IndexError_
-from ragd.index import SourceWrite, collection_dir, open_index, words
-from ragd.index import keywords as K
-from ragd.index.fts import normalize, terms
+from ragd.index import SourceWrite, collection_dir, open_index
+from ragd.index.keyword import keywords as K
+from ragd.index.keyword import words
+from ragd.index.keyword.fts import normalize, terms
+from ragd.index.keyword.words import MAX_WORD, cut
 from ragd.index.where import parse_where
-from ragd.index.words import MAX_WORD, cut
-from ragd.index.zvec_backend import ZvecIndex
+from ragd.index.zvec.backend import ZvecIndex
 from ragd.model import md5_hex
 from tests.unit.test_index_zvec import IDENTITY, make_chunks, rel_paths
 
@@ -226,7 +227,7 @@ def test_a_commit_cut_short_by_a_crash_is_made_again_at_the_next_open(tmp_path: 
     """A SIGKILL during a commit can leave the commit's `.del` file written and meta.json not: the next open makes
     the same commit again, which failed with FileAlreadyExists (the agent could not start, found by the model
     test). The writer clears the files no commit refers to when it opens."""
-    from ragd.index.keywords import KeywordDoc, KeywordIndex
+    from ragd.index.keyword.keywords import KeywordDoc, KeywordIndex
 
     live, before = tmp_path / "kw", tmp_path / "kw-before"
     docs = [

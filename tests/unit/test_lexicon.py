@@ -1,4 +1,4 @@
-"""Chinese questions to English search words (index/lexicon.py), with the shipped CC-CEDICT and with small tables."""
+"""Chinese questions to English search words (index/keyword/lexicon.py), with the shipped CC-CEDICT and with small tables."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragd.index.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare, shared, use_cache
+from ragd.index.keyword.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare, shared, use_cache
 
 LINES = [
     "# CC-CEDICT-like header",
@@ -74,7 +74,7 @@ def test_the_shipped_dictionary_translates_technical_questions() -> None:
 
 def test_without_the_dictionary_questions_are_not_translated(caplog: pytest.LogCaptureFixture) -> None:
     lex = Lexicon(package="ragd_no_such_dictionary_package")
-    with caplog.at_level(logging.WARNING, logger="ragd.index.lexicon"):
+    with caplog.at_level(logging.WARNING, logger="ragd.index.keyword.lexicon"):
         assert lex.english("磁盘空间") == [] and lex.query_string("磁盘空间") is None
         assert not lex.available
     assert sum("not translated" in r.getMessage() for r in caplog.records) == 1  # said once

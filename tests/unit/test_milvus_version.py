@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragd.index.milvus_schema import MIN_VERSION, parse_version
+from ragd.index.milvus.schema import MIN_VERSION, parse_version
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from ragctl import render
 from ragd.config import IndexConfig
 from ragd.index import IndexBackend, open_index
-from ragd.index.hybrid import explaining
+from ragd.index.ranking.hybrid import explaining
 from tests.unit.test_index_zvec import IDENTITY, embed, load_corpus, rel_paths
 
 # Words the filler pages are made of: common English and Chinese words, among them ones that share characters

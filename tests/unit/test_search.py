@@ -12,8 +12,8 @@ import pytest
 from ragd.config import IndexConfig
 from ragd.errors import RagdError
 from ragd.index import IndexBackend, open_index
-from ragd.index.fts import MAX_TERMS, query_string
-from ragd.index.search import FILE_CANDIDATES, SearchService, snippet
+from ragd.index.keyword.fts import MAX_TERMS, query_string
+from ragd.index.query.search import FILE_CANDIDATES, SearchService, snippet
 from tests.unit.test_index_zvec import CORPUS, IDENTITY, embed, load_corpus
 
 Env = tuple[IndexBackend, Path, Path]

@@ -1,4 +1,4 @@
-"""The verifier's memory of what each sidecar entry says (index/verify.py `SidecarCache`), on real files."""
+"""The verifier's memory of what each sidecar entry says (index/write/entrycache.py `SidecarCache`), on real files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragd.index.entrycache import SidecarCache, pack, unpack
+from ragd.index.write.entrycache import SidecarCache, pack, unpack
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
 from ragd.pipeline.scan import Expected

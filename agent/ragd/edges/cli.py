@@ -222,7 +222,7 @@ def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:
     if (
         config.index.backend == "milvus"
     ):  # the server's version and the collection: refused here, not at start
-        from ..index.milvus_backend import check_server_of
+        from ..index.milvus.connection import check_server_of
 
         said = check_server_of(data_dir(config), config.identity, config.index)
         print(f"# index: {said}", file=sys.stderr if args.json else sys.stdout)

@@ -19,8 +19,8 @@ from ..pipeline.scan import Ignore
 
 if TYPE_CHECKING:
     from ..index import IndexBackend
-    from ..index.search import SearchService
-    from ..index.sync import IndexSync
+    from ..index.query.search import SearchService
+    from ..index.write.sync import IndexSync
     from ..resident.history import History
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ class Offline:
 
     def searcher(self) -> SearchService:
         if self._searcher is None:
-            from ..index.search import SearchService
+            from ..index.query.search import SearchService
             from ..pipeline.embed import MODELS, make_embedder
 
             # loads nothing until a query needs a vector
@@ -67,7 +67,7 @@ class Offline:
         return self._index
 
     def write(self, fn: Callable[[IndexSync], T]) -> Future[T]:
-        from ..index.sync import IndexSync
+        from ..index.write.sync import IndexSync
 
         fut: Future[T] = Future()
         try:
@@ -82,7 +82,8 @@ class Offline:
 @contextmanager
 def offline(config: Config, *, writes: bool = False) -> Iterator[Offline]:
     """The index of `config` opened for one command; RagdError(usage) when there is none yet."""
-    from ..index import lexicon, open_index
+    from ..index import open_index
+    from ..index.keyword import lexicon
 
     if config.index.backend == "zvec" and not collection_dir(data_dir(config), config.identity).exists():
         raise RagdError(f"no index for {config.identity.model_name} in {data_dir(config)}",

@@ -15,7 +15,7 @@ import orjson
 
 from ..errors import IndexError_
 from ..pipeline.metadata import fields_json
-from . import SourceSummary
+from .backend import SourceSummary
 from .where import terms
 
 HEADING_SEP = " > "

@@ -2,7 +2,7 @@
 
 What a document says it is about is often in its first lines (a man page's NAME line, a README's first paragraph),
 and in none of the chunks of a long document taken alone. Hybrid search ranks the documents it found by their lead's
-cosine to the question as one more list (index/fusion.py; measured on the development set: docs/benchmarks.md).
+cosine to the question as one more list (index/ranking/fusion.py; measured on the development set: docs/benchmarks.md).
 
 Headings (Markdown's, and the titles of reStructuredText and setext with the line of `=`, `-`, `~`… under them),
 tables, rules, code (fenced or indented), images, HTML lines and reStructuredText directives are left out: the headings a kind

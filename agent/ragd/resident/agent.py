@@ -26,11 +26,13 @@ from ragctl import protocol as p
 from .. import __version__
 from ..config import Config, data_dir
 from ..errors import IndexUnavailable, RagdError
-from ..index import IndexBackend, destroy_index, keywords, lexicon, open_index, open_or_rebuild
-from ..index.search import SearchService
-from ..index.sync import IndexSync
-from ..index.verify import Verifier, VerifyHooks
-from ..index.writer import EDITING_S, Indexer
+from ..index import IndexBackend, destroy_index, open_index, open_or_rebuild
+from ..index.keyword import keywords, lexicon
+from ..index.query.search import SearchService
+from ..index.write.sync import IndexSync
+from ..index.write.verification import VerifyHooks
+from ..index.write.verify import Verifier
+from ..index.write.writer import EDITING_S, Indexer
 from ..paths import Within, is_under, outermost, root_of, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..index import IndexBackend
-from ..index.sync import SyncReport
+from ..index.write.sync import SyncReport
 from ..pipeline.scan import Ignore
 from . import checked
 
@@ -77,7 +77,7 @@ class IndexAhead:
 
     def _follow(self) -> None:
         from ..index import open_or_rebuild
-        from ..index.sync import IndexSync
+        from ..index.write.sync import IndexSync
 
         checked.forget(data_dir(self._config), self._config.identity)  # the index changes from now on
         try:

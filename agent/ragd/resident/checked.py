@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write
-from ..index import collection_dir, health, keywords
+from ..index import collection_dir
+from ..index.keyword import keywords
+from ..index.zvec import health
 from ..model import EmbeddingIdentity
 from ..pipeline.scan import Expected
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..index import keywords
+from ..index.keyword import keywords
 from . import rootstate
 from .instance import LOCK_NAME
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def migrate(config: Config, to: str, roots: list[Path], uri: str | None = None) -> dict[str, Any]:
     from ..index import open_index, open_or_rebuild
-    from ..index.sync import IndexSync
+    from ..index.write.sync import IndexSync
 
     if to == config.index.backend and not uri:
         raise RagdError(f"the index is configured on {to} already", "name the other backend: --to milvus or "

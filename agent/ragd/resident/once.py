@@ -218,7 +218,7 @@ def _run_all(ctx: JobContext, outcomes: Outcomes, dirs: list[Path], slots: tuple
 
 
 def _warm_words() -> None:
-    from ..index import words
+    from ..index.keyword import words
 
     try:
         words.warm()
@@ -290,7 +290,7 @@ def _sync_opened(
     opened: Opened,
 ) -> dict[str, object]:
     """`opened.new`: a new collection (a new index schema, another data dir) is filled, not repaired."""
-    from ..index.sync import IndexSync
+    from ..index.write.sync import IndexSync
 
     idx, rebuilt, new = opened.index, opened.rebuilt, opened.new
     sync = IndexSync(idx, config.identity, roots, Ignore(config.ignore))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import RagdError
 from ..index import MAX_K
-from ..index.evaluate import Outcome, Scores, by_group, documents, median_ms, worst
+from ..index.query.evaluate import Outcome, Scores, by_group, documents, median_ms, worst
 from .arguments import Args, describe
 from .runtime import Runtime
 from .search import SearchArgs, search

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from .. import access
-from ..index.sync import IndexSync
+from ..index.write.sync import IndexSync
 from .arguments import Args, under_a_root
 from .runtime import Runtime
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     from ..config import Config
     from ..index import IndexBackend
-    from ..index.search import SearchService
-    from ..index.sync import IndexSync
-    from ..index.verify import Verifier
-    from ..index.writer import Indexer
+    from ..index.query.search import SearchService
+    from ..index.write.sync import IndexSync
+    from ..index.write.verify import Verifier
+    from ..index.write.writer import Indexer
     from ..paths import Within
     from ..pipeline.embed import LazyEmbedQueue
     from ..pipeline.scan import Ignore

@@ -12,7 +12,8 @@ from pydantic import AliasChoices, Field, field_validator
 
 from .. import access
 from ..access.scope import Scope
-from ..index import MAX_K, hybrid
+from ..index import MAX_K
+from ..index.ranking import hybrid
 from ..paths import root_of
 from ..resident.history import History, iso
 from .arguments import Args, bad

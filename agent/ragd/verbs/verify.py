@@ -16,7 +16,7 @@ class VerifyArgs(Args):
 
 
 def verify(rt: Resident, args: VerifyArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
-    """The verification's report (index.verify.VerifyReport.to_json), streaming {"phase", "dirs"} meanwhile."""
+    """The verification's report (index.write.verification.VerifyReport.to_json), streaming {"phase", "dirs"} meanwhile."""
     rt.ready()
     last_sent = [0.0]
 

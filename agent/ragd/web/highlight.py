@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from markupsafe import Markup, escape
 
-from ..index import fts
+from ..index.keyword import fts
 
 CONTEXT_CHARS = 360  # of a long chunk, about this much around its first match
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -53,7 +53,7 @@ def _pairs(run: str) -> set[str]:
 def _cross_lingual(query: str) -> set[str]:
     if not _HAN.search(query):
         return set()
-    from ..index import lexicon
+    from ..index.keyword import lexicon
 
     try:
         return {w for w in lexicon.shared().english(query) if len(w) > 2}

@@ -105,7 +105,7 @@ class StoredChunk:
 class StoredLead:
     """`lead` of a file entry (ragd's optional extra): the document's lead text (lead.py), its md5 and its vector
     ("" when the text is: a document with no title nor prose has no lead to embed). The index holds the vector with
-    each of the document's chunks for hybrid ranking (index/fusion.py)."""
+    each of the document's chunks for hybrid ranking (index/ranking/fusion.py)."""
 
     content: str
     content_hash: str

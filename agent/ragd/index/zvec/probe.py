@@ -1,15 +1,15 @@
 """The child side of `health.probe`: open a zvec collection read-only, read from it, close it, say how it went.
 
-Run as `python -m ragd.index.probe DIR` (or `ragd --ragd-index-probe DIR` when frozen). It prints one line
+Run as `python -m ragd.index.zvec.probe DIR` (or `ragd --ragd-index-probe DIR` when frozen). It prints one line
 starting with `health.PROBE_MARK`: `ok, N documents`, `busy: …` or `error: …`. If zvec crashes, the process dies
 by a signal instead and the parent knows the collection is damaged.
 
 Reading matters, not only opening: a damaged manifest crashed some opens only at the first keyword query.
 
-`python -m ragd.index.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the collection
-for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph of its
-copy outside the agent's process, whose searches go on meanwhile (zvec_backend.compact). It prints `ok, N
-documents, T s`.
+`python -m ragd.index.zvec.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the
+collection for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph
+of its copy outside the agent's process, whose searches go on meanwhile (zvec/upkeep.py, `compact`). It prints
+`ok, N documents, T s`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def main(argv: list[str]) -> int:
     argv = argv[1:] if optimize else argv
     if len(argv) != 1:
         print(
-            f"{PROBE_MARK} error: usage: python -m ragd.index.probe [--optimize] COLLECTION_DIR", flush=True
+            f"{PROBE_MARK} error: usage: python -m ragd.index.zvec.probe [--optimize] COLLECTION_DIR",
+            flush=True,
         )
         return 2
     try:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import zvec
 
 from . import filters as F
-from .zvec_schema import CHUNK_INDEX
+from .schema import CHUNK_INDEX
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ...atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +128,10 @@ def held_for_writing(path: Path) -> bool:
 
 
 def probe_command(path: Path, *options: str) -> list[str]:
-    """The child's command line: this interpreter running `ragd.index.probe`, or the frozen `ragd` binary."""
+    """The child's command line: this interpreter running `ragd.index.zvec.probe`, or the frozen `ragd` binary."""
     if getattr(sys, "frozen", False):
         return [sys.executable, PROBE_FLAG, *options, str(path)]
-    return [sys.executable, "-m", "ragd.index.probe", *options, str(path)]
+    return [sys.executable, "-m", "ragd.index.zvec.probe", *options, str(path)]
 
 
 def _child_env() -> dict[str, str]:

@@ -13,10 +13,10 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..model import EmbeddingIdentity
-from ..pipeline import sidecar
-from ..pipeline.scan import Expected
-from ..pipeline.sidecar import SourceInfo
+from ...model import EmbeddingIdentity
+from ...pipeline import sidecar
+from ...pipeline.scan import Expected
+from ...pipeline.sidecar import SourceInfo
 from .sync import servable
 
 # the entry file's stat (device, inode, size, mtime_ns, ctime_ns), then a byte of flags

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import IndexError_
+from ...errors import IndexError_
+from ..where import Where
 from . import fts, words
-from .where import Where
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ class KeywordIndex:
 
 def open_keywords(collection: Path, *, read_only: bool) -> KeywordIndex:
     """The keyword index of the collection at `collection`. For writing, one that cannot be opened (damaged) is
-    deleted and made again, empty: the caller refills it from the collection (zvec_backend._repair_keywords)."""
+    deleted and made again, empty: the caller refills it from the collection (zvec/backend.py, `_repair_keywords`)."""
     try:
         return KeywordIndex(place(collection), read_only)
     except IndexError_ as err:

@@ -13,6 +13,8 @@ at the start of a pass (so a rebuild never swaps the index under the listing) an
 
 The directories a pass left for want of quiet (`Verifier.skipped`) are checked again on their own by a "recheck"
 pass, which the agent asks for once it is idle (edges/lifecycle.py), not left to the next periodic pass.
+
+What a pass needs of the agent, and the report it gives, are in verification.py.
 """
 
 from __future__ import annotations
@@ -24,15 +26,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from ..model import EmbeddingIdentity
-from ..paths import is_under, outermost, under_any
-from ..pipeline import mushroom, sidecar
-from ..pipeline.scan import (
+from ...model import EmbeddingIdentity
+from ...paths import is_under, outermost, under_any
+from ...pipeline import mushroom, sidecar
+from ...pipeline.scan import (
     PERMISSION_DENIED,
     Expected,
     Ignore,
@@ -41,10 +42,11 @@ from ..pipeline.scan import (
     unreadable,
     walk_dirs,
 )
-from ..pipeline.sidecar import SourceInfo
-from . import SourceSummary
+from ...pipeline.sidecar import SourceInfo
+from ..backend import SourceSummary
 from .entrycache import SidecarCache
 from .sync import IndexSync, servable
+from .verification import VerifyHooks, VerifyReport, differs
 
 log = logging.getLogger(__name__)
 
@@ -53,40 +55,7 @@ log = logging.getLogger(__name__)
 SETTLE_S = 1.0
 
 T = TypeVar("T")
-MAX_LISTED = 50  # paths listed in a report
 YIELD_EVERY = 64  # directories walked between two short pauses (the walk never hogs the interpreter)
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    trigger: str  # "rescan", "periodic", "request", ...
-    finished_at: str
-    elapsed_s: float
-    dirs: int  # directories walked
-    sources: int  # sources the sidecars say the index should hold (in the directories checked)
-    indexed: int  # sources the index held when the pass began
-    busy_dirs: int  # skipped: a job or a change note was pending there (checked again once the agent is idle)
-    notes: int  # change notes found on disk that the index writer did not know of (handed to it)
-    repaired: tuple[str, ...] = ()  # sources re-synced from their sidecars
-    removed: tuple[str, ...] = ()  # indexed sources with no EMBEDDED sidecar under a current root
-    unreadable: tuple[str, ...] = ()  # folders that cannot be read: out of search, not compared, not repaired
-    redone: tuple[
-        str, ...
-    ] = ()  # sources changed since their entries were written: their folders' jobs queued
-
-    @property
-    def ok(self) -> bool:
-        return not self.repaired and not self.removed
-
-    def to_json(self) -> dict[str, Any]:
-        return {"trigger": self.trigger, "finished_at": self.finished_at, "elapsed_s": self.elapsed_s,
-                "dirs": self.dirs, "sources": self.sources, "indexed": self.indexed,
-                "busy_dirs": self.busy_dirs, "notes": self.notes,
-                "repaired": len(self.repaired), "removed": len(self.removed),
-                "repaired_paths": list(self.repaired[:MAX_LISTED]),
-                "removed_paths": list(self.removed[:MAX_LISTED]),
-                "unreadable": list(self.unreadable[:MAX_LISTED]),
-                "redone": len(self.redone), "redone_paths": list(self.redone[:MAX_LISTED])}  # fmt: skip
 
 
 @dataclass
@@ -98,31 +67,6 @@ class _Pass:
     suspects: list[str] = field(default_factory=list)
     unreadable: dict[Path, str] = field(default_factory=dict)  # folders out of search: not compared, and why
     redone: list[str] = field(default_factory=list)  # sources whose own stat is not the one recorded
-
-
-@dataclass(frozen=True)
-class VerifyHooks:
-    """What the verifier needs of the agent."""
-
-    roots: Callable[[], list[Path]]
-    write: Callable[[Callable[[IndexSync], Any]], Future[Any]]  # run on the index writer thread
-    busy: Callable[[Path], bool]  # a job of this directory is queued, waiting or running
-    hand_note: Callable[
-        [Path], bool
-    ]  # a change note found on disk: the writer applies it (False: it knew it)
-    check: Callable[[], None] = lambda: None  # at a pass's start: an index that vanished is rebuilt first
-    # the folders the agent holds out of search because it cannot read them
-    held_out: Callable[[], set[Path]] = set
-    # a folder whose readability is not what the agent holds: its job runs (and holds it out, or brings it back)
-    look_at: Callable[[Path], object] = lambda _d: None
-    # these sources of this directory changed since their entries were written: its job is queued
-    redo: Callable[[Path, list[str]], object] = lambda _d, _names: None
-
-
-def differs(want: Expected | None, have: SourceSummary | None) -> bool:
-    if want is None or have is None:
-        return (want is None) != (have is None)
-    return have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count
 
 
 class Verifier:

@@ -1,5 +1,5 @@
 """The read side of ZvecIndex: listings, a source's chunks and queries (vector, keyword, both fused), each under
-the shared side of the readers-writer lock (zvec_backend.py says why)."""
+the shared side of the readers-writer lock (backend.py says why)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,20 @@ from typing import NamedTuple
 import numpy as np
 import zvec
 
-from ..config import IndexConfig
-from ..model import EmbeddingIdentity
-from . import Hit, SourceSummary, fts, hybrid, records, scan
+from ...config import IndexConfig
+from ...model import EmbeddingIdentity
+from .. import records
+from ..backend import Hit, SourceSummary
+from ..keyword import fts
+from ..keyword.keywords import KeywordIndex
+from ..ranking import hybrid
+from ..where import Where
 from . import filters as F
-from .keywords import KeywordIndex
+from . import scan
+from .collection import zvec_errors
 from .rwlock import ReadWriteLock
 from .scan import MAX_TOPK
-from .where import Where
-from .zvec_open import zvec_errors
-from .zvec_schema import (
+from .schema import (
     CHUNK_INDEX,
     EMBEDDING,
     EXT,

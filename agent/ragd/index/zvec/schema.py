@@ -16,12 +16,12 @@ from typing import Any
 
 import zvec
 
-from ..config import IndexConfig
-from ..errors import IndexError_
-from ..model import EmbeddingIdentity
-from . import Hit, IndexChunk
-from .fts import normalize
-from .records import HEADING_SEP, check_vector, doc_id, extension, read_metadata
+from ...config import IndexConfig
+from ...errors import IndexError_
+from ...model import EmbeddingIdentity
+from ..backend import Hit, IndexChunk
+from ..keyword.fts import normalize
+from ..records import HEADING_SEP, check_vector, doc_id, extension, read_metadata
 
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
 SOURCE_MD5, CONTENT_HASH, CHUNK_INDEX = "source_md5", "content_hash", "chunk_index"

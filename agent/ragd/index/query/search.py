@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RagdError
-from . import MAX_K, Hit, IndexBackend
-from .filters import is_under
-from .fts import fold_char, terms
-from .where import parse_all
+from ...errors import RagdError
+from ..backend import MAX_K, Hit, IndexBackend
+from ..keyword.fts import fold_char, terms
+from ..where import parse_all
+from ..zvec.filters import is_under
 
 MODES = ("hybrid", "vector", "keyword")
 SCOPES = ("agent", "all")  # this agent's files, or every agent's on a shared index (Milvus)

@@ -18,11 +18,13 @@ from typing import Any, NamedTuple
 
 import zvec
 
-from ..config import IndexConfig
-from ..errors import IndexBusy, IndexError_
-from ..model import EmbeddingIdentity
-from . import BUSY_HINT, health, keywords
-from .zvec_schema import build_schema, schema_problem
+from ...config import IndexConfig
+from ...errors import IndexBusy, IndexError_
+from ...model import EmbeddingIdentity
+from ..backend import BUSY_HINT
+from ..keyword import keywords
+from . import health
+from .schema import build_schema, schema_problem
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +160,7 @@ def _recover(path: Path) -> None:
 def open_collection(
     path: Path, identity: EmbeddingIdentity, cfg: IndexConfig, read_only: bool, kind: str | None = None
 ) -> zvec.Collection:
-    """Open (or, writable and absent, create, with the vector index `kind`: zvec_schema.created_type when None)
+    """Open (or, writable and absent, create, with the vector index `kind`: schema.created_type when None)
     the collection at `path` for `identity`."""
     _ensure_init()
     if not read_only and not path.name.endswith(COMPACTING):

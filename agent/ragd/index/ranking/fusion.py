@@ -52,7 +52,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import Hit, fts
+from ..backend import Hit
+from ..keyword import fts
 
 _CJK = re.compile(f"[{fts.CJK}]")
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import RagdError
-from . import IndexBackend
+from ...errors import RagdError
+from ..backend import IndexBackend
 from .sync import BATCH, IndexSync, SyncReport
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,9 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from . import MAX_K, Hit, fts, lexicon
+from ..backend import MAX_K, Hit
+from ..keyword import fts, lexicon
+from ..records import lead_bytes
 from .fusion import (
     LOOKUP_WEIGHT,
     TRANSLATED_DEPTH,
@@ -24,7 +26,6 @@ from .fusion import (
     keyword_weight,
     rare,
 )
-from .records import lead_bytes
 
 Dense = Callable[[int], list[Hit]]  # top k by cosine similarity (score: similarity), best first
 Keyword = Callable[[list[fts.Term], int, bool], list[Hit]]  # (terms, top k, evidence only) -> BM25 hits

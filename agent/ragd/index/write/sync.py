@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import IndexUnavailable, RagdError
-from ..model import EmbeddingIdentity, vector_problem
-from ..modes import display_name, valid_name
-from ..paths import is_under, outermost, root_of
-from ..pipeline import mushroom, sidecar
-from ..pipeline.scan import Expected, Ignore, indexable, walk_dirs
-from ..pipeline.sidecar import FileEntry
-from . import IndexBackend, IndexChunk, SourceSummary, SourceWrite
+from ...errors import IndexUnavailable, RagdError
+from ...model import EmbeddingIdentity, vector_problem
+from ...modes import display_name, valid_name
+from ...paths import is_under, outermost, root_of
+from ...pipeline import mushroom, sidecar
+from ...pipeline.scan import Expected, Ignore, indexable, walk_dirs
+from ...pipeline.sidecar import FileEntry
+from ..backend import IndexBackend, IndexChunk, SourceSummary, SourceWrite
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ..config import IndexConfig
-from ..errors import IndexError_
-from ..model import EmbeddingIdentity
-from . import Hit, SourceWrite, collection_name
-from .fts import normalize
-from .records import (
+from ...config import IndexConfig
+from ...errors import IndexError_
+from ...model import EmbeddingIdentity
+from ..backend import Hit, SourceWrite, collection_name
+from ..keyword.fts import normalize
+from ..records import (
     HEADING_SEP,
     check_vector,
     doc_id,

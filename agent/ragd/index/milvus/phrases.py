@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from .fts import Term, bare, normalize
+from ..keyword.fts import Term, bare, normalize
 
 _SEPARATORS = r"[\W_]+"
 _NOT_AFTER_WORD = r"(?<![^\W_])"  # not preceded by a letter or digit

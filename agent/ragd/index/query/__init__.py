@@ -1,0 +1,1 @@
+"""Over the index: the search service (`search`) and the retrieval metrics of `ragd eval` (`evaluate`)."""

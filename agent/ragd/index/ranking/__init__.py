@@ -1,0 +1,2 @@
+"""The hybrid ranking every backend's query runs: the dense and keyword lists fused by document (`hybrid`,
+`fusion`)."""

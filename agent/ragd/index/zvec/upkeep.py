@@ -1,0 +1,163 @@
+"""The upkeep of ZvecIndex's vector index: its type (flat or HNSW, `auto` by size), the optimize that builds an HNSW
+graph, and the compaction that rewrites a flat collection's piled-up blocks as one (or changes its type), while
+searches go on."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+import zvec
+
+from ...errors import IndexError_
+from . import collection, health, scan
+from .collection import check_statuses, open_collection, zvec_errors
+from .schema import (
+    EMBEDDING,
+    SOURCE_PATH,
+    vector_param,
+)
+from .writes import ZvecWrites
+
+log = logging.getLogger(__name__)
+
+COMPACT_BLOCKS = 64  # a flat collection is compacted once its flushes have made this many blocks (~90 MB) ...
+DOCS_PER_BLOCK = 1000  # ... or, if more, one per this many documents (100k: 100 blocks, ~140 MB)
+COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
+
+
+class ZvecUpkeep(ZvecWrites):
+    """Optimize and compaction; the open collection (`_coll`) is closed and reopened by a compaction's swap."""
+
+    _coll: zvec.Collection | None
+
+    def _pending(self) -> int:
+        stats = self._live().stats
+        completeness = min(stats.index_completeness.values(), default=1.0)
+        return max(self._written, round(stats.doc_count * (1.0 - completeness)))
+
+    def _current_type(self) -> str:
+        """The collection's vector index: "flat" or "hnsw"."""
+        vector = self._live().schema.vector(EMBEDDING)
+        return "hnsw" if vector is not None and vector.index_param.type == vector_param(self._cfg, "hnsw").type \
+            else "flat"  # fmt: skip
+
+    def _wanted_type(self) -> str:
+        """The vector index the collection should have: the configured one, or ("auto") HNSW from
+        IndexConfig.hnsw_after chunks on (and back to flat only below half of that, so that it does not flap)."""
+        if self._cfg.type != "auto":
+            return self._cfg.type
+        documents = int(self._live().stats.doc_count)
+        floor = self._cfg.hnsw_after // 2 if self._current_type() == "hnsw" else self._cfg.hnsw_after
+        return "hnsw" if documents >= floor else "flat"
+
+    def _index_type_differs(self) -> bool:
+        return self._current_type() != self._wanted_type()
+
+    @property
+    def needs_optimize(self) -> bool:
+        """HNSW: once IndexConfig.optimize_after documents await the graph (they are searched exactly meanwhile).
+        A flat index is never optimized (it is compacted: `needs_compaction`), and a change of index type is made
+        by a compaction too, on a copy, while searches go on."""
+        with self._rw.reading():
+            if self._read_only or self._current_type() != "hnsw" or self._index_type_differs():
+                return False
+            return self._pending() >= self._cfg.optimize_after
+
+    @property
+    def segments(self) -> int:
+        """Segment directories on disk (zvec's layout: numbered directories; the writing segment is one)."""
+        return collection.segment_count(self._path)
+
+    def optimize(self) -> None:
+        """Writes and queries wait (two queries beside an optimize hung inside zvec 0.8: docs/zvec-notes.md)."""
+        with self._exclusive("optimize") as coll:
+            coll.optimize()
+            self._written = 0
+            self._rw.serial = True  # several segments from now on
+
+    # -- compaction (flat) -------------------------------------------------------------------------------------
+    @property
+    def blocks(self) -> int:
+        """The vector index blocks on disk (collection.block_count): one more at each flush that wrote documents."""
+        return collection.block_count(self._path)
+
+    @property
+    def needs_compaction(self) -> bool:
+        """A collection whose vector index should change type (`_wanted_type`), or a flat one whose flushes have
+        piled up COMPACT_BLOCKS blocks, or one per DOCS_PER_BLOCK documents in a large one (a compaction copies
+        every document: so its cost per flush stays about the same at any size, and the blocks' memory stays a
+        small share of the collection's; see `compact`)."""
+        if self._read_only:
+            return False
+        with self._rw.reading():
+            if self._index_type_differs():
+                return True
+            if self._current_type() != "flat":
+                return False
+            documents = int(self._live().stats.doc_count)
+        return self.blocks >= max(COMPACT_BLOCKS, documents // DOCS_PER_BLOCK)
+
+    def compact(self) -> int:
+        """Rewrite the collection as one block: every document copied into a new collection beside it (a batch
+        at a time, so that searches go on between batches), flushed once, then swapped in. Returns the blocks
+        folded.
+
+        zvec 0.8 adds a vector index block to the writing segment at each flush that wrote documents, keeps every
+        block in memory (about 1.4 MB each, whatever it holds) and searches each one, and folds them only in an
+        optimize, which also seals the segment (keyword statistics are per segment: docs/zvec-notes.md). An agent
+        that flushed after every edit grew by 1.4 MB an edit and its searches slowed with it (docs/benchmarks.md,
+        issue 14). The copy is one writing segment, as a rebuild from the sidecars would be, without reading
+        them. A crash before the swap leaves the old collection in use and the copy as debris (removed at the
+        next open); one between the two renames leaves no collection, which the agent refills from the sidecars.
+        """
+        with self._write_lock:
+            folded = self.blocks
+            fresh_path = self._path.with_name(self._path.name + collection.COMPACTING)
+            collection.remove_debris(self._path)
+            with self._rw.reading(), zvec_errors("compaction", self._path):
+                kind = self._wanted_type()
+                ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
+            fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False, kind=kind)
+            try:
+                for start in range(0, len(ids), COMPACT_BATCH):
+                    with self._rw.reading(), zvec_errors("compaction", self._path):
+                        docs = list(self._live().fetch(ids[start : start + COMPACT_BATCH]).values())
+                    with self._rw.writing(), zvec_errors("compaction", fresh_path):  # no query runs beside
+                        check_statuses(fresh.insert(docs), "insert", fresh_path)
+                with self._rw.writing(), zvec_errors("compaction", fresh_path):
+                    fresh.flush()
+                    copied = int(fresh.stats.doc_count)
+                    fresh.close()
+                if kind == "hnsw":  # the graph, built in a child process while searches go on here
+                    started = time.monotonic()
+                    try:
+                        health.optimize_in_child(fresh_path)
+                    except (RuntimeError, OSError) as err:
+                        raise IndexError_(str(err), "see the agent log; the index is left as it was") from err
+                    log.info("HNSW graph of %d documents built in %.1f s", copied, time.monotonic() - started)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    fresh.close()
+                collection.remove_debris(self._path)
+                raise
+            with self._rw.writing(), zvec_errors("compaction", self._path):
+                if copied != int(
+                    self._live().stats.doc_count
+                ):  # nothing else writes meanwhile: a lost document
+                    collection.remove_debris(self._path)
+                    raise IndexError_(f"compacting {self._path} copied {copied} of "
+                                      f"{self._live().stats.doc_count} documents", "report it; the index is "
+                                      "left as it was")  # fmt: skip
+                self._live().close()
+                self._coll = None
+                self._path.rename(self._path.with_name(self._path.name + collection.COMPACTED))
+                fresh_path.rename(self._path)
+                health.write_stamp(self._path)  # closed cleanly just now: no probe needed to reopen it
+                self._coll = open_collection(self._path, self._identity, self._cfg, read_only=False)
+                self._rw.serial = collection.segment_count(self._path) > 1
+                self._written = 0
+            collection.remove_debris(self._path)
+            log.info("index compacted: %d blocks folded into one (%d documents, %s)", folded, copied, kind)
+            return folded
