@@ -4,6 +4,7 @@ stopped: the agent notices, rebuilds from the sidecars, keeps the roots it was t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -184,7 +185,12 @@ def test_a_verification_rebuilds_an_index_that_vanished_before_it_answers(
     """Once, `ragctl verify` right after the data directory was deleted said the index matched the sidecars (it
     compared them with the deleted collection still open): a verification first looks that the index is there."""
     _rmtree(home)
-    report = ragctl_json("verify")
+    asked = ragctl("verify", "--json", check=None)
+    if asked.returncode != 0:  # the main loop saw the deletion first (a tick on a loaded machine): its rebuild runs
+        assert "the index is being rebuilt" in asked.stderr, asked.stderr
+        agent.wait_idle()
+        asked = ragctl("verify", "--json")
+    report = json.loads(asked.stdout)
     assert (report["repaired"], report["removed"]) == (0, 0), report
     assert (home / "index").is_dir() and ragctl_json("status")["agent"]["data_dir_rebuilt"]["done"] is True
     agent.wait_idle()
@@ -224,13 +230,13 @@ def test_a_stop_right_after_the_data_directory_went_exits_0_and_the_next_start_f
 def _rmtree(path: Path) -> None:
     """`rm -rf` of a folder the agent may be writing in at that moment (its history, a flush): run again if a file
     was made meanwhile, as a user would."""
-    for attempt in range(5):
+    for attempt in range(50):  # under load the agent may be making it again all the while (it saw a part go)
         try:
             shutil.rmtree(path)
             return
         except FileNotFoundError:
             return
         except OSError:
-            if attempt == 4:
+            if attempt == 49:
                 raise
             time.sleep(0.1)

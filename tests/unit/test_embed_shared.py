@@ -39,7 +39,9 @@ def mapped_arrays(model: object) -> list[np.ndarray]:
 
 
 def only_folder(models: Path) -> Path:
-    (folder,) = [p for p in models.iterdir() if p.is_dir()]
+    """The one unpacked copy; a worker that unpacked at the same moment may still hold its own under a temporary
+    name (it removes it on finding the other's renamed into place: shared.unpack)."""
+    (folder,) = [p for p in models.iterdir() if p.is_dir() and ".tmp-" not in p.name]
     return folder
 
 
