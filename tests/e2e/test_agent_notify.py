@@ -80,7 +80,9 @@ def test_ready_status_watchdog_and_stopping(
         start = time.monotonic()
         time.sleep(3)  # a deliberate window: the watchdog pings sent during it are counted below
         pings = [t for t in notify.seen("WATCHDOG=1") if t >= start]
-        assert 5 <= len(pings) <= 20, pings  # every 0.2 s from the main loop (tick 0.25 s): ~12; 6 at a load of 40
+        assert 5 <= len(pings) <= 20, (
+            pings
+        )  # every 0.2 s from the main loop (tick 0.25 s): ~12; 6 at a load of 40
         assert agent.stop() == 0
         assert notify.seen("STOPPING=1")
     finally:

@@ -186,7 +186,9 @@ def test_a_verification_rebuilds_an_index_that_vanished_before_it_answers(
     compared them with the deleted collection still open): a verification first looks that the index is there."""
     _rmtree(home)
     asked = ragctl("verify", "--json", check=None)
-    if asked.returncode != 0:  # the main loop saw the deletion first (a tick on a loaded machine): its rebuild runs
+    if (
+        asked.returncode != 0
+    ):  # the main loop saw the deletion first (a tick on a loaded machine): its rebuild runs
         assert "the index is being rebuilt" in asked.stderr, asked.stderr
         agent.wait_idle()
         asked = ragctl("verify", "--json")

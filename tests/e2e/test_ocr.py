@@ -32,7 +32,9 @@ def test_scanned_page_found_with_its_page(tmp_path: Path, config: Path) -> None:
     scangen.write_mixed_pdf(root / "report.pdf", pages, tmp_path)
     scangen.write_image(root / "whiteboard.png", "Sprint goals\nnumbatboard release")
     # what is tested is what OCR finds, not how fast: a loaded CI machine took longer than the default deadlines
-    config.write_text(config.read_text() + "\n[parse]\nocr_page_timeout = 600\n\n[limits]\nparse_timeout = 1200\n")
+    config.write_text(
+        config.read_text() + "\n[parse]\nocr_page_timeout = 600\n\n[limits]\nparse_timeout = 1200\n"
+    )
     ragd("run", "--once", str(root))
 
     hit = ragd_json("search", "quokkascan", "--mode", "keyword", "-k", "1")["results"][0]
