@@ -20,7 +20,7 @@ from ragctl import protocol as p
 from .. import access
 from ..errors import RagdError
 from ..paths import root_of
-from ..resident.history import KINDS
+from ..resident.historydb import KINDS
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from .documents import read_document_text, select_lines

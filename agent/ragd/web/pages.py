@@ -18,7 +18,7 @@ from ..mcp import tools as mcp_tools
 from ..mcp.paths import check_path, check_tracked
 from ..paths import is_under
 from ..pipeline.sidecar import FAILED, SKIPPED
-from ..resident.history import KINDS
+from ..resident.historydb import KINDS
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from ..verbs import sync as sync_verb
