@@ -18,7 +18,7 @@ from ..paths import root_of
 from ..pipeline.mushroom import writer_pid
 from ..pipeline.scan import walk_dirs
 from .jobrunner import JobRunner
-from .watcher import WatchEvent
+from .watchevents import WatchEvent
 
 # the agent's log: its lines keep the name they have always had (docs/operations.md quotes them)
 log = logging.getLogger("ragd.resident.agent")
