@@ -1,4 +1,4 @@
-"""A big folder's texts and the agent's express lane (resident/agent.py `_job_step`), with the bundled model in its
+"""A big folder's texts and the agent's express lane (resident/jobrunner.py `_job_step`), with the bundled model in its
 worker processes: the real model, the real agent in-process."""
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.identity import derived_id
 from ragd.pipeline.mushroom import Event
 from ragd.pipeline.outcome import FileOutcome
-from ragd.resident.history import FILE_NAME, History
+from ragd.resident.history import History
+from ragd.resident.historydb import FILE_NAME
 from ragd.verbs.changes import since_seconds
 
 

@@ -23,12 +23,10 @@ from ragd.resident.instance import (
     InstanceLock,
     SocketInUse,
     bind_control_socket,
-    peer_allowed,
-    peer_credentials,
     remove_discovery_record,
-    uid_allowed,
     write_discovery_record,
 )
+from ragd.resident.peer import peer_allowed, peer_credentials, uid_allowed
 from tests.support.users import as_nobody, nobody_peer
 
 HOLDER = """

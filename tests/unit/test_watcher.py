@@ -21,15 +21,9 @@ import pytest
 
 from ragd.config import IgnoreConfig
 from ragd.pipeline.scan import Ignore
-from ragd.resident.watcher import (
-    DIRTY,
-    OVERFLOW_MESSAGE,
-    WATCHDOG_INOTIFY_LOGGER,
-    Watcher,
-    WatchEvent,
-    inotify_watch_available,
-    watched_inodes,
-)
+from ragd.resident.inotify import inotify_watch_available, watched_inodes
+from ragd.resident.watcher import OVERFLOW_MESSAGE, WATCHDOG_INOTIFY_LOGGER, Watcher
+from ragd.resident.watchevents import DIRTY, WatchEvent
 from tests.support.poll import poll
 
 
@@ -306,7 +300,8 @@ LIMIT_SCRIPT = textwrap.dedent(
         sys.exit(77)
     from ragd.config import IgnoreConfig
     from ragd.pipeline.scan import Ignore
-    from ragd.resident.watcher import Watcher, inotify_watch_available
+    from ragd.resident.inotify import inotify_watch_available
+    from ragd.resident.watcher import Watcher
     sys.path.insert(0, sys.argv[3])  # TOP, for tests.support
     from tests.support.poll import poll
 

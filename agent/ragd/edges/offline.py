@@ -40,7 +40,8 @@ class Offline:
     @property
     def history(self) -> History | None:
         """The data directory's document history, if there is one (search results then carry document ids)."""
-        from ..resident.history import FILE_NAME, open_history
+        from ..resident.history import open_history
+        from ..resident.historydb import FILE_NAME
 
         if self._history is None and (data_dir(self.config) / FILE_NAME).is_file():
             self._history = open_history(self.config, data_dir(self.config))

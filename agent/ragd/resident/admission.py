@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import access
 from ..config import AccessConfig
 from ..errors import ConfigError
-from .instance import peer_credentials
+from .peer import peer_credentials
 
 log = logging.getLogger(__name__)
 

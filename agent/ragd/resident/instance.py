@@ -1,4 +1,4 @@
-"""One agent per data dir; the control socket's place on disk; who is on the other end of a connection.
+"""One agent per data dir; the control socket's place on disk.
 
 - `InstanceLock`: flock(2) on `<data_dir>/agent.lock`, the holder's pid written inside. The kernel drops the lock
   when its holder dies, so a lock file left by a killed agent is simply locked again. The file is never unlinked
@@ -8,11 +8,9 @@
 - `write_discovery_record` / `remove_discovery_record`: `$HOME/.local/state/ragd/agent-socket` names the socket
   and the pid, so that a client started with a minimal environment (an AI tool's `ragctl mcp`) finds this agent
   (ragctl/discovery.py reads it). Written atomically, 0600 in a 0700 directory; removed only while it names us.
-- `peer_credentials` / `peer_allowed`: SO_PEERCRED. Peers with the agent's own uid are allowed, and root: root can
-  read the agent's memory and files and switch to its uid anyway, so refusing it protects nothing and only breaks
-  administration (`sudo ragctl ...` against a system agent).
 - `bind_control_socket(path, admission)`: the modes of the socket and its directory follow `admission.py` (who else
-  may connect: docs/access.md).
+  may connect: docs/access.md); who is on the other end of a connection: `peer.py` (SO_PEERCRED), which
+  `admission.py` uses too.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ import logging
 import os
 import socket
 import stat
-import struct
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +29,8 @@ from typing import TYPE_CHECKING
 from ragctl import discovery
 from ragd.atomic import atomic_write
 from ragd.errors import RagdError, StorageError
+
+from .peer import peer_credentials
 
 if TYPE_CHECKING:
     from .admission import Admission
@@ -42,7 +41,6 @@ LOCK_NAME = "agent.lock"
 SUN_PATH_MAX = 107  # bytes in a socket path: sun_path[108] less the terminating NUL
 LISTEN_BACKLOG = 1024  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 PROBE_TIMEOUT = 1.0  # seconds to wait for an existing socket to accept
-_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _SOCKET_HINT = "set RAGD_SOCKET to a socket path of your own, e.g. $XDG_RUNTIME_DIR/ragd-2.sock"
 
 
@@ -371,30 +369,3 @@ def remove_discovery_record(path: Path, sock: Path) -> None:
         path.unlink()
     except OSError as err:
         log.warning("cannot remove the discovery record %s: %s", path, err.strerror or err)
-
-
-# -- peers ------------------------------------------------------------------------------------------------------
-def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end of a unix socket, as of its connect() (SO_PEERCRED)."""
-    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-    pid, uid, gid = _CRED.unpack(raw)
-    return pid, uid, gid
-
-
-def uid_allowed(peer_uid: int, own_uid: int | None = None) -> bool:
-    """Our own uid (default: the effective uid) and root may talk to the agent; nobody else."""
-    own = os.geteuid() if own_uid is None else own_uid
-    return peer_uid in (own, 0)
-
-
-def peer_allowed(conn: socket.socket, own_uid: int | None = None) -> bool:
-    """Whether the peer may use the control socket; False (logged) when its credentials cannot be read."""
-    try:
-        pid, uid, _gid = peer_credentials(conn)
-    except OSError as err:
-        log.warning("control socket: cannot read the peer's credentials (%s); refusing it", err)
-        return False
-    if uid_allowed(uid, own_uid):
-        return True
-    log.warning("control socket: refused pid %d of uid %d", pid, uid)
-    return False

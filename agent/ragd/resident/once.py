@@ -27,8 +27,9 @@ from . import checked
 from .ahead import IndexAhead, Opened
 from .history import History, open_history
 from .jobs import Outcomes, job_context
+from .phase import PhaseTally
 from .scheduler import Scheduler, job_slots
-from .tracker import PhaseTally, Tracker
+from .tracker import Tracker
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from .. import access
 from ..access.scope import Scope
 from ..errors import RagdError
 from ..paths import root_of
-from ..resident.history import KINDS, iso
+from ..resident.historydb import KINDS, iso
 from .arguments import Args, under_a_root
 from .documents import resource_uri
 from .paths import check_path

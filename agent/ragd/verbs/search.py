@@ -15,7 +15,8 @@ from ..access.scope import Scope
 from ..index import MAX_K
 from ..index.ranking import hybrid
 from ..paths import root_of
-from ..resident.history import History, iso
+from ..resident.history import History
+from ..resident.historydb import iso
 from .arguments import Args, bad
 from .runtime import Runtime
 

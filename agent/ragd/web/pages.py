@@ -15,7 +15,7 @@ from .. import access
 from ..errors import RagdError
 from ..paths import is_under
 from ..pipeline.sidecar import FAILED, SKIPPED
-from ..resident.history import KINDS
+from ..resident.historydb import KINDS
 from ..verbs import changes as changes_verb
 from ..verbs import documents
 from ..verbs import search as search_verb

@@ -1,0 +1,288 @@
+"""The history's write side: `HistoryWrites`, each file's identity and what happened to it.
+
+Identity (`identify`, the directory jobs' `JobContext.identify`): a file with no entry of its own takes the id
+of the document that was at its path (deleted: it came back), else of a document with the same content that left
+another path within `history.move_window` seconds (deleted then, or its file gone already: a move seen in either
+order), else a new id.
+
+Recording (`record`: a directory job's results; `removed`: a root or folder gone): the documents' rows, their
+versions and events, bounded: at most `history.max_versions` versions and `history.max_events` events a document
+(the oldest go), and `history.max_size_mb` in all (the oldest events of all documents go first, then documents
+deleted longest ago). A failure to record never fails a job (it is logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..paths import under_any
+from ..pipeline import mushroom
+from ..pipeline.dirjob import DirResult
+from ..pipeline.identity import derived_id, new_id
+from ..pipeline.outcome import ABANDONED, RELABELED, FileOutcome
+from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from .historydb import (
+    CHANGED,
+    CREATED,
+    DELETED,
+    FAILED_NOW,
+    FROM_SIDECAR,
+    MOVED,
+    RECOVERED,
+    RELABELED_NOW,
+    REMOVED,
+    RESTORED,
+    SKIPPED_NOW,
+    Document,
+    HistoryFile,
+    paths_under,
+)
+
+# the history's log: its lines keep the name they have always had
+log = logging.getLogger("ragd.resident.history")
+
+SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
+_IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
+_AT_PATH = "SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC LIMIT 1"
+
+
+class HistoryWrites(HistoryFile):
+    """What the directory jobs write to the history: the identity of each file, and what happened to it."""
+
+    # -- identity -------------------------------------------------------------------------------------------
+    def identify(self, path: str, md5: str, known: str | None, had_entry: bool) -> str:
+        """JobContext.identify: the id of the file at `path` (see the module docstring)."""
+        if known:
+            return known
+        try:
+            with self._lock:  # the common case, a path the history knows, without a write transaction
+                row = self._db.execute(_AT_PATH, (path,)).fetchone()
+            if row is not None:
+                return str(row[0])
+            with self._tx() as db:
+                return self._identify(db, path, md5, had_entry)
+        except sqlite3.Error as err:
+            log.warning("history: cannot look up the identity of %s: %s", path, err)
+            return derived_id(path) if had_entry else new_id()
+
+    def _identify(self, db: sqlite3.Connection, path: str, md5: str, had_entry: bool) -> str:
+        row = db.execute(_AT_PATH, (path,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        if md5:
+            moved = self._left_with(db, md5, path)
+            if moved is not None:
+                doc_id, old_path = moved
+                now = time.time()
+                self._undelete(db, doc_id)
+                db.execute("UPDATE documents SET path = ?, state = CASE state WHEN 'deleted' THEN 'EMBEDDED' "
+                           "ELSE state END, deleted_at = NULL WHERE id = ?", (path, doc_id))  # fmt: skip
+                self._event(db, doc_id, now, MOVED, path, old_path)
+                return doc_id
+        return derived_id(path) if had_entry else new_id()
+
+    def _left_with(self, db: sqlite3.Connection, md5: str, path: str) -> tuple[str, str] | None:
+        """A document of content `md5` that left its path: deleted within the move window, or whose file is gone."""
+        since = time.time() - self.config.move_window
+        rows = db.execute("SELECT id, path, state, deleted_at FROM documents WHERE md5 = ? AND path != ? "
+                          "ORDER BY deleted_at DESC", (md5, path)).fetchall()  # fmt: skip
+        for doc_id, old_path, state, deleted_at in rows:
+            if state == DELETED and deleted_at is not None and deleted_at >= since:
+                return str(doc_id), str(old_path)
+        for doc_id, old_path, state, _ in rows:
+            if state != DELETED and not os.path.lexists(old_path):
+                return str(doc_id), str(old_path)
+        return None
+
+    # -- recording ------------------------------------------------------------------------------------------
+    def record(self, result: DirResult) -> None:
+        """A directory job's results: the files it found or (re)indexed, and the entries it removed."""
+        try:
+            with self._tx() as db:
+                now = time.time()
+                files = [f for f in result.files if f.document_id and f.state != ABANDONED]
+                known = self._known(db, [f.document_id for f in files])
+                for f in files:  # (a second file of one id, an entry copied by hand, reads the row afresh)
+                    self._file(db, now, str(result.directory / f.name), f, known.pop(f.document_id, None))
+                for ev in result.events:
+                    if ev.status == mushroom.DELETE:
+                        self._deleted(db, now, str(result.directory / ev.file), whole_dir=False)
+                    elif ev.status == mushroom.DIR_DELETE:
+                        self._deleted(db, now, str(result.directory / ev.file), whole_dir=True)
+            self._bound()
+            self._failing = False
+        except sqlite3.Error as err:  # logged once until a record works again (a full disk fails every one)
+            log.log(logging.DEBUG if self._failing else logging.WARNING,
+                    "history: cannot record the changes of %s: %s", result.directory, err)  # fmt: skip
+            self._failing = True
+
+    def removed(self, directory: Path, detail: str = "", keep: Sequence[Path] = ()) -> list[str]:
+        """Every document under `directory` (a root no longer watched, a folder gone) left the knowledge base,
+        except those under one of `keep` (roots nested in it that stay); returns their paths."""
+        try:
+            with self._tx() as db:
+                return self._deleted(
+                    db, time.time(), str(directory), whole_dir=True, detail=detail, keep=keep
+                )
+        except sqlite3.Error as err:
+            log.warning("history: cannot record the removal of %s: %s", directory, err)
+            return []
+
+    @staticmethod
+    def _known(db: sqlite3.Connection, ids: list[str]) -> dict[str, Document]:
+        """The rows of these documents, in a few queries (a rescan reports every file of a directory)."""
+        known: dict[str, Document] = {}
+        for i in range(0, len(ids), _IDS_PER_QUERY):
+            part = ids[i : i + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(part))
+            for row in db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", part):
+                known[row[0]] = Document(*row)
+        return known
+
+    def _file(
+        self, db: sqlite3.Connection, now: float, path: str, f: FileOutcome, seen: Document | None
+    ) -> None:
+        """One file's outcome; `seen`: its row as read before the batch, if it had one."""
+        state = f.final_state
+        if state not in (EMBEDDED, SKIPPED, FAILED):
+            return
+        seen_only = f.state == "UNCHANGED"  # known from its entry: nothing happened now
+        if seen_only and seen and (seen.path, seen.state, seen.md5) == (path, state, f.md5 or seen.md5):
+            return  # known as it is (every rescan reports every file): nothing to write
+        row = db.execute("SELECT * FROM documents WHERE id = ?", (f.document_id,)).fetchone()  # as it is now
+        doc = Document(*row) if row is not None else None
+        at = (_stamp(f.recorded_at) or now) if seen_only else now
+        mtime = _mtime(path) if state == EMBEDDED else None
+        if doc is None:
+            db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                       (f.document_id, path, f.md5, f.size, state, at, at,
+                        at if state == EMBEDDED else None, mtime))  # fmt: skip
+            self._event(db, f.document_id, at, CREATED, path, None, FROM_SIDECAR if seen_only else "")
+            if state == EMBEDDED:
+                self._version(db, f.document_id, at, f, mtime)
+            elif state in (FAILED, SKIPPED):
+                self._event(db, f.document_id, at, FAILED_NOW if state == FAILED else SKIPPED_NOW, path, None,
+                            f.reason)  # fmt: skip
+            return
+        # another document at this path (its file replaced by one with its own entry): that one is gone
+        db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE path = ? AND id != ? "
+                   "AND state != 'deleted'", (now, path, f.document_id))  # fmt: skip
+        if doc.path != path:  # its entry came along (a folder renamed or moved with its .rag/)
+            if doc.state == DELETED:
+                self._undelete(db, doc.id)
+            self._event(db, doc.id, now, MOVED, path, doc.path)
+        elif doc.state == DELETED:
+            self._event(db, doc.id, now, RESTORED, path, None)
+        changed = bool(f.md5) and bool(doc.md5) and f.md5 != doc.md5
+        if changed and not seen_only:
+            self._event(db, doc.id, now, CHANGED, path, None)
+        elif changed:  # changed while the agent was away (or its history was): known only from the entry
+            self._event(db, doc.id, at, CHANGED, path, None, FROM_SIDECAR)
+        if state == FAILED and doc.state != FAILED:
+            self._event(db, doc.id, now, FAILED_NOW, path, None, f.reason)
+        elif state == SKIPPED and doc.state != SKIPPED:
+            self._event(db, doc.id, now, SKIPPED_NOW, path, None, f.reason)
+        elif state == EMBEDDED and doc.state == FAILED:
+            self._event(db, doc.id, now, RECOVERED, path, None)
+        if f.state == RELABELED:  # same content, its metadata made again (docs/metadata.md)
+            self._event(db, doc.id, now, RELABELED_NOW, path, None, f.reason)
+        indexed = state == EMBEDDED and (not seen_only or doc.indexed_at is None or changed)
+        db.execute("UPDATE documents SET path = ?, md5 = ?, size = ?, state = ?, deleted_at = NULL, "
+                   "changed_at = CASE WHEN ? THEN ? ELSE changed_at END, "
+                   "indexed_at = CASE WHEN ? THEN ? ELSE indexed_at END, mtime = COALESCE(?, mtime) WHERE id = ?",
+                   (path, f.md5 or doc.md5, f.size if f.size >= 0 else doc.size, state, changed, at, indexed, at,
+                    mtime, doc.id))  # fmt: skip
+        if state == EMBEDDED and (indexed or changed):
+            self._version(db, doc.id, at, f, mtime)
+
+    def _version(
+        self, db: sqlite3.Connection, doc: str, at: float, f: FileOutcome, mtime: float | None
+    ) -> None:
+        last = db.execute("SELECT md5, parser, splitter, embedding, chunks FROM versions WHERE doc = ? "
+                          "ORDER BY seq DESC LIMIT 1", (doc,)).fetchone()  # fmt: skip
+        row = (f.md5, f.parser, self.splitter, self.embedding, f.chunks)
+        if last is not None and tuple(last) == row:
+            return  # the same version indexed again (a retry, a touch)
+        db.execute("INSERT INTO versions (doc, at, md5, size, mtime, parser, splitter, embedding, chunks) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (doc, at, f.md5, f.size, mtime, f.parser, self.splitter, self.embedding, f.chunks))  # fmt: skip
+        db.execute("DELETE FROM versions WHERE doc = ? AND seq NOT IN (SELECT seq FROM versions WHERE doc = ? "
+                   "ORDER BY seq DESC LIMIT ?)", (doc, doc, self.config.max_versions))  # fmt: skip
+
+    def _deleted(
+        self, db: sqlite3.Connection, now: float, path: str, *, whole_dir: bool, detail: str = "",
+        keep: Sequence[Path] = (),
+    ) -> list[str]:  # fmt: skip
+        if whole_dir:
+            low, high = paths_under(path)
+            rows = db.execute("SELECT id, path FROM documents WHERE path >= ? AND path < ? AND state != 'deleted'",
+                              (low, high)).fetchall()  # fmt: skip
+        else:
+            rows = db.execute("SELECT id, path FROM documents WHERE path = ? AND state != 'deleted'",
+                              (path,)).fetchall()  # fmt: skip
+        gone = [(doc_id, doc_path) for doc_id, doc_path in rows if not under_any(Path(doc_path), keep)]
+        for doc_id, doc_path in gone:
+            db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE id = ?", (now, doc_id))
+            self._event(db, doc_id, now, REMOVED, doc_path, None, detail)
+        return [doc_path for _, doc_path in gone]
+
+    def _undelete(self, db: sqlite3.Connection, doc: str) -> None:
+        """A document recorded as deleted turned up at another path: it moved. Its "deleted" event goes, if it is
+        the document's last."""
+        db.execute("DELETE FROM events WHERE seq = (SELECT seq FROM events WHERE doc = ? ORDER BY seq DESC LIMIT 1) "
+                   "AND kind = 'deleted'", (doc,))  # fmt: skip
+
+    def _event(self, db: sqlite3.Connection, doc: str, at: float, kind: str, path: str, old_path: str | None,
+               detail: str = "") -> None:  # fmt: skip
+        db.execute("INSERT INTO events (doc, at, kind, path, old_path, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                   (doc, at, kind, path, old_path, detail[:2000]))  # fmt: skip
+        db.execute("DELETE FROM events WHERE doc = ? AND seq NOT IN (SELECT seq FROM events WHERE doc = ? "
+                   "ORDER BY seq DESC LIMIT ?)", (doc, doc, self.config.max_events))  # fmt: skip
+
+    def _bound(self) -> None:
+        """Past history.max_size_mb: drop the oldest tenth of the events, then documents deleted longest ago."""
+        self._calls += 1
+        if self._calls % SIZE_CHECK_EVERY != 1:
+            return
+        limit = self.config.max_size_mb * 1024 * 1024
+        for _ in range(20):
+            if self.size_bytes() <= limit:
+                return
+            with self._tx() as db:
+                (count,) = db.execute("SELECT count(*) FROM events").fetchone()
+                db.execute("DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)",
+                           (max(count // 10, 1),))  # fmt: skip
+                db.execute("DELETE FROM documents WHERE id IN (SELECT id FROM documents WHERE state = 'deleted' "
+                           "ORDER BY deleted_at LIMIT 1000)")  # fmt: skip
+                db.execute("DELETE FROM versions WHERE doc NOT IN (SELECT id FROM documents)")
+            with self._lock:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._db.execute("VACUUM")
+
+    def size_bytes(self) -> int:
+        with self._lock:
+            (pages,) = self._db.execute("PRAGMA page_count").fetchone()
+            (size,) = self._db.execute("PRAGMA page_size").fetchone()
+        return int(pages) * int(size)
+
+
+def _stamp(value: str) -> float | None:
+    """A sidecar's UTC stamp ("2026-12-02T11:50:01Z" or with fractions) as seconds, None if unreadable."""
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
+    except (ValueError, TypeError):
+        return None
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
