@@ -15,7 +15,7 @@ from tests.e2e.conftest import FAST_WATCH, api_config_text
 from tests.support import docgen
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.poll import poll
-from tests.unit.test_workers import big_text, workers_of
+from tests.unit.pipeline.test_workers import big_text, workers_of
 
 HEAVY = (
     "pdfium",

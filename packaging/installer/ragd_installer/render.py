@@ -5,7 +5,7 @@ Units are rendered line by line from the shipped templates (systemd/ragd.service
 `ExecStart=`'s program is replaced by the installed one (and `ExecReload=`'s by the installed `ragctl`), and one
 `ReadWritePaths=` line per root goes below the template's `# @roots` marker. Paths are quoted and escaped as systemd.syntax(7) and systemd.unit(5) ask:
 `%` doubled (specifiers), double quotes around anything unusual. (ExecStart's program is not subject to
-`$VAR` substitution, only its arguments are: a `$` in the path stays as it is; tests/unit/test_units.py checks
+`$VAR` substitution, only its arguments are: a `$` in the path stays as it is; tests/unit/installer/test_units.py checks
 this with systemd-analyze verify.)
 """
 

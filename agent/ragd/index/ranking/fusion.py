@@ -1,6 +1,6 @@
 """Hybrid ranking: the vector and keyword hit lists fused per document, then each document's passages in order.
 
-Pure functions over `Hit` lists (no storage engine), so they are tested on their own (tests/unit/test_fusion.py).
+Pure functions over `Hit` lists (no storage engine), so they are tested on their own (tests/unit/index/test_fusion.py).
 Measured on the development set (bench/devset, `python -m bench.bench_eval`; docs/benchmarks.md):
 
 - Documents, not chunks, are fused. A long document has many chunks, and so many chances that one of them lands

@@ -1,0 +1,112 @@
+"""An index at rest: closed while nothing uses it (its memory given back), opened again by its next use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragd.config import IndexConfig
+from ragd.errors import IndexBusy
+from ragd.index import IndexBackend, collection_dir, open_index
+from ragd.index.zvec import health
+from tests.unit.index.test_index_zvec import HOLDER, IDENTITY, embed, load_corpus, rel_paths
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[IndexBackend]:
+    ix = open_index(tmp_path / "data", IDENTITY, IndexConfig())
+    load_corpus(
+        ix, tmp_path / "kb", {"a.md": ["alpha text about disks"], "b.md": ["beta 文本 about networks"]}
+    )
+    ix.flush()
+    yield ix
+    ix.close()
+
+
+def test_a_query_after_a_rest_opens_the_collection_again_and_finds_the_same(
+    index: IndexBackend, tmp_path: Path
+) -> None:
+    before = index.query(vector=embed("beta networks"), text="beta 文本", k=2)
+    assert index.rest() and index.resting
+    assert not index.rest()  # resting already
+    assert index.count() == 2 and index.resting  # the count needs no collection
+    after = index.query(vector=embed("beta networks"), text="beta 文本", k=2)
+    assert not index.resting
+    assert [(h.source_path, h.chunk_index) for h in after] == [(h.source_path, h.chunk_index) for h in before]
+    assert rel_paths(after, tmp_path / "kb")[0] == "b.md"
+
+
+def test_a_write_after_a_rest_lands_and_lasts(index: IndexBackend, tmp_path: Path) -> None:
+    assert index.rest()
+    load_corpus(index, tmp_path / "kb", {"c.md": ["gamma text"]})
+    assert not index.resting and index.count() == 3
+    index.flush()
+    assert index.rest()
+    index.close()
+    again = open_index(tmp_path / "data", IDENTITY, IndexConfig(), read_only=True)
+    try:
+        assert sorted(rel_paths(again.query(vector=None, text="gamma", k=3), tmp_path / "kb")) == ["c.md"]
+    finally:
+        again.close()
+
+
+def test_a_resting_collection_stays_held_and_stamped(index: IndexBackend, tmp_path: Path) -> None:
+    """No other writer (`ragd run --once`, a second agent) takes it meanwhile; it was closed cleanly."""
+    assert index.rest()
+    path = collection_dir(tmp_path / "data", IDENTITY)
+    assert health.stamp_matches(path)
+    with pytest.raises(IndexBusy):
+        open_index(tmp_path / "data", IDENTITY, IndexConfig())
+    holder = subprocess.run([sys.executable, "-c", HOLDER, str(tmp_path / "data")], input="", capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert holder.returncode != 0 and "held by another process" in holder.stderr
+    index.close()  # lets go of it
+    open_index(tmp_path / "data", IDENTITY, IndexConfig()).close()
+
+
+def test_idle_time_counts_from_the_last_use(index: IndexBackend) -> None:
+    index.query(vector=None, text="alpha", k=1)
+    assert index.idle_s() < 5
+    first = index.idle_s()
+    assert index.idle_s() >= first
+
+
+def test_many_readers_waking_it_together_open_it_once(index: IndexBackend) -> None:
+    assert index.rest()
+    errors: list[BaseException] = []
+    found: list[int] = []
+
+    def ask() -> None:
+        try:
+            found.append(len(index.query(vector=None, text="alpha", k=2)))
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and found == [1] * 8 and not index.resting
+
+
+def test_a_read_only_handle_does_not_rest(tmp_path: Path, index: IndexBackend) -> None:
+    index.close()
+    ro = open_index(tmp_path / "data", IDENTITY, IndexConfig(), read_only=True)
+    try:
+        assert not ro.rest() and not ro.resting
+    finally:
+        ro.close()
+
+
+def test_close_while_resting_lets_go(index: IndexBackend, tmp_path: Path) -> None:
+    assert index.rest()
+    index.close()
+    assert not index.resting
+    assert not index.rest()
+    open_index(tmp_path / "data", IDENTITY, IndexConfig()).close()

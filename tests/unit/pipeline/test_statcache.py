@@ -1,0 +1,119 @@
+"""The stat cache on real files: a digest stands in for an entry only under the entry file's stat it was read
+under; fresh entries are not cached; the cache file round-trips and a damaged one is ignored."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+
+from ragd.pipeline import sidecar, statcache
+from ragd.pipeline.digest import Digest
+from ragd.pipeline.sidecar import FAILED, DirLock
+from ragd.pipeline.statcache import StatCache, load_dir, stat_key
+from tests.unit.pipeline.test_sidecar import _entry
+
+
+def _written(tmp_path: Path) -> Path:
+    with DirLock(tmp_path):
+        return sidecar.write_entry(tmp_path, _entry("a.md"))
+
+
+def _cache_saying(path: Path, digest: Digest) -> StatCache:
+    """A cache whose record for `path` has the entry file's current stat and `digest`."""
+    record = orjson.dumps([stat_key(os.stat(path)), digest.to_json()])
+    return StatCache(None, {str(path.parent.parent): {"a.md": record}})
+
+
+def test_a_digest_stands_in_for_the_entry_only_under_its_stat(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    real = Digest.of(_entry("a.md"), "a.md")
+    lie = replace(real, status=FAILED)  # what the cache says differs from the file: shows which one was used
+    cache = _cache_saying(path, lie)
+    found = load_dir(tmp_path, cache)
+    assert found.live["a.md"] == lie and "a.md" not in found.full and (cache.hits, cache.misses) == (1, 0)
+    st = path.stat()
+    path.write_bytes(path.read_bytes())  # rewritten in place: same size, inode and mtime, a new ctime
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    found = load_dir(tmp_path, cache)
+    assert found.live["a.md"] == real and cache.misses == 1
+
+
+def test_a_folder_read_keeps_its_digests_not_its_entries(tmp_path: Path) -> None:
+    """A job over a big folder held every entry it read, chunks and vectors (~10 KiB a file): 30,000 notes put
+    some 300 MiB on the agent for as long as the job ran (issue 36). Only the digests stay."""
+    with DirLock(tmp_path):
+        for i in range(20):
+            sidecar.write_entry(tmp_path, _entry(f"n{i}.md"))
+    found = load_dir(tmp_path, StatCache())
+    assert len(found.live) == 20 and found.full == {}
+
+
+def test_a_record_takes_its_own_size() -> None:
+    """The cache keeps a record for every file of the tree: each must cost its length, not orjson's 4 KiB buffer."""
+    digest = Digest.of(_entry("a.md"), "a.md")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        records = [statcache._record((1, 2, 3, 4, 5), digest) for _ in range(100)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(records)
+    finally:
+        tracemalloc.stop()
+    assert held < 2 * len(records[0]) + 200
+
+
+def test_an_entry_changed_within_the_racy_window_is_not_cached(tmp_path: Path) -> None:
+    _written(tmp_path)
+    found = load_dir(tmp_path, StatCache())
+    assert found.live["a.md"] == Digest.of(_entry("a.md"), "a.md") and found.records == {}
+
+
+def test_the_cache_file_round_trips_and_a_damaged_one_is_ignored(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    digest = Digest.of(_entry("a.md"), "a.md")
+    assert Digest.from_json(digest.to_json()) == digest
+    record = _cache_saying(path, digest).get(str(tmp_path), "a.md")
+    assert record is not None
+    file = tmp_path / statcache.FILE_NAME
+    cache = StatCache(file)
+    cache.replace(str(tmp_path), {"a.md": record})
+    cache.save()
+    loaded = StatCache.load(tmp_path)
+    assert loaded.get(str(tmp_path), "a.md") == cache.get(str(tmp_path), "a.md")
+    raw = file.read_bytes()
+    head, _, body = raw.partition(b"\n")
+    file.write_bytes(head + b"\n" + body.replace(b'"a.md"', b'"b.md"'))  # its md5 no longer matches
+    assert StatCache.load(tmp_path).get(str(tmp_path), "b.md") is None
+    assert StatCache.load(tmp_path).get(str(tmp_path), "a.md") is None
+    file.write_bytes(b"not a cache")
+    assert StatCache.load(tmp_path).get(str(tmp_path), "a.md") is None
+
+
+def test_a_record_of_another_shape_is_a_miss(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    cache = StatCache(None, {str(tmp_path): {"a.md": orjson.dumps([stat_key(os.stat(path)), ["EMBEDDED"]])}})
+    found = load_dir(tmp_path, cache)
+    assert found.live["a.md"] == Digest.of(_entry("a.md"), "a.md") and cache.misses == 1
+
+
+def test_a_writer_that_died_mid_write_leaves_no_debris(tmp_path: Path) -> None:
+    """A tmp file of a dead writer (a kill during save) is removed by the next load; a live writer's is left."""
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = tmp_path / f"{statcache.FILE_NAME}.{dead.pid}.tmp"
+        writing = tmp_path / f"{statcache.FILE_NAME}.{live.pid}.tmp"
+        for tmp in (left, writing):
+            tmp.write_bytes(b"half a cache")
+        StatCache.load(tmp_path)
+        assert not left.exists() and writing.exists()
+    finally:
+        live.kill()
+        live.wait()

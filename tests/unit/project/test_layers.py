@@ -1,0 +1,40 @@
+"""mcp/ and web/ are sibling tables over verbs/: neither imports the other (the HTTP edge, edges/http.py, mounts
+both on one port), and verbs/ imports neither of them nor edges/. Every import counts, those under TYPE_CHECKING
+and inside functions too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+RAGD = Path(__file__).resolve().parents[3] / "agent" / "ragd"
+
+
+def packages_imported(package: str) -> dict[str, set[str]]:
+    """For each package of ragd that a module of `package` imports: those modules."""
+    found: dict[str, set[str]] = {}
+    for path in (RAGD / package).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level == 0 and module.startswith("ragd."):
+                    targets = [module.split(".")[1]]
+                elif node.level == 2 and module:
+                    targets = [module.split(".")[0]]
+                elif node.level == 2:
+                    targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[1] for a in node.names if a.name.startswith("ragd.")]
+            for target in targets:
+                found.setdefault(target, set()).add(path.name)
+    return found
+
+
+@pytest.mark.parametrize(("package", "never"), [("mcp", "web"), ("web", "mcp"), ("verbs", "mcp"),
+                                                 ("verbs", "web"), ("verbs", "edges"), ("mcp", "edges"),
+                                                 ("web", "edges")])  # fmt: skip
+def test_no_import_between(package: str, never: str) -> None:
+    assert packages_imported(package).get(never, set()) == set()
