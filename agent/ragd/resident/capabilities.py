@@ -23,13 +23,39 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.sidecar import utc_stamp
 
 if TYPE_CHECKING:
-    from ..verbs.runtime import Resident
+    from collections.abc import Mapping
+
+    from ..config import Config
+    from ..pipeline.embed import LazyEmbedQueue
+    from .host import Host
+    from .tracker import Tracker
+    from .watcher import Watcher
+
+
+class Resident(Protocol):
+    """What the checks read of the running agent (the verbs' `Resident` has all of it; declared here so that
+    resident/ imports nothing above it)."""
+
+    host: Host
+    tracker: Tracker
+    embed: LazyEmbedQueue
+    watcher: Watcher
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def roots(self) -> list[Path]: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def missing_roots(self) -> Mapping[Path, str]: ...
+
 
 log = logging.getLogger(__name__)
 
