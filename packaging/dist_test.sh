@@ -142,6 +142,13 @@ if [ $HAVE_MCP = yes ]; then
     echo "stdio (venv ragctl, for comparison): $mcp_stdio_venv"
     "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); assert "search" in r["tools"] and r["top"].endswith("animals.pdf"), r' "$mcp_stdio" \
         || fail "ragctl mcp search"
+    # the HTTP edge starts beside the agent's main loop after READY: read the status once it is no longer starting
+    for _ in $(seq 1 300); do
+        "$BIN/ragctl" status --json > "$T/status.json" || fail "ragctl status --json"
+        "$PY" -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["mcp"]["state"] == "starting")' "$T/status.json" \
+            && break
+        sleep 0.2
+    done
     url=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mcp"]["url"])' "$T/status.json")
     mcp_http=$("$PY" packaging/smoke/mcp_probe.py http "$url" "giraffes savanna") || fail "MCP HTTP at $url"
     echo "http:  $mcp_http"
