@@ -119,9 +119,12 @@ class AgentRuntime:
         return pending + self.debouncer.pending(), running
 
     def settled(self, since: float) -> bool:
-        """Idle, with no watch event for SETTLE_S, and at least SETTLE_S after `since` (a request's start)."""
+        """Idle, with no watch event for SETTLE_S, and at least SETTLE_S after `since` (a request's start); the MCP
+        endpoint up if it is being started (it starts beside the main loop after READY): what `wait` returns on is
+        there to use."""
         now = time.monotonic()
-        return now - since >= SETTLE_S and now - self.last_event >= SETTLE_S and self.is_idle()
+        return (now - since >= SETTLE_S and now - self.last_event >= SETTLE_S and self.is_idle()
+                and self.host.mcp_status().get("state") != "starting")  # fmt: skip
 
     def to_do_within(self, within: Within) -> dict[str, int]:
         """What is left to do in part of the roots: directories walked for, debouncing or queued (`pending_dirs`),
