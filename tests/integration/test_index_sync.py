@@ -251,6 +251,43 @@ def test_a_note_whose_folder_was_deleted_before_it_was_applied_is_gone_not_faile
         idx.close()
 
 
+def test_a_note_applied_while_its_file_is_away_for_a_moment_leaves_it_searchable(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A git checkout deletes a file and writes it again with the same text. A change note applied in between (here
+    another producer's) must not drop the source: the file comes back with the text its sidecar holds, its folder's
+    job records only the new stat, with no change note, and the index lost it for good (found by the model-based
+    test: `verify` repaired it at a quiet point)."""
+    root = tmp_path / "kb"
+    root.mkdir()
+    doc = root / "a.md"
+    text = "a note about bilbies and their burrows\n"
+    doc.write_text(text)
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    doc.unlink()  # the checkout's delete ...
+    note = root / ".rag" / "20261204T210927Z.mushroom"
+    note.write_text('{"file": "a.md", "status": "delete"}\n')
+    idx = _open(cfg)
+    try:
+        report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch([note])
+        assert report.failed == [] and set(idx.sources()) == {str(doc)}
+    finally:
+        idx.close()
+    doc.write_text(text)  # ... and its write of the same text: a new inode, a new mtime
+    s = run(cfg)
+    assert s.index.get("mushrooms_failed") == []
+    assert_index_equals_sidecars(cfg, root)
+    doc.unlink()  # gone for good: its folder's job records the deletion, and its note removes it
+    run(cfg)
+    assert_index_equals_sidecars(cfg, root)
+    idx = _open(cfg)
+    try:
+        assert idx.sources() == {}
+    finally:
+        idx.close()
+
+
 def _strip_lead(root: Path, name: str) -> None:
     """The entry as a ragd from before leads wrote it."""
     path = root / ".rag" / f"{name}.ragjson"

@@ -58,11 +58,12 @@ class Part:
         return now is None or (self.known is not None and now != self.known)
 
 
-def present(key: str, path: Path, *, inode: bool = True) -> Part | None:
-    """`path` as a part to watch, with its identity (`inode`) or only its presence; None when it is not there."""
+def present(key: str, path: Path, *, inode: bool = True, required: bool = False) -> Part | None:
+    """`path` as a part to watch, with its identity (`inode`) or only its presence; None when it is not there,
+    unless it is `required` (the agent opened it: missing, it is lost already)."""
     known = ident(path)
     if known is None:
-        return None
+        return Part(key, path, None, steady=inode) if required else None
     return Part(key, path, known if inode else None, steady=inode)
 
 
@@ -72,7 +73,9 @@ def parts(data_dir: Path, *, collection: Path | None, history: Path | None, root
     served-roots.json and the instance lock."""
     found = []
     if collection is not None:
-        found += [present(INDEX, data_dir / "index"), present(INDEX, collection, inode=False),
+        # the collection is open, so it is there: missing now (deleted again while it was rebuilt), it is lost
+        found += [present(INDEX, data_dir / "index", required=True),
+                  present(INDEX, collection, inode=False, required=True),
                   present(INDEX, keywords.place(collection), inode=False)]  # fmt: skip
     if history is not None:
         found.append(present(HISTORY, history))

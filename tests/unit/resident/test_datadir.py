@@ -68,6 +68,19 @@ def test_parts_made_again_replace_the_lost_ones(tmp_path: Path) -> None:
     assert guard.check(at_once=True) == frozenset()
 
 
+def test_an_index_deleted_again_while_it_was_rebuilt_stays_a_loss(tmp_path: Path) -> None:
+    """The data directory deleted a second time while the index was being rebuilt (something wrote to the data
+    directory again meanwhile): the parts remembered after the rebuild lack the collection. It must be a loss, not
+    dropped from the watch (every change note then failed on a missing file of the index, for good)."""
+    home = tmp_path / "data"
+    guard = _guard(home)
+    shutil.rmtree(home)
+    home.mkdir()  # made again by a write into it, with no index/
+    found = datadir.parts(home, collection=home / "index" / "coll", history=None, roots=False)
+    guard.remember(found, made_again=True)
+    assert guard.check(at_once=True) == {datadir.INDEX}
+
+
 def test_a_collection_replaced_on_purpose_is_not_a_loss(tmp_path: Path) -> None:
     """A compaction swaps the collection for its copy: only its presence counts, and not while it runs."""
     guard = _guard(tmp_path / "data", unsteady=True)

@@ -130,7 +130,10 @@ class IndexSync:
         write = SourceWrite(str(path), "", "", (), held)  # no chunks: remove what the index holds
         entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
         root = root_of(path, self.roots)  # None: e.g. a job's note applied after its root was removed
-        if root is not None and entry is not None and indexable(entry, self.identity) and path.exists():
+        # Not `path.exists()`: the index mirrors the sidecar. A file missing for a moment (a git checkout deletes
+        # and writes it again) comes back with the same text, which its folder's job records without a change
+        # note; a file really gone is recorded by that job as deleted, and its note removes it then.
+        if root is not None and entry is not None and indexable(entry, self.identity):
             why = bad_vector(entry)
             if why is None:
                 chunks = to_index_chunks(path, entry)
