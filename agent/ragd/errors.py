@@ -55,6 +55,11 @@ class EmbedError(RagdError):
     code = "embed"
 
 
+class EmbedUnavailable(EmbedError):
+    """The embedder did not answer, or only with errors that waiting may heal (timeouts, refused connections, 5xx,
+    429), through all its retries: the embed queue holds it down for a while (pipeline/embed/queue.py)."""
+
+
 class StorageError(RagdError):
     """A sidecar or mushroom could not be read or written."""
 

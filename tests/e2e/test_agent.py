@@ -348,6 +348,7 @@ def test_a_failing_embeddings_api_is_reported_and_recovered(
     assert st["embedder"]["last_error"] and "sk-e2e-secret" not in str(st)
     assert "1 failed" in ragctl("status").stdout
     fake_openai_server.reset()  # the API is back
+    ragctl("sync")  # held down after the outage (embedding.down_pause): a person's sync tries it now
     write_doc(root / "fine.md", "golfball")  # the agent still works for other files
     agent.wait_idle()
     assert keyword_hits("golfball") == [str(root / "fine.md")]

@@ -46,6 +46,10 @@ def _health(name: str) -> dict[str, Any]:
     return dict(ragctl_json("status")["health"][name])
 
 
+def _failed_files() -> list[dict[str, Any]]:
+    return [f for r in ragctl_json("status")["roots"] for f in r["failures"]]
+
+
 def _warnings(agent: AgentProcess, text: str) -> list[str]:
     return [line for line in agent.log().splitlines() if " WARNING " in line and text in line]
 
@@ -170,15 +174,21 @@ def test_an_embeddings_api_that_fails_is_shown_and_its_return_too(
         server.fail_next(3, status=500)  # the first attempt and both retries of the next batch
         write_doc(root / "b.md", "zqbravo")
         poll(lambda: _health("embeddings")["state"] == "unavailable", what="the embeddings to be unavailable")
-        assert "failing" in _health("embeddings")["reason"]
+        reason = _health("embeddings")["reason"]
+        assert "failing" in reason and "not sent texts until" in reason and "ragctl sync" in reason, reason
         assert "  embeddings: UNAVAILABLE" in ragctl("status").stdout
-        write_doc(root / "c.md", "zqcharlie")
+        write_doc(root / "c.md", "zqcharlie")  # held down: fails at once, not sent
+        poll(lambda: any("not tried again" in f.get("reason", "") for f in _failed_files()),
+             what="c.md failed at once")  # fmt: skip
+        assert "zqcharlie" not in " ".join(server.texts)
+        ragctl("sync", "--force")  # a person asks: tried now, and c.md redone
         poll(lambda: _health("embeddings")["state"] == "ok", what="the embeddings to work again")
         server.fail_next(3, status=429)
         write_doc(root / "d.md", "zqdelta")
         # degraded from the first retry on ("requests retried"), then "rate limited" once the batch is given up
         poll(lambda: _health("embeddings")["reason"].startswith("rate limited: "), what="to be rate limited")
         assert _health("embeddings")["state"] == "degraded"
+        ragctl("sync")  # held down after the 429s too: tried now
         write_doc(root / "e.md", "zqecho")
         poll(lambda: _health("embeddings")["state"] == "ok", what="the embeddings to work again")
         poll(lambda: len([x for x in agent.log().splitlines() if "embeddings: working again" in x]) == 2,

@@ -71,6 +71,9 @@ class EmbeddingConfig(_Section):
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=6, ge=0, le=50)
     max_backoff: float = Field(default=60.0, gt=0)
+    # an API that failed a batch through all its retries is not sent texts for this long (doubling while it stays
+    # down, up to 10 times as long); 0: never held down
+    down_pause: float = Field(default=15.0, ge=0)
     threads: int = Field(default=1, ge=1, le=64)
 
     @model_validator(mode="after")

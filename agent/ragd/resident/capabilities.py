@@ -156,6 +156,9 @@ class Health:
         if failing:
             retries.clear()  # the retries of the failed requests: not counted once it works again
             error = stats.last_error or "?"
+            if stats.down_until is not None and stats.down_until > time.time():
+                error += (f"; not sent texts until {time.strftime('%H:%M:%S', time.localtime(stats.down_until))} "
+                          "(`ragctl sync` tries it now)")  # fmt: skip
             if "429" in error or "rate-limit" in error:
                 return Capability("embeddings", DEGRADED, f"rate limited: {error}")
             return Capability("embeddings", UNAVAILABLE, f"failing: {error}")

@@ -59,6 +59,7 @@ def change(rt: Resident, action: str, root: Path) -> list[str]:
             raise RagdError(
                 f"{root} is not a directory", "create it first, or check the path", code=p.NOT_FOUND
             )
+        rt.embed.try_now()  # an embeddings API held down after an outage: tried with the new root's first texts
         rt.change_root_overlay(lambda overlay: overlay.add(root))  # roots.json, or the copy while it vanished
         notes = overlaps(root, rt.roots)
     else:

@@ -36,6 +36,7 @@ def sync(rt: Resident, args: SyncArgs | None = None, progress: Progress = no_pro
     else:
         tops = [path] if path is not None else list(rt.roots)
         dirs = [d for t in tops if t.is_dir() for d in walk_dirs(t, rt.ignore)]
+    rt.embed.try_now()  # an embeddings API held down after an outage: a person asks to try it now
     rt.run_dirs(dirs, "sync", force=args.force)
     result: Synced = {"scheduled": len(dirs)}
     if args.wait:

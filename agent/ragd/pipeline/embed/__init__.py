@@ -109,7 +109,7 @@ class LazyEmbedQueue:
                 else:
                     workers = 1 if self.cfg.provider == "local" else self.cfg.concurrency
                 embedder = make_embedder(self.cfg, self._environ, self._pool, self._models)
-                self._queue = EmbedQueue(embedder, batch, workers)
+                self._queue = EmbedQueue(embedder, batch, workers, down_pause=self.cfg.down_pause)
             return self._queue
 
     def when_used(self, callback: Callable[[], object]) -> None:
@@ -185,6 +185,13 @@ class LazyEmbedQueue:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.submit(texts).result()
+
+    def try_now(self) -> None:
+        """An embeddings API held down after an outage is tried again with the next batch (a person asked)."""
+        with self._lock:
+            queue = self._queue
+        if queue is not None:
+            queue.try_now()
 
     @property
     def stats(self) -> EmbedStats:

@@ -32,7 +32,7 @@ import openai
 import orjson
 
 from ...config import EmbeddingConfig
-from ...errors import EmbedError
+from ...errors import EmbedError, EmbedUnavailable
 from .base import clean_text, redact, shut_down_error
 from .deadline import Watchdog
 from .retry import next_delay, retry_after
@@ -218,14 +218,14 @@ class OpenAIEmbedder:
             "check that embedding.base_url points at an OpenAI-compatible embeddings API",
         )
 
-    def _gave_up(self, last: _Failure, attempts: int) -> EmbedError:
+    def _gave_up(self, last: _Failure, attempts: int) -> EmbedUnavailable:
         if last.status == 429:
             hint = "the API is rate-limiting: lower embedding.concurrency or batch_size, or raise retries"
         elif last.status is None:
             hint = "check that the server is running and reachable, or raise embedding.timeout / retries"
         else:
             hint = "the server is failing; check its logs, or raise embedding.retries"
-        return EmbedError(
+        return EmbedUnavailable(
             f"the embeddings API at {self.base_url} (model {self.model_name}) failed "
             f"{attempts} attempt{'s' if attempts != 1 else ''}; last error: {last.text}",
             hint,

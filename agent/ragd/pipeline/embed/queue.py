@@ -9,6 +9,14 @@ untouched.
 Every row is checked here, whatever the provider (`base.row_problems`): a zero, NaN or infinite vector never
 reaches a caller. A caller with such a row gets an EmbedError naming the embedder and what was wrong, and the
 other callers of the same batch get their vectors: one bad text fails its own file, never its neighbours.
+
+An embedder that is down (a batch failed with EmbedUnavailable: no answer, or only 5xx or 429, through all its
+retries) is held down: every text waiting fails at once with the same error, and so does every text submitted for
+the next `down_pause` seconds (`embedding.down_pause`, doubling while it stays down, up to DOWN_GROWTH times
+that). Then one batch is sent as a probe, the others waiting behind it: answered, the embedder is up again;
+failed, it is held down longer. `try_now()` (a person's `ragctl sync`) ends the pause: the next batch is the probe. Without that, a
+folder of 2,000 files met an API outage batch by batch, each batch through its retries and timeouts, for minutes;
+now its files are FAILED within one batch's retries, each retried later (pipeline/outcome.py).
 """
 
 from __future__ import annotations
@@ -24,10 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import EmbedError
+from ...errors import EmbedError, EmbedUnavailable
 from .base import Embedder, check_vectors, invalid_vectors_error, row_problems, shut_down_error, source_of
 
 log = logging.getLogger(__name__)
+
+DOWN_GROWTH = 10.0  # an embedder found down again and again is held down up to this many times `down_pause`
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,7 @@ class EmbedStats:
     rejected: int = 0  # texts whose vector came back unusable (zero, NaN, infinite)
     last_error_at: float | None = None  # when a batch last failed (time.time())
     last_ok_at: float | None = None  # when the embedder last answered a batch
+    down_until: float | None = None  # held down until then (time.time()): texts fail at once, none is sent
 
 
 @dataclass(eq=False)
@@ -68,10 +79,13 @@ class _Slice:
 class EmbedQueue:
     """Thread-safe, blocking front of an `Embedder`. Use one per agent; `close()` it at shutdown."""
 
-    def __init__(self, embedder: Embedder, batch_size: int, concurrency: int) -> None:
+    def __init__(
+        self, embedder: Embedder, batch_size: int, concurrency: int, *, down_pause: float = 15.0
+    ) -> None:
         if batch_size < 1 or concurrency < 1:
             raise ValueError("batch_size and concurrency must be at least 1")
         self.embedder = embedder
+        self.down_pause = down_pause
         self.batch_size = batch_size
         self._pending: deque[_Piece] = deque()
         self._cond = threading.Condition()
@@ -86,6 +100,11 @@ class EmbedQueue:
         self._last_error: str | None = None
         self._last_error_at: float | None = None
         self._last_ok_at: float | None = None
+        # held down (see the module's doc): until when (monotonic), for how long, with which error; a probe out
+        self._down_until: float | None = None
+        self._down_for = 0.0
+        self._down_error: EmbedUnavailable | None = None
+        self._probing = False
         self._workers = [
             threading.Thread(target=self._work, name=f"embed-{i}", daemon=True) for i in range(concurrency)
         ]
@@ -106,6 +125,7 @@ class EmbedQueue:
                 self._rejected,
                 self._last_error_at,
                 self._last_ok_at,
+                None if self._down_until is None else time.time() + self._down_until - time.monotonic(),
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -125,6 +145,10 @@ class EmbedQueue:
         with self._cond:
             if self._closed:
                 raise shut_down_error()
+            down = self._held_down()
+            if down is not None:  # not sent: it would fail the same way
+                piece.future.set_exception(down)
+                return piece.future
             if priority:
                 self._pending.appendleft(piece)
             else:
@@ -160,13 +184,25 @@ class EmbedQueue:
                 return
             self._run(batch)
 
+    def _held_down(self) -> EmbedUnavailable | None:
+        """(Under the lock.) The error to fail texts with at once while the embedder is held down; None once that
+        time is over (the next batch is a probe)."""
+        if self._down_until is None or self._down_error is None or time.monotonic() >= self._down_until:
+            return None
+        left = self._down_until - time.monotonic()
+        err = self._down_error
+        return EmbedUnavailable(f"{err.message}; not tried again for {left:.0f} s", err.hint)
+
     def _take(self) -> list[_Slice] | None:
-        """Up to batch_size waiting texts, in arrival order; None once closed."""
+        """Up to batch_size waiting texts, in arrival order; None once closed. While the embedder is held down
+        after a probe was sent, the other workers wait for its answer."""
         with self._cond:
-            while not self._pending and not self._closed:
+            while (not self._pending or self._probing) and not self._closed:
                 self._cond.wait()
             if self._closed:
                 return None
+            if self._down_until is not None:
+                self._probing = True  # held down until now: this batch tells whether it is up again
             batch: list[_Slice] = []
             room = self.batch_size
             while room and self._pending:
@@ -241,6 +277,10 @@ class EmbedQueue:
                 self._drop([piece for piece, _ in bad])
             # it answered: a text whose vector is unusable fails its own file, not the embedder's health
             self._last_ok_at = time.time()
+            if self._down_until is not None:
+                log.info("%s answers again", source)
+            self._down_until, self._down_for, self._down_error = None, 0.0, None
+            self._end_probe()
         for piece in done:
             _settle(piece)
         for piece, err in bad:
@@ -249,6 +289,8 @@ class EmbedQueue:
     def _failed(self, batch: list[_Slice], count: int, err: EmbedError) -> None:
         log.warning("embedding a batch of %d texts failed: %s", count, err)
         pieces = list(dict.fromkeys(s.piece for s in batch))
+        waiting: list[_Piece] = []
+        down: EmbedUnavailable | None = None
         with self._cond:
             self._requests += 1
             self._failed_batches += 1
@@ -256,8 +298,38 @@ class EmbedQueue:
             self._last_error = str(err)
             self._last_error_at = time.time()
             self._drop(pieces)
+            if isinstance(err, EmbedUnavailable) and self.down_pause > 0 and not self._closed:
+                self._hold_down(err)
+                waiting = list(self._pending)  # they would fail the same way, one batch after another
+                self._drop(waiting)
+                down = self._held_down()
+            elif self._probing:  # the probe met another error (say, a text refused): not a sign either way
+                self._end_probe()
         for piece in pieces:
             _fail(piece, err)
+        for piece in waiting:
+            _fail(piece, down or err)
+
+    def _hold_down(self, err: EmbedUnavailable) -> None:
+        """(Under the lock.) The embedder is down: hold it down, for longer each time in a row it is found so."""
+        self._down_for = min(self.down_pause * DOWN_GROWTH, max(self.down_pause, self._down_for * 2))
+        self._down_until = time.monotonic() + self._down_for
+        self._down_error = err
+        log.warning("%s is down: the texts waiting fail now, and every text for the next %.0f s (then one batch "
+                    "is tried)", source_of(self.embedder), self._down_for)  # fmt: skip
+        self._end_probe()
+
+    def try_now(self) -> None:
+        """End a pause of an embedder held down: the next batch is sent, as the probe."""
+        with self._cond:
+            if self._down_until is not None:
+                self._down_until = time.monotonic()
+
+    def _end_probe(self) -> None:
+        """(Under the lock.) The probe's answer is in: the other workers go on."""
+        if self._probing:
+            self._probing = False
+            self._cond.notify_all()
 
     def _drop(self, pieces: list[_Piece]) -> None:
         """Forget failed callers (under the lock): their texts still waiting are not sent for nothing."""
