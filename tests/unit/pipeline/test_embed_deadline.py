@@ -71,7 +71,7 @@ def test_a_cut_off_attempt_is_retried(fake_openai_server: FakeOpenAI) -> None:
 def test_the_queue_worker_is_free_after_a_cut_off(fake_openai_server: FakeOpenAI) -> None:
     server = fake_openai_server
     server.trickle_next(1, bytes_per_s=RATE)
-    queue = EmbedQueue(make(server, timeout=1, retries=0), batch_size=8, concurrency=1)
+    queue = EmbedQueue(make(server, timeout=1, retries=0), batch_size=8, concurrency=1, down_pause=0)
     try:
         first = queue.submit(["trickled"])
         with pytest.raises(EmbedError, match="timeout"):
