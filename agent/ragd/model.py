@@ -6,14 +6,14 @@ Stages never import one another; they share only these values. Only the director
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .pipeline.metadata import Extracted
+Fields = dict[str, tuple[str, ...]]  # a document's metadata: each key's values (pipeline/metadata.py)
 
 ZERO = "zero"
 NOT_FINITE = "not finite"
@@ -31,6 +31,23 @@ def vector_problem(vector: np.ndarray) -> str | None:
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float32)))
     return NOT_FINITE if not np.isfinite(norm) else ZERO if norm == 0.0 else None
+
+
+def fields_json(fields: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Metadata fields as the sidecar and search results show them: `tags` a list, another key a string (a list if
+    several)."""
+    return {k: list(v) if k == "tags" or len(v) != 1 else v[0] for k, v in fields.items()}
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """Metadata as one source gave it (a document's front matter or properties, a folder defaults file)."""
+
+    fields: Fields = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return fields_json(self.fields)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ import pytest
 
 from ragd.index import MAX_K, IndexBackend, SourceWrite
 from ragd.index.where import Where, matches, parse_where
-from ragd.model import md5_hex
-from ragd.pipeline.metadata import Fields, fields_json
+from ragd.model import Fields, fields_json, md5_hex
 from tests.contract.conftest import BACKENDS, basis, chunk
 from tests.contract.test_index_contract import shared_index
 

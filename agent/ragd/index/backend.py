@@ -93,7 +93,7 @@ class Hit:
     root: str = ""
     source_chunks: int = 1  # how many chunks its document has (hybrid ranking weighs a document's size)
     agent: str = ""  # on a shared index (Milvus): the agent whose machine holds the file
-    metadata: Mapping[str, Any] = field(default_factory=dict)  # its document's fields (metadata.fields_json)
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # its document's fields (model.fields_json)
     lead: str = ""  # its document's lead vector as stored (records.encode_lead; "" for none): hybrid ranking
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 
 from ..errors import IndexError_
-from ..pipeline.metadata import fields_json
+from ..model import fields_json
 from .backend import SourceSummary
 from .where import terms
 

@@ -31,11 +31,10 @@ from typing import Any
 
 from .. import modes
 from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, StorageError
-from ..model import Chunk, vector_problem
+from ..model import Chunk, fields_json, vector_problem
 from . import sidecar
 from .filerecord import FileRecord, permission_denied, replaced, source_info
 from .lead import lead_hash, lead_text
-from .metadata import fields_json
 from .outcome import ABANDONED, RELABELED, ROOT_REMOVED, VANISHED, FileOutcome, ReuseFn
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import OUTSIDE_ROOTS, Change, md5_file, not_regular, stat_matches, under_real_roots

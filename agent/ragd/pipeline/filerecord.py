@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbedError, FileSkipped, RagdError, StorageError
-from ..model import Chunk
+from ..model import Chunk, Extracted
 from . import sidecar
-from .metadata import Extracted, Labels
+from .metadata import Labels
 from .outcome import (
     ABANDONED,
     BACKOFF_CODES,

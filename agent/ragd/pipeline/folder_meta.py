@@ -21,7 +21,8 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from .metadata import Defaults, Extracted, merge_defaults, normalise
+from ..model import Extracted
+from .metadata import Defaults, merge_defaults, normalise
 
 FOLDER_FILE = ".ragd-meta.toml"
 MAX_BYTES = 64 * 1024

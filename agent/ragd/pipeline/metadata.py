@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..metakeys import STANDARD, canonical_key
-
-Fields = dict[str, tuple[str, ...]]
+from ..model import Extracted, Fields, fields_json
 
 MAX_KEYS = 64  # of a document's own, or of one folder defaults file
 MAX_VALUES = 64  # values of one key (tags)
@@ -38,17 +37,6 @@ _PLAIN = re.compile(
 )  # index/where.py: what a filter term keeps as is
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?(Z|[+-]\d{2}'?\d{2}'?)?")
-
-
-@dataclass(frozen=True)
-class Extracted:
-    """Metadata as one source gave it (a document's front matter or properties, a folder defaults file)."""
-
-    fields: Fields = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return fields_json(self.fields)
 
 
 def normalise(raw: Mapping[Any, Any], origin: str) -> Extracted:
@@ -162,11 +150,6 @@ def iso_text(text: str) -> str | None:
         return iso(dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
     except ValueError:
         return None
-
-
-def fields_json(fields: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """As the sidecar and search results show them: `tags` a list, another key a string (a list if several)."""
-    return {k: list(v) if k == "tags" or len(v) != 1 else v[0] for k, v in fields.items()}
 
 
 def fields_from_json(raw: Any) -> Fields:

@@ -29,8 +29,7 @@ from pathlib import Path
 
 from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
-from ..model import Chunk, OcrReport, SplitterSettings
-from .metadata import Extracted
+from ..model import Chunk, Extracted, OcrReport, SplitterSettings
 from .pool import WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)

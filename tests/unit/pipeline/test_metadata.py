@@ -11,16 +11,14 @@ import pytest
 
 from ragd.config import LimitsConfig, load_config
 from ragd.errors import ConfigError
-from ragd.model import SplitterSettings
+from ragd.model import Extracted, SplitterSettings, fields_json
 from ragd.pipeline import folder_meta, sidecar
 from ragd.pipeline.metadata import (
     MAX_TERMS_BYTES,
     MAX_VALUE_CHARS,
     Defaults,
     EntryMetadata,
-    Extracted,
     Labels,
-    fields_json,
     label,
     merge_defaults,
     normalise,

@@ -38,3 +38,26 @@ def packages_imported(package: str) -> dict[str, set[str]]:
                                                  ("web", "edges")])  # fmt: skip
 def test_no_import_between(package: str, never: str) -> None:
     assert packages_imported(package).get(never, set()) == set()
+
+
+CORE = (
+    "model.py",
+    "errors.py",
+    "metakeys.py",
+    "atomic.py",
+    "paths.py",
+    "modes.py",
+)  # the values every layer shares
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_modules_import_no_package(module: str) -> None:
+    """The shared values sit below every package: a core module importing one (even for a type) is an import up."""
+    packages = {p.name for p in RAGD.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    imported = set()
+    for node in ast.walk(ast.parse((RAGD / module).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            imported.add((node.module or "").split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ragd."):
+            imported.add((node.module or "").split(".")[1])
+    assert imported & packages == set()

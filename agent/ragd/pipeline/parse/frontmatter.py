@@ -11,7 +11,8 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from ..metadata import Extracted, normalise
+from ...model import Extracted
+from ..metadata import normalise
 
 MAX_LINES = 500
 MAX_BYTES = 64 * 1024

@@ -21,8 +21,8 @@ from typing import Any, BinaryIO
 from xml.etree import ElementTree
 
 from ...errors import ParseError
-from ...model import Document
-from ..metadata import Extracted, normalise
+from ...model import Document, Extracted
+from ..metadata import normalise
 from ..structure import drop_permalinks
 from .text import (
     Decoded,

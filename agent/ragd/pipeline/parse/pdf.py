@@ -15,8 +15,8 @@ from typing import Any
 
 from ...config import ParseConfig
 from ...errors import FileSkipped, ParseError
-from ...model import Document, PageSpan
-from ..metadata import Extracted, normalise
+from ...model import Document, Extracted, PageSpan
+from ..metadata import normalise
 from .ocr import PageReader, unavailable
 from .text import clean_title, normalise_newlines
 
