@@ -119,6 +119,9 @@ class Agent(Reactions, Recovery):
         )
         self.data_dir_rebuilt: dict[str, Any] | None = None  # the last time it was: when, what, done
         self._filled = True  # False while a fill of the index from the sidecars is owed (rootstate.Served)
+        self._served_lock = threading.Lock()
+        self._served_roots = []
+        self._entering = set()
         self._recovery_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------------------------------
@@ -180,14 +183,19 @@ class Agent(Reactions, Recovery):
         # before the first verification, which would otherwise "repair" every source its sidecars already describe
         fill = rebuilt or empty or served is None or not served.filled
         if fill:  # recorded before anything is written to it: killed meanwhile, the next start fills it again
-            held = [] if served is None else served.roots
+            held = [] if served is None else [*served.roots, *served.entering]
             self._filled = False
             self._save_served([*held, *(r for r in wanted if r not in held)])
+        else:  # roots new to the index (or whose entering a kill cut short): recorded before their first write
+            assert served is not None
+            self._served_roots = list(served.roots)
+            self._entering = set(served.entering)
+            self._mark_entering([r for r in wanted if not under_any(r, served.roots)])
         self.indexer.start()
         threading.Thread(target=self._schedule_loop, name="debounce", daemon=True).start()
         self.set_roots(wanted, phase="initial")
         if served is not None:
-            self._drop_gone(served.roots)
+            self._drop_gone([*served.roots, *served.entering])
         if fill:
             self.indexer.call(self._fill).add_done_callback(_fill_failed)
         elif served is not None:
@@ -212,6 +220,7 @@ class Agent(Reactions, Recovery):
             self.indexer.sync.roots = list(self.roots)
             self._searcher = self._search_over(self.indexer.index)
             if phase != "initial":  # (at start-up: start())
+                self._mark_entering(ok)  # before their fills and their jobs write anything
                 for r in ok:
                     if not under_any(r, staying):
                         self.indexer.call(partial(fill_root, root=r))

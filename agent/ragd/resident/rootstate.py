@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,10 +134,14 @@ def save(data_dir: Path, overlay: RootOverlay) -> None:
 @dataclass(frozen=True)
 class Served:
     """What served-roots.json says: the roots whose sources the index holds, and whether it holds all of them
-    (`filled` is False from the start of a fill of the whole index from the sidecars until its end)."""
+    (`filled` is False from the start of a fill of the whole index from the sidecars until its end), and the roots
+    `entering` it: added, their fill or their jobs' first writes under way, so the index may hold some of their
+    sources (recorded before the first of them is written: an agent killed meanwhile, started without such a root,
+    drops what it left; started with it, fills it)."""
 
     roots: list[Path]
     filled: bool
+    entering: list[Path] = field(default_factory=list)
 
 
 def load_served(data_dir: Path, index: str) -> Served | None:
@@ -159,11 +163,20 @@ def load_served(data_dir: Path, index: str) -> Served | None:
     if raw.get("index") != index:  # recorded for another index (the embedding model or the backend changed)
         return None
     # a record without `filled` was written by an older version, before its fill was done: not trusted
-    return Served([Path(r) for r in roots], raw.get("filled") is True)
+    entering = raw.get("entering")
+    entering = (
+        [Path(r) for r in entering if isinstance(r, str) and r.startswith("/")]
+        if isinstance(entering, list)
+        else []
+    )
+    return Served([Path(r) for r in roots], raw.get("filled") is True, entering)
 
 
-def save_served(data_dir: Path, index: str, roots: list[Path], *, filled: bool = True) -> None:
-    _write(data_dir / SERVED_FILE, {"index": index, "roots": [str(r) for r in roots], "filled": filled})
+def save_served(
+    data_dir: Path, index: str, roots: list[Path], *, filled: bool = True, entering: Iterable[Path] = ()
+) -> None:
+    _write(data_dir / SERVED_FILE, {"index": index, "roots": [str(r) for r in roots], "filled": filled,
+                                    "entering": sorted(str(r) for r in entering)})  # fmt: skip
 
 
 def _write(path: Path, payload: Mapping[str, object]) -> None:

@@ -92,6 +92,9 @@ class AgentRuntime:
     guard: datadir.DataDirGuard
     data_dir_rebuilt: dict[str, Any] | None
     _filled: bool
+    _served_lock: threading.Lock
+    _served_roots: list[Path]  # as last recorded in served-roots.json
+    _entering: set[Path]  # roots whose sources the index may hold in part (rootstate.Served.entering)
     _recovery_lock: threading.Lock
 
     # -- state ----------------------------------------------------------------------------------------------

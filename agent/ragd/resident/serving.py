@@ -65,15 +65,40 @@ class IndexServing(AgentRuntime):
 
     def _record_served(self) -> None:
         """Record the roots served now once the index has taken the writes queued before (their fills, their
-        removals): on the writer thread, in order, so that a root is never recorded before its fill is done."""
+        removals): on the writer thread, in order, so that a root is never recorded before its fill is done. The
+        roots entering until now have then been filled (or dropped): no longer entering."""
         roots = list(self.roots)
-        self.indexer.call(lambda _sync: self._save_served(roots))
+        with self._served_lock:
+            done = set(self._entering)
+
+        def record(_sync: IndexSync) -> None:
+            with self._served_lock:
+                self._entering -= done
+            self._save_served(roots)
+
+        self.indexer.call(record)
+
+    def _mark_entering(self, roots: list[Path]) -> None:
+        """Before anything of these new roots is written to the index (their fill, their jobs' change notes):
+        recorded as entering, so that a start after a kill knows the index may hold some of their sources."""
+        if not roots:
+            return
+        with self._served_lock:
+            self._entering.update(roots)
+            served = list(self._served_roots)
+        self._save_served(served)
 
     def _save_served(self, roots: list[Path]) -> None:
-        try:
-            rootstate.save_served(self.data_dir, str(self.indexer.index.path), roots, filled=self._filled)
-        except OSError as err:  # the next start then fills the index from the sidecars
-            log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
+        """Write served-roots.json: `roots` served, the fill done or not, and the roots entering now (in the order
+        of the calls: a record queued earlier never drops a root marked entering since)."""
+        with self._served_lock:
+            self._served_roots = list(roots)
+            entering = [r for r in self._entering if r not in roots]
+            try:
+                rootstate.save_served(self.data_dir, str(self.indexer.index.path), roots, filled=self._filled,
+                                      entering=entering)  # fmt: skip
+            except OSError as err:  # the next start then fills the index from the sidecars
+                log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
 
 
 def fill_root(sync: IndexSync, root: Path) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 
 from ragctl import protocol as p
@@ -58,3 +60,51 @@ def test_a_root_from_the_command_line_says_so(
     with agent_in_process(load_config(config_file), [kb], config_path=config_file) as life:
         listed = control(life, "roots")["roots"]
     assert [(r["path"], r["source"]) for r in listed] == [(str(kb), "command line")]
+
+
+def test_a_root_added_is_recorded_before_anything_of_it_is_written(running: Running, tmp_path: Path) -> None:
+    """Found by the soak: an agent killed after a new root's first sources reached the index, but before the root
+    was recorded as served, started without that root and left those sources in search for good. A new root is now
+    recorded as entering before its fill and its jobs write anything; once filled, as served."""
+    other = tmp_path / "other"
+    other.mkdir()
+    write_tree(other)
+    agent = running.life.agent
+    record = agent.data_dir / "served-roots.json"
+    gate = threading.Event()
+    agent.indexer.call(
+        lambda _sync: gate.wait(60)
+    )  # the index writer busy: nothing of the new root written yet
+    try:
+        running.ctl("roots", {"action": "add", "path": str(other)})
+        served = json.loads(record.read_text(encoding="utf-8"))
+        assert str(other) in served["entering"] and str(other) not in served["roots"], served
+    finally:
+        gate.set()
+    running.wait()
+    served = json.loads(record.read_text(encoding="utf-8"))
+    assert served["roots"] == [str(running.root), str(other)] and served["entering"] == [], served
+
+
+def test_a_root_left_entering_by_a_kill_leaves_the_index_at_a_start_without_it(
+    kb: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The record an agent killed while a root entered leaves (it held some of that root's sources): started
+    without the root, the agent drops them; started with it, it fills it."""
+    other = tmp_path / "other"
+    other.mkdir()
+    write_tree(other)
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(config_text(fake_openai_server, [kb, other]))
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        record = life.agent.data_dir / "served-roots.json"
+    served = json.loads(record.read_text(encoding="utf-8"))
+    record.write_text(json.dumps({**served, "roots": [str(kb)], "entering": [str(other)]}), encoding="utf-8")
+    config_file.write_text(config_text(fake_openai_server, [kb]))
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        sources = control(life, "index", {"sources": True})["sources"]
+    assert sources and all(s.startswith(str(kb) + "/") for s in sources), sources
+    served = json.loads(record.read_text(encoding="utf-8"))
+    assert served["roots"] == [str(kb)] and served["entering"] == [], served

@@ -98,3 +98,12 @@ def test_the_kept_roots_survive_their_file_deleted_at_any_moment(tmp_path: Path)
     kept.write_back()
     assert Path("/kb/more1900") in rootstate.load(tmp_path).added
     assert kept.any() and not rootstate.KeptRoots(tmp_path / "new").any()
+
+
+def test_roots_entering_round_trip_and_an_older_record_has_none(tmp_path: Path) -> None:
+    rootstate.save_served(tmp_path, "/data/index", [Path("/kb")], entering=[Path("/new 笔记")])
+    served = rootstate.load_served(tmp_path, "/data/index")
+    assert served == rootstate.Served([Path("/kb")], filled=True, entering=[Path("/new 笔记")])
+    record = '{"index": "/data/index", "roots": ["/kb"], "filled": true, "entering": ["relative", 3]}'
+    (tmp_path / rootstate.SERVED_FILE).write_text(record, encoding="utf-8")
+    assert rootstate.load_served(tmp_path, "/data/index") == rootstate.Served([Path("/kb")], filled=True)
