@@ -21,7 +21,6 @@ REACHES = ("agent", "all")  # this agent's files, or every agent's on an index s
 
 # old name -> new name, on the wire and on the command line (accepted for one version; docs/protocol.md)
 RENAMED_ARGS = {"k": "top_k", "path": "path_prefix", "scope": "reach"}
-RENAMED_FLAGS = {"--path": "--path-prefix", "--scope": "--reach"}
 
 
 def deprecated(prog: str, old: str, new: str) -> str:
