@@ -62,7 +62,24 @@ def test_the_answer_timeout_is_no_longer_a_second_timeout(capsys: pytest.Capture
 
 
 def test_ragd_search_refuses_a_bad_argument_as_ragctl_does(capsys: pytest.CaptureFixture[str]) -> None:
-    """It raised a pydantic traceback (exit 1): the query is now built as the control verb builds it."""
+    """It was checked only once the index was open (with one, a pydantic traceback, exit 1): the query is now built
+    as the control verb builds it, before anything is opened."""
     assert ragd_cli.main(["search", "q", "-k", "0"]) == 2
     err = capsys.readouterr().err
     assert "argument 'top_k' must be greater than or equal to 1" in err and "Traceback" not in err
+
+
+def test_the_flags_choices_are_the_querys() -> None:
+    """The command lines offer exactly the modes and reaches a SearchQuery takes, and its default count."""
+    from typing import get_args
+
+    from ragctl.search_flags import MODES, REACHES, TOP_K
+    from ragd.index.query.searchquery import SearchQuery
+
+    fields = SearchQuery.model_fields
+    assert get_args(fields["mode"].annotation) == MODES and get_args(fields["reach"].annotation) == REACHES
+    assert (fields["mode"].default, fields["reach"].default, fields["top_k"].default) == (
+        MODES[0],
+        REACHES[0],
+        TOP_K,
+    )
