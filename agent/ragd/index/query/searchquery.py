@@ -46,9 +46,8 @@ class SearchQuery(BaseModel):
     one_per_file: bool = False
     files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
     reach: Literal["agent", "all"] = "agent"  # "all": every agent's files on a shared index (Milvus)
-    where: tuple[
-        str, ...
-    ] = ()  # metadata filters, all must match: "tag=invoice", "version^=2." (index/where.py)
+    # metadata filters, all must match: "tag=invoice", "version^=2." (index/where.py)
+    where: tuple[str, ...] = ()
     explain: bool = False  # each result's rank and score on each side, and how fusion combined them
 
     @model_validator(mode="before")
