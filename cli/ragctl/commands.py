@@ -28,6 +28,7 @@ from .context import (
     Ctx,
 )
 from .protocol import USAGE_CODES, Client, ProtocolError, RemoteError, Unreachable, socket_path
+from .search_flags import search_request
 
 Obj = Mapping[str, Any]
 CONNECT_POLL_S = 0.1  # `wait`: how often an agent that is not listening yet is looked for
@@ -51,18 +52,7 @@ def _opt_abs(path: str | None) -> str | None:
 
 REQUESTS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "status": lambda ns: {"watch": True, "interval": ns.interval} if ns.watch else {"watch": False},
-    "search": lambda ns: {
-        "query": ns.query,
-        "top_k": ns.k,
-        "mode": ns.mode,
-        "path_prefix": [absolute(p) for p in ns.path],
-        "ext": list(ns.ext),
-        "one_per_file": ns.one_per_file,
-        **({"files": True} if ns.files else {}),  # sent only when asked: an older agent knows no `files`
-        **({"scope": ns.scope} if ns.scope != "agent" else {}),  # nor `scope`
-        **({"where": list(ns.where)} if ns.where else {}),  # nor `where`
-        **({"explain": True} if ns.explain else {}),  # nor `explain`
-    },
+    "search": search_request,  # as `ragd search` makes it (search_flags.py)
     "sync": lambda ns: {
         "path": _opt_abs(ns.path),
         "force": ns.force,
@@ -365,7 +355,7 @@ def _lost(err: Unreachable, timeout: float | None) -> tuple[str, str]:
     """Message and hint when a connected agent stops answering."""
     if "in time" in err.reason:
         return (f"the ragd agent on {err.path} did not answer within {timeout:g} s" if timeout else err.reason,
-                "it may be busy: try again, or allow more time with `ragctl --timeout S …`")  # fmt: skip
+                "it may be busy: try again, or allow more time with `ragctl --answer-timeout S …`")  # fmt: skip
     return (f"the ragd agent on {err.path} went away: {err.reason}",
             "it may be stopping or restarting; see `systemctl --user status ragd` or its log")  # fmt: skip
 

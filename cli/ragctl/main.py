@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .search_flags import Renamed, add_search_flags
 
 DEFAULT_TIMEOUT = 30.0  # seconds to connect and to wait for each answer (0: no limit)
 MCP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")  # `mcp-config`'s (clients.py knows them)
@@ -27,16 +28,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ragctl", description="Show and steer the ragd agent over its control socket."
@@ -48,8 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="control socket (default: $RAGD_SOCKET or the runtime dir)",
     )
-    p.add_argument("--timeout", dest="io_timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
+    p.add_argument("--answer-timeout", dest="io_timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
                    help=f"seconds to wait for the agent to answer (0: no limit; default {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    # its older name, which `wait` and `sync` also give their own limit
+    p.add_argument("--timeout", dest="io_timeout", type=_seconds, action=Renamed, new="--answer-timeout",
+                   help=argparse.SUPPRESS)  # fmt: skip
     # options every verb accepts after its name too (SUPPRESS: absent here, the top-level value stands)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print the agent's answer as JSON")
@@ -74,22 +68,7 @@ def _add_status_search(sub: argparse._SubParsersAction, common: argparse.Argumen
     st.add_argument(
         "--interval", type=_seconds, default=1.0, metavar="S", help="seconds between updates (--watch)"
     )
-    se = sub.add_parser("search", parents=[common], help="search the index")
-    se.add_argument("query")
-    se.add_argument("-k", "--top-k", dest="k", type=_positive_int, default=5, help="results (default 5)")
-    se.add_argument("--path", action="append", default=[], help="only under this folder (repeatable)")
-    se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
-    se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
-    se.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                    help="only documents whose metadata matches: tag=invoice, version^=2. (prefix); repeatable, "
-                    "all must match (docs/metadata.md)")  # fmt: skip
-    se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
-    se.add_argument("--files", action="store_true",
-                    help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
-    se.add_argument("--scope", choices=("agent", "all"), default="agent",
-                    help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
-    se.add_argument("--explain", action="store_true",
-                    help="why each result is where it is: its rank and score on each side and how they were fused")  # fmt: skip
+    add_search_flags(sub.add_parser("search", parents=[common], help="search the index"))  # as `ragd search`
 
 
 def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -259,9 +259,9 @@ class TestRagctlVerbs:
 
     def test_search_under_a_path_that_does_not_exist(self, steered: Shared, tmp_path: Path) -> None:
         steered.agent.wait_idle()
-        inside = ragctl("search", "x", "--path", str(steered.root / "nowhere"), check=None)
+        inside = ragctl("search", "x", "--path-prefix", str(steered.root / "nowhere"), check=None)
         assert inside.returncode == 0 and inside.stdout == "no results\n", inside
-        outside = ragctl("search", "x", "--path", str(tmp_path / "nowhere"), check=None)
+        outside = ragctl("search", "x", "--path-prefix", str(tmp_path / "nowhere"), check=None)
         assert outside.returncode == 2 and "is not under any root" in outside.stderr, outside
         assert str(steered.root) in outside.stderr  # the hint names the roots
 

@@ -62,7 +62,7 @@ def test_two_agents_share_one_milvus_and_own_their_sources(
     try:
         alice.wait_idle()
         bob.wait_idle()
-        # each agent lists and searches its own files; with scope all, both; every result names its agent
+        # each agent lists and searches its own files; with reach all, both; every result names its agent
         assert alice.sources() == sorted([str(a1), str(a2)])
         assert bob.sources() == [str(b1)]
         assert search(alice, "zebrafinch") == [(str(a1), "alice")]
@@ -72,7 +72,7 @@ def test_two_agents_share_one_milvus_and_own_their_sources(
         assert status["backend"] == "milvus" and status["reachable"] and status["agent"] == "alice"
         shown = ragctl_as(alice, "status") + ragctl_as(alice, "index")
         assert f"milvus {milvus.uri}" in shown and "on Milvus: reachable" in shown and "agent alice" in shown
-        assert "on bob" in ragctl_as(alice, "search", "zebrafinch", "--scope", "all", "--mode", "keyword")
+        assert "on bob" in ragctl_as(alice, "search", "zebrafinch", "--reach", "all", "--mode", "keyword")
 
         # a deletion in alice's tree removes alice's chunks only
         a2.unlink()

@@ -38,7 +38,7 @@ def test_search_after_run_once(tmp_path: Path, api_config_file: Path) -> None:
     assert got["results"][0]["rel_path"] == "ops/reset.md"
     zh = ragd_json("search", "电池容量", "--mode", "keyword")
     assert zh["results"][0]["path"] == str(root / "phone.md")
-    only = ragd_json("search", "socket gradients 电池", "--path", str(root / "ops"), "-k", "10")
+    only = ragd_json("search", "socket gradients 电池", "--path-prefix", str(root / "ops"), "-k", "10")
     assert {r["path"] for r in only["results"]} == {str(root / "ops" / "reset.md")}
     human = ragd("search", "ERR_CONN_RESET", "--mode", "keyword").stdout
     assert "1. " + str(root / "ops" / "reset.md") + ":1-3  [ERR_CONN_RESET]  score " in human

@@ -170,7 +170,7 @@ def test_a_run_with_nothing_to_sync_leaves_the_index_closed(tmp_path: Path, api_
     )  # the keyword index lost: opened, and made again from the collection
     assert ragd_json("run", "--once", str(root))["index"]["opened"] is True
     assert ragd_json("run", "--once", str(root))["index"]["opened"] is False
-    hits = ragd_json("search", '"keep 1"', "--mode", "keyword", "--path", str(root))["results"]
+    hits = ragd_json("search", '"keep 1"', "--mode", "keyword", "--path-prefix", str(root))["results"]
     assert [h["path"] for h in hits] == [str(root / KEEP[0])]
 
     shutil.rmtree(collection)  # the index lost: filled from the sidecars

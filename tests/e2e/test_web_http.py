@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from ragctl.search_flags import TOP_K
 from tests.e2e.agent import AgentProcess, ragctl, ragctl_json, running_agent, write_doc
 from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
@@ -169,8 +170,15 @@ def test_views_show_the_knowledge_base(
         assert "&lt;b&gt;zqalpha&lt;/b&gt;" in html and "<b>zqalpha</b>" not in html  # the query is escaped
         html = http.get(f"{base}/ui/search", params={"q": "ZQALPHA", "mode": "keyword"}).text
         assert "<mark>zqalpha</mark>" in html  # whole words, whatever their case
-        bad = http.get(f"{base}/ui/search", params={"q": "x", "k": "1000"})
-        assert bad.status_code == 400 and "top_k" in bad.text
+        for count in ("top_k", "k"):  # `k`: the older name, still accepted
+            bad = http.get(f"{base}/ui/search", params={"q": "x", count: "1000"})
+            assert bad.status_code == 400 and "top_k" in bad.text
+        form = http.get(
+            f"{base}/ui/search", params={"q": "zqalpha"}
+        ).text  # the count every surface defaults to
+        assert f'name="top_k" type="number" min="1" max="100" value="{TOP_K}"' in form
+        under = http.get(f"{base}/ui/search", params={"q": "zqalpha", "path_prefix": str(kb / "notes")}).text
+        assert "alpha.md" in under and f'value="{kb / "notes"}"' in under
         why = http.get(f"{base}/ui/search", params={"q": "zqalpha", "explain": "1"}).text  # search --explain
         assert 'id="how"' in why and "hybrid: rrf" in why and "why: vector " in why and "· fused " in why
         # the document view: chunks, state, identity and history

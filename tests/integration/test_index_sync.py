@@ -12,6 +12,7 @@ import pytest
 from ragd.config import Config, data_dir
 from ragd.index import IndexBackend, open_index
 from ragd.index.query.search import SearchService
+from ragd.index.query.searchquery import SearchQuery
 from ragd.index.write.sync import IndexSync
 from ragd.pipeline import mushroom
 from ragd.pipeline.scan import Ignore, walk_dirs
@@ -93,7 +94,9 @@ def test_odd_names_and_prefix_directories(tmp_path: Path, fake_openai_server: Fa
     try:
         service = SearchService(idx, lambda q: fake_openai_server.vector(q), [root])
         for d, others in (("a", ("ab", "a_b", "axb")), ("a_b", ("axb", "ab")), ("50%", ("50x",))):
-            got = service.search("lighthouses", k=50, mode="keyword", path_prefixes=[str(root / d)])
+            got = service.search(
+                SearchQuery(query="lighthouses", top_k=50, mode="keyword", path_prefix=(str(root / d),))
+            )
             assert got and {Path(r.path).parent.name for r in got} == {d}, (d, others)
             assert {Path(r.path).name for r in got} == set(names)
         idx.delete_subtree(str(root / "a"))
@@ -152,7 +155,10 @@ def _ranks(cfg: Config, root: Path, mode: str) -> dict[str, int | None]:
         service = SearchService(idx, lambda q: embedder.embed([q])[0], [root])
         out: dict[str, int | None] = {}
         for q in queries:
-            files = [r.rel_path for r in service.search(q["query"], k=5, mode=mode, one_per_file=True)]
+            files = [
+                r.rel_path
+                for r in service.search(SearchQuery(query=q["query"], mode=mode, one_per_file=True))
+            ]
             out[q["query"]] = files.index(q["answer"]) + 1 if q["answer"] in files else None
         return out
     finally:

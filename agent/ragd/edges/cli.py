@@ -8,6 +8,9 @@ import os
 import sys
 from pathlib import Path
 
+from ragctl.protocol import BAD_REQUEST
+from ragctl.search_flags import Renamed, add_search_flags
+
 from .. import __version__
 from ..config import Config, data_dir, load_config
 from ..errors import RagdError
@@ -40,28 +43,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-index", action="store_true", help="write sidecars and change notes only")
     se = sub.add_parser("search", help="search the index (when no agent holds it)")
-    se.add_argument("query")
-    se.add_argument("-k", "--top-k", dest="k", type=int, default=5, help="results (default 5)")
-    se.add_argument("--path", action="append", default=[], help="only under this directory (repeatable)")
-    se.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid")
-    se.add_argument("--ext", action="append", default=[], help="only files with this extension (repeatable)")
-    se.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                    help="only documents whose metadata matches: tag=invoice, version^=2. (prefix); repeatable, "
-                    "all must match (docs/metadata.md)")  # fmt: skip
-    se.add_argument("--one-per-file", action="store_true", help="at most one result per file")
-    se.add_argument("--files", action="store_true",
-                    help="documents rather than passages: each with its best passages and how many matched")  # fmt: skip
-    se.add_argument("--scope", choices=("agent", "all"), default="agent",
-                    help="on a shared Milvus index: this agent's files (default) or every agent's")  # fmt: skip
-    se.add_argument("--explain", action="store_true",
-                    help="why each result is where it is: its rank and score on each side and how they were fused")  # fmt: skip
+    add_search_flags(se)  # as `ragctl search` takes them
     se.add_argument("--json", action="store_true")
     ev = sub.add_parser("eval", help="measure search on known answers: recall, MRR, nDCG per mode and group")
     ev.add_argument("queries", type=Path, help='JSON or JSON-lines file of {"query", "answers", "group"}')
     ev.add_argument("--mode", choices=("vector", "keyword", "hybrid", "all"), default="all")
     ev.add_argument(
-        "-k", "--k", dest="k", type=int, default=10, help="documents ranked per query (default 10)"
+        "-k", "--top-k", dest="k", type=int, default=10, help="documents ranked per query (default 10)"
     )
+    ev.add_argument("--k", dest="k", type=int, action=Renamed, new="--top-k", help=argparse.SUPPRESS)
     ev.add_argument(
         "--base", type=Path, help="folder that relative answer paths are under (default: the roots)"
     )
@@ -106,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ragd: {err.message}", file=sys.stderr)
         if err.hint:
             print(f"hint: {err.hint}", file=sys.stderr)
-        return EXIT_USAGE if err.code in ("config", "usage") else EXIT_FAILED
+        return EXIT_USAGE if err.code in ("config", "usage", BAD_REQUEST) else EXIT_FAILED
     except KeyboardInterrupt:
         print("ragd: interrupted", file=sys.stderr)
         return 130

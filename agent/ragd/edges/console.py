@@ -167,14 +167,15 @@ def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
 
 def run_search(args: Any, config: Config) -> int:
     """`ragd search`: the `search` verb over the index opened read-only; results printed."""
-    from ..verbs.search import SearchArgs, search
+    from ragctl.search_flags import search_request
+
+    from ..verbs.arguments import parse
+    from ..verbs.search import SearchQuery, search
     from .offline import offline
 
-    prefixes = [str(Path(p).expanduser().resolve()) for p in args.path]
+    query = parse(SearchQuery, search_request(args))  # the request `ragctl search` sends with the same flags
     with offline(config) as rt:
-        found = search(rt, SearchArgs(query=args.query, top_k=args.k, mode=args.mode, path_prefix=prefixes,
-                                      ext=args.ext, one_per_file=args.one_per_file, files=args.files,
-                                      scope=args.scope, where=args.where, explain=args.explain))  # fmt: skip
+        found = search(rt, query)
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0
@@ -223,7 +224,7 @@ def run_eval(args: Any, config: Config) -> int:
 
     if not 5 <= args.k <= 100:
         raise usage(
-            f"--k must be from 5 to 100, not {args.k}", "recall@5 needs at least 5 documents per query"
+            f"--top-k must be from 5 to 100, not {args.k}", "recall@5 needs at least 5 documents per query"
         )
     base = args.base.expanduser().resolve() if args.base else None
     roots = [Path(r) for r in config.roots]

@@ -15,21 +15,23 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from ragctl import protocol as p
 
 from .. import access
 from ..verbs import changes, export, index, orphans, pause, reload, roots, search, status, sync, verify, wait
 from ..verbs import config as config_verb
 from ..verbs import mcp_client as mcp_client_verb
-from ..verbs.arguments import Args, parse
+from ..verbs.arguments import parse
 from ..verbs.runtime import Resident
 from .control import Handler, Stream
 
-Verb = tuple[type[Args], Callable[..., Any], bool]  # (arguments, function, takes a progress callback)
+Verb = tuple[type[BaseModel], Callable[..., Any], bool]  # (arguments, function, takes a progress callback)
 
 TABLE: dict[str, Verb] = {
     "status": (status.StatusArgs, status.status, True),
-    "search": (search.SearchArgs, search.search, False),
+    "search": (search.SearchQuery, search.search, False),
     "sync": (sync.SyncArgs, sync.sync, True),
     "wait": (wait.WaitArgs, wait.wait, True),
     "export": (export.ExportArgs, export.export, False),
@@ -51,7 +53,7 @@ SCOPED_VERBS = frozenset({"hello", "status", "search", "changes", "wait", "expor
 def control_handlers(rt: Resident, extra: Mapping[str, Handler] = {}) -> dict[str, Handler]:
     """Every verb of TABLE bound to `rt`, `hello`, and `extra` (the MCP bridge's verbs)."""
 
-    def bind(model: type[Args], fn: Callable[..., Any], streams: bool) -> Handler:
+    def bind(model: type[BaseModel], fn: Callable[..., Any], streams: bool) -> Handler:
         def handle(raw: dict[str, Any], stream: Stream) -> Any:
             args = parse(model, raw)
             return fn(rt, args, stream.send) if streams else fn(rt, args)

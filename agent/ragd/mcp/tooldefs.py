@@ -18,7 +18,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from ragctl.search_flags import TOP_K
+
 from ..errors import RagdError
+from ..index import MAX_K
 from ..verbs import sync as sync_verb
 from ..verbs import wait as wait_verb
 from ..verbs.documents import resource_uri
@@ -102,26 +105,27 @@ def _add_reading(server: MCPServer, get_rt: Callable[[], Resident]) -> None:
     @_one_line
     def search(
         query: Annotated[str, Field(description="what to look for: words, a question, a phrase (any language)")],
-        top_k: Annotated[int, Field(ge=1, le=100, description="how many passages")] = 5,
-        path_prefix: Annotated[str | None, Field(description="only under this directory (absolute, or relative to a root)")] = None,
+        top_k: Annotated[int, Field(ge=1, le=MAX_K, description="how many passages")] = TOP_K,
+        path_prefix: Annotated[str | list[str] | None, Field(description="only under this directory, or these (absolute, or relative to a root)")] = None,
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning + keywords")] = "hybrid",
         files: Annotated[bool, Field(description="documents rather than passages (for \"which files are about ...\"): top_k documents, each with its best passages and how many matched")] = False,
-        scope: Annotated[Literal["agent", "all"], Field(description="on an index shared by several machines (Milvus): this agent's files, or every agent's (each result names its agent)")] = "agent",
+        reach: Annotated[Literal["agent", "all"], Field(description="on an index shared by several machines (Milvus): this agent's files, or every agent's (each result names its agent)")] = "agent",
         where: Annotated[list[str] | None, Field(description=WHERE_HELP)] = None,
         explain: Annotated[bool, Field(description="with each result, why it is where it is: its rank and score on each side (vector, keyword, glosses, lead) and how they were fused")] = False,
+        scope: Annotated[Literal["agent", "all"] | None, Field(description="deprecated: the older name of reach")] = None,
     ) -> Annotated[CallToolResult, SearchOutput]:  # fmt: skip
         """Search the user's indexed documents; each result cites its file, heading path, page and line range,
         carries its document's metadata (tags, product, version, ...), and links to the document's chunks and
         metadata resources."""
-        found = SearchOutput.model_validate(
-            _tool(tools.search, get_rt(), query, top_k, path_prefix, mode, files, scope, where or [], explain)
-        )
+        asked = {"query": query, "top_k": top_k, "path_prefix": path_prefix, "mode": mode, "files": files,
+                 "reach": None if scope else reach, "scope": scope, "where": where, "explain": explain}  # fmt: skip
+        found = SearchOutput.model_validate(_tool(tools.search, get_rt(), asked))
         return _result(found, _links([hit.model_dump() for hit in found.results]))
 
     @server.tool(title="Query (ragjson compatible)", annotations=READ_ONLY)
     def query(
         q: Annotated[str, Field(description="the query")],
-        topn: Annotated[int, Field(ge=1, le=100, description="how many results")] = 5,
+        topn: Annotated[int, Field(ge=1, le=MAX_K, description="how many results")] = TOP_K,
         where: Annotated[list[str] | None, Field(description=WHERE_HELP)] = None,
     ) -> Annotated[CallToolResult, QueryOutput]:
         """Hybrid search answering a JSON list of {content, source, score}, as the ragjson tool's `query` does."""

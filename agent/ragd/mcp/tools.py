@@ -9,33 +9,36 @@ chunk is the verbs' (verbs/documents.py), and so are the recent changes (verbs/c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ragctl.search_flags import TOP_K
 
 from ..verbs import changes as changes_verb
 from ..verbs import documents
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
+from ..verbs.arguments import parse
 from ..verbs.paths import check_path
 
 if TYPE_CHECKING:
     from ..verbs.runtime import Resident
 
 
-def search(rt: Resident, query: str, top_k: int = 5, path_prefix: str | None = None, mode: str = "hybrid",
-           files: bool = False, scope: str = "agent", where: Sequence[str] = (),
-           explain: bool = False) -> dict[str, Any]:  # fmt: skip
-    """The control verb `search` (and `ragctl search --json`): {"results": [...]} (and "files" with `files`,
+def search(rt: Resident, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The control verb `search` (and `ragctl search --json`) with the tool's arguments, by their names in
+    docs/protocol.md (those left out, None, take their defaults): {"results": [...]} (and "files" with `files`,
     "explain" with `explain`)."""
-    args = search_verb.SearchArgs(query=query, top_k=top_k, path_prefix=[path_prefix] if path_prefix else [],
-                                  mode=mode, files=files, scope=scope, where=list(where), explain=explain)  # type: ignore[arg-type]  # fmt: skip
-    found = search_verb.search(rt, args)
+    query = parse(search_verb.SearchQuery, {k: v for k, v in args.items() if v is not None})
+    found = search_verb.search(rt, query)
     return {"results": found["results"], **{k: found[k] for k in ("files", "explain") if k in found}}
 
 
-def query(rt: Resident, q: str, topn: int = 5, where: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The ragjson tool's `query`: a hybrid search shaped as [{content, source, score}]."""
-    hits = search_verb.search(rt, search_verb.SearchArgs(query=q, top_k=topn, where=list(where)))["results"]
+def query(rt: Resident, q: str, topn: int = TOP_K, where: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The ragjson tool's `query` (its names, `q` and `topn`, are that tool's): a hybrid search shaped as
+    [{content, source, score}]."""
+    asked = parse(search_verb.SearchQuery, {"query": q, "top_k": topn, "where": list(where)})
+    hits = search_verb.search(rt, asked)["results"]
     return [{"content": r["content"], "source": r["path"], "score": r["score"]} for r in hits]
 
 

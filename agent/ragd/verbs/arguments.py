@@ -1,8 +1,9 @@
 """The verbs' arguments: one pydantic model per verb (in its module), parsed here with one kind of error message.
 
 Every model is strict (a number is not a string, a flag is a boolean) and refuses unknown arguments, so a typo is
-an error rather than a default. One name per concept on every surface: `top_k`, `path_prefix`, `path`, `timeout`;
-the control protocol's older names (`k`, and `path` for search's prefixes) are accepted as aliases for a version.
+an error rather than a default. One name per concept on every surface (docs/protocol.md): `top_k`, `path_prefix`,
+`reach`, `path`, `timeout`. `search`'s model is the `SearchQuery` itself (index/query/searchquery.py), which also
+takes the older names (`k`, `path`, `scope`) for a version, with a warning in the log.
 """
 
 from __future__ import annotations

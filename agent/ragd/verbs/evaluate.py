@@ -20,7 +20,7 @@ from ..index import MAX_K
 from ..index.query.evaluate import Outcome, Scores, by_group, documents, median_ms, worst
 from .arguments import Args, describe
 from .runtime import Runtime
-from .search import SearchArgs, search
+from .search import SearchQuery, search
 
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("vector", "keyword", "hybrid")
@@ -153,7 +153,7 @@ def evaluate(rt: Runtime, args: EvalArgs) -> EvalResult:
 
 def _run(rt: Runtime, q: EvalQuery, mode: Mode, k: int) -> Outcome:
     t0 = time.perf_counter()
-    found = search(rt, SearchArgs(query=q.query, top_k=k, mode=mode, one_per_file=True))
+    found = search(rt, SearchQuery(query=q.query, top_k=k, mode=mode, one_per_file=True))
     seconds = time.perf_counter() - t0
     ranking = tuple(documents(r["path"] for r in found["results"]))
     return Outcome(q.query, q.group, q.answers, ranking, Scores.of(ranking, q.answers, k), seconds)

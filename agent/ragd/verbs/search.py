@@ -6,39 +6,24 @@ import os
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, NotRequired, TypedDict
-
-from pydantic import AliasChoices, Field, field_validator
+from typing import Any, NotRequired, TypedDict
 
 from .. import access
 from ..access.scope import Scope
 from ..index import MAX_K
+from ..index.query.searchquery import SearchQuery
 from ..index.ranking import hybrid
 from ..paths import root_of
 from ..resident.history import History
 from ..resident.historydb import iso
-from .arguments import Args, bad
+from .arguments import bad
 from .runtime import Runtime
 
-
-class SearchArgs(Args):
-    query: str
-    top_k: int = Field(default=5, ge=1, le=MAX_K, validation_alias=AliasChoices("top_k", "k"))
-    mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
-    path_prefix: list[str] = Field(default_factory=list, validation_alias=AliasChoices("path_prefix", "path"))
-    ext: list[str] = Field(default_factory=list)
-    one_per_file: bool = False
-    files: bool = False  # documents rather than chunks: `files` in the answer, `results` their best chunks
-    scope: Literal["agent", "all"] = "agent"  # "all": every agent's files on a shared index (Milvus)
-    where: list[str] = Field(
-        default_factory=list
-    )  # metadata filters, all must match: "tag=invoice", "version^=2."
-    explain: bool = False  # each result's rank and score on each side, and how fusion combined them
-
-    @field_validator("path_prefix", "where", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else [] if value is None else value
+__all__ = [
+    "SearchQuery",
+    "SearchResult",
+    "search",
+]  # the verb's arguments are the query (index/query/searchquery.py)
 
 
 class SearchResult(TypedDict):
@@ -51,7 +36,7 @@ class SearchResult(TypedDict):
     explain: NotRequired[dict[str, Any]]  # with `explain`: how the sides were fused
 
 
-def search(rt: Runtime, args: SearchArgs) -> SearchResult:
+def search(rt: Runtime, args: SearchQuery) -> SearchResult:
     """The answer to `args`; with `explain`, each result (and each document's passage with `files`) carries its
     `explain` (fusion.Explanation.of) and the answer says how the sides were combined."""
     with hybrid.explaining() if args.explain else nullcontext() as why:
@@ -64,18 +49,17 @@ def search(rt: Runtime, args: SearchArgs) -> SearchResult:
     return found
 
 
-def _search(rt: Runtime, args: SearchArgs) -> SearchResult:
+def _search(rt: Runtime, args: SearchQuery) -> SearchResult:
     rt.ready()
-    prefixes = [_prefix(x, rt.roots, args.scope) for x in args.path_prefix]
+    _inside_roots(args.path_prefix, rt.roots, anywhere=args.reach == "all")
     history: History | None = getattr(rt, "history", None)
     # access scope: a scoped caller gets only hits it can read, so the index is asked for all it gives
     seen = access.scope()
-    if args.scope == "all":
-        access.require_full("searching every agent's files (scope all)")
+    if args.reach == "all":
+        access.require_full("searching every agent's files (reach all)")
     if args.files:
         k = args.top_k if seen.full else MAX_K
-        files = rt.searcher().search_files(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
-                                           extensions=args.ext, scope=args.scope, where=args.where)  # fmt: skip
+        files = rt.searcher().search_files(args, k=k)
         found = [f.to_dict() for f in seen.keep(files, lambda f: f.path)[: args.top_k]]
         if history is not None:
             _documents(history, found, seen)
@@ -86,9 +70,7 @@ def _search(rt: Runtime, args: SearchArgs) -> SearchResult:
     dups = history is not None and history.has_duplicates()
     # room for the copies folded into one hit, and for the hits a scoped caller may not see
     k = MAX_K if not seen.full else min(args.top_k * 2, MAX_K) if dups else args.top_k
-    results = rt.searcher().search(args.query, k=k, mode=args.mode, path_prefixes=prefixes,
-                                   extensions=args.ext, one_per_file=args.one_per_file,
-                                   scope=args.scope, where=args.where)  # fmt: skip
+    results = rt.searcher().search(args, k=k)
     hits = [r.to_dict() for r in seen.keep(results, lambda r: r.path)]
     if history is not None:
         hits = _documents(history, hits, seen, fold=dups)
@@ -119,15 +101,16 @@ def _documents(history: History, hits: list[dict[str, Any]], seen: Scope, *,
     return out
 
 
-def _prefix(raw: str, roots: Sequence[Path], scope: str = "agent") -> str:
-    """A search scope: a directory under a root, absolute or relative to a root; never one with `..` (it would
-    step out of the roots) and never one outside them (it matched nothing and looked like "no results")."""
+def _inside_roots(prefixes: Sequence[str], roots: Sequence[Path], *, anywhere: bool = False) -> None:
+    """Each `path_prefix` a directory under a root: never one with `..` (it would step out of the roots) and, unless
+    `anywhere` (every agent's files), never an absolute one outside them (it matched nothing and looked like "no
+    results")."""
     names = ", ".join(str(r) for r in roots) or "(none)"
-    if "\0" in raw or ".." in PurePosixPath(raw).parts:
-        raise bad(f"path_prefix {raw!r} may not contain '..' or a NUL byte",
-                  f"give a directory inside a root; roots: {names}")  # fmt: skip
-    path = os.path.normpath(raw)
-    if os.path.isabs(path) and scope == "agent" and root_of(Path(path), roots) is None:
-        raise bad(f"path_prefix {path} is not under any root of this agent",
-                  f"search under one of the roots: {names}")  # fmt: skip
-    return path
+    for raw in prefixes:
+        if "\0" in raw or ".." in PurePosixPath(raw).parts:
+            raise bad(f"path_prefix {raw!r} may not contain '..' or a NUL byte",
+                      f"give a directory inside a root; roots: {names}")  # fmt: skip
+        path = os.path.normpath(raw)
+        if os.path.isabs(path) and not anywhere and root_of(Path(path), roots) is None:
+            raise bad(f"path_prefix {path} is not under any root of this agent",
+                      f"search under one of the roots: {names}")  # fmt: skip

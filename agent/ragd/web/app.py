@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from ragctl import protocol as p
+from ragctl.search_flags import TOP_K
 
 from .. import access
 from ..errors import RagdError
@@ -202,20 +203,25 @@ class WebPage:
 
     async def search(self, request: Request) -> Response:
         q = request.query_params
-        text, mode, k_text = q.get("q", ""), q.get("mode", "hybrid"), q.get("k", "10")
-        path, where_text, files = q.get("path", ""), q.get("where", ""), q.get("files") == "1"
+        text, mode = q.get("q", ""), q.get("mode", "hybrid")
+        # `?k=` and `?path=`: the older names, accepted for a version (SearchQuery logs their use)
+        count = "k" if "k" in q and "top_k" not in q else "top_k"
+        under = "path" if "path" in q and "path_prefix" not in q else "path_prefix"
+        k_text, path = q.get(count, str(TOP_K)), q.get(under, "")
+        where_text, files = q.get("where", ""), q.get("files") == "1"
         explain = q.get("explain") == "1"
-        form = {"q": text, "mode": mode, "k": k_text, "path": path, "where": where_text, "files": files,
-                "explain": explain}  # fmt: skip
+        form = {"q": text, "mode": mode, "top_k": k_text, "path_prefix": path, "where": where_text,
+                "files": files, "explain": explain, "default_top_k": str(TOP_K)}  # fmt: skip
         if not text.strip():
             return await self._page(request, "search.html", _nothing, form=form, modes=pages.SEARCH_MODES)
-        where = [w.strip() for w in where_text.split(",") if w.strip()]
         try:
-            k = int(k_text)
+            k: int | str = int(k_text)
         except ValueError:
-            k = 0  # refused by SearchArgs with its own message
-        return await self._page(request, "search.html", pages.search, text, mode, k, path, where, files, explain,
-                                form=form, modes=pages.SEARCH_MODES)  # fmt: skip
+            k = k_text  # refused by SearchQuery with its own message
+        asked = {"query": text, "mode": mode, count: k, **({under: [path]} if path else {}), "files": files,
+                 "where": [w.strip() for w in where_text.split(",") if w.strip()], "explain": explain}  # fmt: skip
+        return await self._page(request, "search.html", pages.search, asked, form=form,
+                                modes=pages.SEARCH_MODES)  # fmt: skip
 
     async def document(self, request: Request) -> Response:
         q = request.query_params

@@ -105,17 +105,14 @@ def retry(rt: Resident, path: str) -> dict[str, Any]:
     return {"path": path, "scheduled": result["scheduled"]}
 
 
-def search(rt: Resident, query: str, mode: str, top_k: int, path: str, where: list[str],
-           files: bool, explain: bool = False) -> dict[str, Any]:  # fmt: skip
-    """`search` as `ragctl search` runs it (SearchArgs checks every argument); with `explain`, each hit's `why`
-    and the answer's `how` as `ragctl search --explain` prints them."""
-    args = search_verb.SearchArgs.model_validate({"query": query, "mode": mode, "top_k": top_k, "where": where,
-                                                  "path_prefix": [path] if path else [], "files": files,
-                                                  "explain": explain})  # fmt: skip
+def search(rt: Resident, asked: dict[str, Any]) -> dict[str, Any]:
+    """`search` as `ragctl search` runs it, `asked` by the names of docs/protocol.md (SearchQuery checks every
+    argument); with `explain`, each hit's `why` and the answer's `how` as `ragctl search --explain` prints them."""
+    args = search_verb.SearchQuery.model_validate(asked)
     started = time.monotonic()
     found: dict[str, Any] = dict(search_verb.search(rt, args))
     elapsed = round(1000 * (time.monotonic() - started), 1)
-    if explain:
+    if args.explain:
         for hit in [*found["results"], *(c for f in found.get("files", ()) for c in f["chunks"])]:
             hit["why"] = render.why(hit, "").removeprefix("why: ").strip()
         found["how"] = render.explained(found).strip()

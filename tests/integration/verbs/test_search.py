@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -27,9 +28,32 @@ def test_path_prefix_limits_the_search(running: Running) -> None:
     assert [r["path"] for r in one["results"]] == [r["path"] for r in res["results"]]
 
 
-def test_the_earlier_argument_names_are_accepted(running: Running) -> None:
-    old = running.ctl("search", {"query": "zyxalpha", "k": 1, "path": [str(running.root)], "mode": "keyword"})
+def test_the_earlier_argument_names_are_accepted_with_a_warning(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    new = {
+        "query": "zyxalpha",
+        "top_k": 1,
+        "path_prefix": [str(running.root)],
+        "reach": "agent",
+        "mode": "keyword",
+    }
+    with caplog.at_level(logging.WARNING, "ragd.index.query.searchquery"):
+        old = running.ctl("search", {"query": "zyxalpha", "k": 1, "path": [str(running.root)], "scope": "agent",
+                                     "mode": "keyword"})  # fmt: skip
     assert len(old["results"]) == 1 and old["results"][0]["path"].endswith("alpha.md")
+    assert old == running.ctl("search", new)
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    for name, now in (("k", "top_k"), ("path", "path_prefix"), ("scope", "reach")):
+        assert f"search argument {name!r} is deprecated" in warned and repr(now) in warned, warned
+    both = running.refused("search", {"query": "x", "k": 1, "top_k": 2})
+    assert both.code == p.BAD_REQUEST and "give only 'top_k'" in both.message
+    mcp = running.tool("search", {"query": "zyxalpha", "top_k": 1, "scope": "agent", "mode": "keyword"})
+    assert not mcp.get("isError") and mcp["structuredContent"]["results"][0]["path"].endswith("alpha.md")
+    several = running.tool("search", {"query": "token", "top_k": 10, "path_prefix": ["sub/deep", "sub"]})
+    assert several["structuredContent"]["results"], (
+        several
+    )  # MCP takes a list of prefixes too, as the wire does
 
 
 @pytest.mark.parametrize(
@@ -64,7 +88,7 @@ def test_a_scope_outside_the_roots_is_a_usage_error_naming_them(running: Running
     assert err.code == p.BAD_REQUEST and str(running.root) in err.hint, (err.message, err.hint)
     mcp = running.tool("search", {"query": "token", "path_prefix": prefix})
     assert mcp.get("isError") and "path_prefix" in mcp["content"][0]["text"], mcp
-    ragctl = subprocess.run([sys.executable, "-m", "ragctl", "search", "token", "--path", "/etc"],
+    ragctl = subprocess.run([sys.executable, "-m", "ragctl", "search", "token", "--path-prefix", "/etc"],
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert ragctl.returncode == 2 and "not under any root" in ragctl.stderr, ragctl
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,9 @@ from ragd.config import IndexConfig
 from ragd.errors import RagdError
 from ragd.index import IndexBackend, open_index
 from ragd.index.keyword.fts import MAX_TERMS, query_string
-from ragd.index.query.search import FILE_CANDIDATES, SearchService, snippet
+from ragd.index.query.search import FILE_CANDIDATES, FileResult, SearchResult, SearchService, snippet
+from ragd.index.query.searchquery import SearchQuery
+from ragd.verbs.arguments import parse
 from tests.unit.index.test_index_zvec import CORPUS, IDENTITY, embed, load_corpus
 
 Env = tuple[IndexBackend, Path, Path]
@@ -45,13 +48,22 @@ def service(env: Env, embedder: CountingEmbedder | None = None) -> SearchService
     return SearchService(index, embedder or CountingEmbedder(), [root, other])
 
 
+def search(svc: SearchService, query: Any, *, roots: Sequence[str] = (), **asked: Any) -> list[SearchResult]:
+    """`svc.search` of the query the edges would build from these arguments (a bad one: RagdError)."""
+    return svc.search(parse(SearchQuery, {"query": query, **asked}), roots=roots)
+
+
+def search_files(svc: SearchService, query: str, **asked: Any) -> list[FileResult]:
+    return svc.search_files(parse(SearchQuery, {"query": query, **asked}))
+
+
 def rels(results: list) -> list[str]:
     return [r.rel_path for r in results]
 
 
 def test_results_carry_location_and_snippet(env: Env) -> None:
     _, root, _ = env
-    best = service(env).search("tomato soup recipe", k=3)[0]
+    best = search(service(env), "tomato soup recipe", top_k=3)[0]
     assert (best.path, best.rel_path, best.root) == (
         str(root / "notes/cooking.md"),
         "notes/cooking.md",
@@ -66,19 +78,19 @@ def test_results_carry_location_and_snippet(env: Env) -> None:
 
 def test_modes(env: Env) -> None:
     svc = service(env)
-    assert set(rels(svc.search("ERR_CONN_RESET", mode="keyword", k=10))) == {
+    assert set(rels(search(svc, "ERR_CONN_RESET", mode="keyword", top_k=10))) == {
         "docs/network.md",
         "mixed/errors.md",
         "x/readme.md",
     }
-    assert rels(svc.search("piano scales arpeggios", mode="vector", k=1)) == ["notes/music.md"]
+    assert rels(search(svc, "piano scales arpeggios", mode="vector", top_k=1)) == ["notes/music.md"]
     # the Chinese page by its words, the English one by their glosses (piano, scale)
-    assert set(rels(svc.search("钢琴 音阶", mode="hybrid", k=2))) == {"中文/音乐.md", "notes/music.md"}
-    assert svc.search("?!", mode="keyword") == []
+    assert set(rels(search(svc, "钢琴 音阶", mode="hybrid", top_k=2))) == {"中文/音乐.md", "notes/music.md"}
+    assert search(svc, "?!", mode="keyword") == []
 
 
 def test_sources_outside_the_configured_roots_are_never_returned(env: Env) -> None:
-    results = service(env).search("tomato soup", k=20)
+    results = search(service(env), "tomato soup", top_k=20)
     assert results and all("gone" not in r.path for r in results)
 
 
@@ -89,43 +101,45 @@ def test_sources_outside_the_configured_roots_are_never_returned(env: Env) -> No
         {"query": "   \n"},
         {"query": "x" * 5000},
         {"query": None},
-        {"query": "x", "k": 0},
-        {"query": "x", "k": 101},
-        {"query": "x", "k": True},
-        {"query": "x", "k": "5"},
+        {"query": "x", "top_k": 0},
+        {"query": "x", "top_k": 101},
+        {"query": "x", "top_k": True},
+        {"query": "x", "top_k": "5"},
         {"query": "x", "mode": "fuzzy"},
         {"query": "x", "roots": ["/not/a/root"]},
-        {"query": "x", "path_prefixes": [""]},
-        {"query": "x", "extensions": "md"},
-        {"query": "x", "extensions": [3]},
+        {"query": "x", "path_prefix": [""]},
+        {"query": "x", "ext": "md"},
+        {"query": "x", "ext": [3]},
+        {"query": "x", "where": ["no filter"]},
+        {"query": "x", "reach": "everywhere"},
     ],
 )
 def test_invalid_requests_are_usage_errors(env: Env, kwargs: dict) -> None:
     with pytest.raises(RagdError) as err:
-        service(env).search(**kwargs)
-    assert err.value.code == "usage" and err.value.hint
+        search(service(env), **kwargs)
+    assert err.value.code in ("usage", "bad_request") and err.value.hint
 
 
 def test_path_prefixes_and_roots(env: Env) -> None:
     _, root, other = env
     svc = service(env)
-    found = svc.search("file text", k=20, path_prefixes=["中文"])
+    found = search(svc, "file text", top_k=20, path_prefix=["中文"])
     assert found and all(r.path.startswith(str(root / "中文") + "/") for r in found)
-    found = svc.search("tomato", k=20, path_prefixes=[str(root / "notes")])
+    found = search(svc, "tomato", top_k=20, path_prefix=[str(root / "notes")])
     assert found and all(r.rel_path.startswith("notes/") for r in found)
-    assert {r.root for r in svc.search("tomato soup", k=20, roots=[str(other)])} == {str(other)}
-    assert rels(svc.search("soup", k=5, roots=[str(other)], path_prefixes=["x"])) == ["x/readme.md"]
-    assert svc.search("soup", k=5, roots=[str(other)], path_prefixes=[str(root / "notes")]) == []
-    assert svc.search("soup", k=5, path_prefixes=["/elsewhere"]) == []
-    assert rels(svc.search("tomatoes", k=5, extensions=["txt"])) == ["notes/garden.txt"]
+    assert {r.root for r in search(svc, "tomato soup", top_k=20, roots=[str(other)])} == {str(other)}
+    assert rels(search(svc, "soup", top_k=5, roots=[str(other)], path_prefix=["x"])) == ["x/readme.md"]
+    assert search(svc, "soup", top_k=5, roots=[str(other)], path_prefix=[str(root / "notes")]) == []
+    assert search(svc, "soup", top_k=5, path_prefix=["/elsewhere"]) == []
+    assert rels(search(svc, "tomatoes", top_k=5, ext=["txt"])) == ["notes/garden.txt"]
 
 
 def test_one_per_file_keeps_the_best_chunk_of_each_file(env: Env) -> None:
     svc = service(env)
     query = "revenue report costs fell quarterly growth north"
-    every = svc.search(query, k=10, mode="vector")
+    every = search(svc, query, top_k=10, mode="vector")
     assert rels(every).count("docs/report.pdf") == 2
-    best = svc.search(query, k=10, mode="vector", one_per_file=True)
+    best = search(svc, query, top_k=10, mode="vector", one_per_file=True)
     assert rels(best).count("docs/report.pdf") == 1 and len(set(rels(best))) == len(best)
     assert best[0] == every[0] and [r.score for r in best] == sorted((r.score for r in best), reverse=True)
 
@@ -133,8 +147,8 @@ def test_one_per_file_keeps_the_best_chunk_of_each_file(env: Env) -> None:
 def test_file_mode_ranks_documents_by_their_best_chunk_and_counts_their_matches(env: Env) -> None:
     svc = service(env)
     query = "revenue report costs fell quarterly growth north"
-    every = svc.search(query, k=3 * FILE_CANDIDATES, mode="vector")  # the candidates of 3 documents
-    files = svc.search_files(query, k=3, mode="vector")
+    every = search(svc, query, top_k=3 * FILE_CANDIDATES, mode="vector")  # the candidates of 3 documents
+    files = search_files(svc, query, top_k=3, mode="vector")
     firsts = list(dict.fromkeys(r.rel_path for r in every))[:3]
     assert [f.rel_path for f in files] == firsts
     for f in files:
@@ -145,19 +159,19 @@ def test_file_mode_ranks_documents_by_their_best_chunk_and_counts_their_matches(
         rels(list(next(f for f in files if f.rel_path == "docs/report.pdf").chunks))
         == ["docs/report.pdf"] * 2
     )
-    assert svc.search_files(query, k=1, mode="keyword", extensions=["txt"]) == []
-    assert svc.search_files("soup", k=5, path_prefixes=["/elsewhere"]) == []
+    assert search_files(svc, query, top_k=1, mode="keyword", ext=["txt"]) == []
+    assert search_files(svc, "soup", top_k=5, path_prefix=["/elsewhere"]) == []
 
 
 def test_query_embeddings_are_cached(env: Env) -> None:
     embedder = CountingEmbedder()
     svc = service(env, embedder)
-    first = svc.search("tomato soup", k=2)
-    assert svc.search("tomato soup", k=5)[:2] == first
-    svc.search("  tomato soup  ", k=2, mode="vector")
-    svc.search("tomato", k=2, mode="keyword")
+    first = search(svc, "tomato soup", top_k=2)
+    assert search(svc, "tomato soup", top_k=5)[:2] == first
+    search(svc, "  tomato soup  ", top_k=2, mode="vector")
+    search(svc, "tomato", top_k=2, mode="keyword")
     assert embedder.calls == ["tomato soup"]
-    svc.search("garden", k=2)
+    search(svc, "garden", top_k=2)
     assert embedder.calls == ["tomato soup", "garden"]
 
 
@@ -180,7 +194,7 @@ def test_query_embeddings_are_cached(env: Env) -> None:
     ],
 )
 def test_any_user_text_is_a_valid_query(env: Env, query: str) -> None:
-    service(env).search(query, k=3)
+    search(service(env), query, top_k=3)
 
 
 # -- keyword query builder -------------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ def test_lists_are_the_schema_files(sock: Path) -> None:
     listed = mcp_types.ListToolsResult.model_validate(tools).tools
     assert [t.name for t in listed] == list(TOOLS)
     search = next(t for t in listed if t.name == "search").input_schema
-    assert set(search["properties"]) == {"query", "top_k", "path_prefix", "mode", "files", "scope", "where",
+    assert set(search["properties"]) == {"query", "top_k", "path_prefix", "mode", "files", "reach", "where", "scope",
                                            "explain"}  # fmt: skip
     templates = s.request("resources/templates/list")
     assert templates == schema["resources/templates/list"]

@@ -113,7 +113,7 @@ def ragctl(*argv: str, **kw: Any) -> subprocess.Popen[str]:
 # -- arguments -> requests --------------------------------------------------------------------------------------
 CASES = [
     (["status"], ("status", {"watch": False})),
-    (["search", "发票", "-k", "3", "--path", "sub", "--path", "/abs", "--mode", "keyword", "--ext", ".md",
+    (["search", "发票", "-k", "3", "--path-prefix", "sub", "--path-prefix", "/abs", "--mode", "keyword", "--ext", ".md",
       "--one-per-file"], ("search", {"query": "发票", "top_k": 3, "mode": "keyword", "path_prefix": ["{cwd}/sub", "/abs"],
                                      "ext": [".md"], "one_per_file": True})),
     (["search", "q"], ("search", {"query": "q", "top_k": 5, "mode": "hybrid", "path_prefix": [], "ext": [], "one_per_file": False})),
@@ -191,7 +191,7 @@ def test_agent_errors_exit_1_or_2(
     assert out.err == "ragctl: /x is outside every root\nhint: add it with `ragctl roots add`\n"
 
 
-@pytest.mark.parametrize("argv", [["search"], ["search", "q", "--mode", "fuzzy"], ["search", "q", "-k", "0"],
+@pytest.mark.parametrize("argv", [["search"], ["search", "q", "--mode", "fuzzy"], ["search", "q", "-k", "x"],
                                   ["roots", "add"], ["frobnicate"], ["--timeout", "-1", "status"]])  # fmt: skip
 def test_usage_errors_exit_2(agent: FakeAgent, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert run(agent, *argv) == 2

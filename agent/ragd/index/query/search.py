@@ -1,6 +1,7 @@
-"""Search service: validate a query, embed it (cached), ask the index, and shape the hits for people and tools.
+"""Search service: embed a query (cached), ask the index, and shape the hits for people and tools.
 
-`control` and `mcp` are thin adapters over `SearchService.search`; both get the same validation and results.
+It takes a `SearchQuery` (searchquery.py), validated where it came in, and trusts it: the control verb, MCP, the
+web page and `ragd search` all reach it through the `search` verb (verbs/search.py) with the same results.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ import numpy as np
 from ...errors import RagdError
 from ..backend import MAX_K, Hit, IndexBackend
 from ..keyword.fts import fold_char, terms
-from ..where import parse_all
 from ..zvec.filters import is_under
+from .searchquery import SearchQuery
 
-MODES = ("hybrid", "vector", "keyword")
-SCOPES = ("agent", "all")  # this agent's files, or every agent's on a shared index (Milvus)
-MAX_QUERY_CHARS = 4000
 SNIPPET_CHARS = 240
 ONE_PER_FILE_FACTOR = 5  # candidates fetched per wanted result when only the best chunk of each file is kept
 FILE_CANDIDATES = 10  # chunks fetched per wanted document in file mode (at most MAX_K in all)
@@ -106,44 +104,24 @@ class SearchService:
         self._embed = functools.lru_cache(maxsize=cache_size)(embed)
 
     def search(
-        self,
-        query: str,
-        *,
-        k: int = 5,
-        mode: str = "hybrid",
-        path_prefixes: Sequence[str] = (),
-        roots: Sequence[str] = (),
-        extensions: Sequence[str] = (),
-        one_per_file: bool = False,
-        scope: str = "agent",
-        where: Sequence[str] = (),
+        self, q: SearchQuery, *, k: int | None = None, roots: Sequence[str] = ()
     ) -> list[SearchResult]:
-        """The best `k` chunks for `query` (of the documents whose metadata matches every `where` filter, e.g.
-        `tag=invoice`: index/where.py). Raises RagdError(code="usage") on invalid input."""
-        text = self._check(query, k, mode, scope)
-        fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if one_per_file else k
-        hits = self._hits(text, fetch, mode, path_prefixes, roots, extensions, scope, where)
-        if one_per_file:
+        """The best `k` (default `q.top_k`) chunks for `q`, of the documents whose metadata matches every filter of
+        `q.where` (index/where.py); `roots`: only under these of the service's roots."""
+        k = k or q.top_k
+        fetch = min(k * ONE_PER_FILE_FACTOR, MAX_K) if q.one_per_file else k
+        hits = self._hits(q, fetch, roots)
+        if q.one_per_file:
             hits = _best_per_file(hits)
-        return [self._result(h, text) for h in hits[:k]]
+        return [self._result(h, q.text) for h in hits[:k]]
 
     def search_files(
-        self,
-        query: str,
-        *,
-        k: int = 5,
-        mode: str = "hybrid",
-        path_prefixes: Sequence[str] = (),
-        roots: Sequence[str] = (),
-        extensions: Sequence[str] = (),
-        scope: str = "agent",
-        where: Sequence[str] = (),
+        self, q: SearchQuery, *, k: int | None = None, roots: Sequence[str] = ()
     ) -> list[FileResult]:
-        """The best `k` documents for `query` (for "which files are about ..."), each with its best chunks."""
-        text = self._check(query, k, mode, scope)
-        hits = self._hits(
-            text, min(k * FILE_CANDIDATES, MAX_K), mode, path_prefixes, roots, extensions, scope, where
-        )
+        """The best `k` (default `q.top_k`) documents for `q` (for "which files are about ..."), each with its best
+        chunks."""
+        k = k or q.top_k
+        hits = self._hits(q, min(k * FILE_CANDIDATES, MAX_K), roots)
         by_file: dict[tuple[str, str], list[Hit]] = {}
         for (
             h
@@ -151,47 +129,19 @@ class SearchService:
             by_file.setdefault((h.agent, h.source_path), []).append(h)
         found = []
         for chunks in list(by_file.values())[:k]:
-            best = [self._result(h, text) for h in chunks[:CHUNKS_PER_FILE]]
+            best = [self._result(h, q.text) for h in chunks[:CHUNKS_PER_FILE]]
             found.append(FileResult(best[0].path, best[0].rel_path, best[0].root, best[0].score, len(chunks),
                                     tuple(best)))  # fmt: skip
         return found
 
-    def _hits(self, text: str, fetch: int, mode: str, path_prefixes: Sequence[str], roots: Sequence[str],
-              extensions: Sequence[str], scope: str, where: Sequence[str] = ()) -> list[Hit]:  # fmt: skip
-        exts = self._extensions(extensions)
-        filters = parse_all([where] if isinstance(where, str) else where)
+    def _hits(self, q: SearchQuery, fetch: int, roots: Sequence[str]) -> list[Hit]:
         # every agent's files: under the prefixes asked for, not under this agent's roots
-        within = self._scope(path_prefixes, roots, every_root=scope != "all" or bool(roots))
+        within = self._scope(q.path_prefix, roots, every_root=q.reach != "all" or bool(roots))
         if within is None:
             return []
-        vector = self._embed(text) if mode != "keyword" else None
-        return self._index.query(vector=vector, text=text if mode != "vector" else None, k=fetch,
-                                 path_prefixes=within, extensions=exts, scope=scope, where=filters)  # fmt: skip
-
-    @staticmethod
-    def _check(query: str, k: int, mode: str, scope: str = "agent") -> str:
-        if scope not in SCOPES:
-            raise _usage(f"unknown search scope {scope!r}", f"use one of: {', '.join(SCOPES)}")
-        if not isinstance(query, str) or not query.strip():
-            raise _usage("the search query is empty", "give some words to search for")
-        if len(query) > MAX_QUERY_CHARS:
-            raise _usage(
-                f"the search query is too long ({len(query)} characters)",
-                f"use at most {MAX_QUERY_CHARS} characters",
-            )
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise _usage(f"k must be a whole number from 1 to {MAX_K}, not {k!r}", "ask for fewer results")
-        if mode not in MODES:
-            raise _usage(f"unknown search mode {mode!r}", f"use one of: {', '.join(MODES)}")
-        return query.strip()
-
-    @staticmethod
-    def _extensions(extensions: Sequence[str]) -> tuple[str, ...]:
-        if isinstance(extensions, str) or not all(isinstance(e, str) for e in extensions):
-            raise _usage(
-                f"invalid extensions {extensions!r}", 'give a list of file extensions, e.g. ["md", "pdf"]'
-            )
-        return tuple(extensions)
+        vector = self._embed(q.text) if q.mode != "keyword" else None
+        return self._index.query(vector=vector, text=q.text if q.mode != "vector" else None, k=fetch,
+                                 path_prefixes=within, extensions=q.ext, scope=q.reach, where=q.filters)  # fmt: skip
 
     def _scope(
         self, path_prefixes: Sequence[str], roots: Sequence[str], *, every_root: bool = True
@@ -207,8 +157,6 @@ class SearchService:
         bases = chosen or (self._roots if every_root else [])
         prefixes: list[str] = []
         for p in path_prefixes:
-            if not isinstance(p, str) or not p.strip():
-                raise _usage(f"invalid path prefix {p!r}", "give a directory, absolute or relative to a root")
             if os.path.isabs(_norm(p)):
                 prefixes.append(_norm(p))
             else:
