@@ -9,9 +9,9 @@
 
 What changes: for a file indexed anew, failed, skipped or removed, its `ragd://file/…` and `ragd://chunks/…`
 resources and its directory's `ragd://dir/…`; for a directory removed, its listing and its parent's (and every
-2025 subscription under it). The agent's journal of changes (resident/changes.py, fed by the history) calls in from the job threads; the
-changes are gathered on the MCP loop for COALESCE_S and announced once, so a folder of a thousand new files is a
-handful of notifications, not thousands.
+2025 subscription under it). The agent's journal of changes (resident/changes.py: each batch as the history
+recorded it) calls in from the job threads; the changes are gathered on the MCP loop for COALESCE_S and announced
+once, so a folder of a thousand new files is a handful of notifications, not thousands.
 """
 
 from __future__ import annotations

@@ -168,9 +168,8 @@ class HistoryFile:
         self._calls = 0
         self._failing = False
         self._dups, self._dups_at = False, -DUPLICATES_TTL
-        self._recorded: dict[str, ChangeKind] | None = (
-            None  # the changes of the batch being recorded, by path
-        )
+        # while a batch is recorded (under the lock): the change recorded for each of its paths, told by `record`
+        self._recorded: dict[str, ChangeKind] | None = None
         self.error: str | None = None
         self._db = self._open() if open_file else self._connect(None)
 

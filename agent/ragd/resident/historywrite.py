@@ -96,10 +96,11 @@ class HistoryWrites(HistoryFile):
     def record(self, result: DirResult) -> list[Change]:
         """A directory job's results: the files it found or (re)indexed, and the entries it removed; returns the
         changes it tells (historydb.changes_of), each file indexed now as the change recorded for it."""
-        now = time.time()
+        now = time.time()  # (taken again once the history is ours: the time its events are recorded at)
         recorded: dict[str, ChangeKind] = {}
         try:
             with self._tx() as db:
+                now = time.time()
                 self._recorded = recorded  # (under the history's lock, as every _event)
                 try:
                     self._record(db, now, result)
@@ -111,6 +112,7 @@ class HistoryWrites(HistoryFile):
             log.log(logging.DEBUG if self._failing else logging.WARNING,
                     "history: cannot record the changes of %s: %s", result.directory, err)  # fmt: skip
             self._failing = True
+            recorded.clear()  # rolled back: told as the result says
         return changes_of(result, now, recorded)
 
     def _record(self, db: sqlite3.Connection, now: float, result: DirResult) -> None:
