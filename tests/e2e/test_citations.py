@@ -12,6 +12,7 @@ import pytest
 
 from ragd.pipeline import sidecar
 from ragd.pipeline.structure import SPLIT_REVISION
+from ragd.vocabulary import FileState
 from tests.e2e.agent import ragctl, running_agent
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support import docgen
@@ -77,7 +78,7 @@ def _corpus(root: Path) -> None:
 
 def _paths(root: Path, name: str) -> list[list[str]]:
     entry = sidecar.read_entry(sidecar.entry_path(root, name))
-    assert entry is not None and entry.status == sidecar.EMBEDDED
+    assert entry is not None and entry.status == FileState.EMBEDDED
     return [c.meta.get("heading_path") or [] for c in entry.chunks]
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ragd.pipeline import sidecar
+from ragd.vocabulary import FileState
 from tests.e2e.agent import AgentProcess, keyword_hits, ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import write_api_config
 from tests.support.fake_openai import FakeOpenAI
@@ -86,7 +87,7 @@ def test_a_poisoned_vector_fails_only_its_file(agent: AgentProcess, kb: Path, ki
     assert failures[0]["retry_at"]
     assert st["embedder"]["errors"] >= 1 and BOTH[kind] in st["embedder"]["last_error"]
     entry = sidecar.try_read(sidecar.entry_path(band, POISONED))
-    assert entry is not None and entry.status != sidecar.EMBEDDED and _vectors_usable(entry)
+    assert entry is not None and entry.status != FileState.EMBEDDED and _vectors_usable(entry)
     for word in WORDS:
         if f"{word}.md" != POISONED:
             assert keyword_hits(word) == [str(band / f"{word}.md")], word
@@ -97,4 +98,4 @@ def test_a_poisoned_vector_fails_only_its_file(agent: AgentProcess, kb: Path, ki
     assert keyword_hits("celesta") == [str(band / POISONED)]
     assert ragctl_json("status")["roots"][0]["failures"] == []
     entry = sidecar.try_read(sidecar.entry_path(band, POISONED))
-    assert entry is not None and entry.status == sidecar.EMBEDDED and _vectors_usable(entry)
+    assert entry is not None and entry.status == FileState.EMBEDDED and _vectors_usable(entry)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragd.pipeline import sidecar
+from ragd.vocabulary import FileState
 from tests.e2e.agent import ragctl, ragctl_json, running_agent
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support import scangen
@@ -44,7 +45,7 @@ def test_scanned_page_found_with_its_page(tmp_path: Path, config: Path) -> None:
     assert board["path"] == str(root / "whiteboard.png") and board["page"] == 1
 
     entry = sidecar.read_entry(sidecar.entry_path(root, "report.pdf"))
-    assert entry is not None and entry.status == sidecar.EMBEDDED and entry.parser == "pdfium+ocr"
+    assert entry is not None and entry.status == FileState.EMBEDDED and entry.parser == "pdfium+ocr"
     assert entry.ocr is not None and entry.ocr["pages"] == [2] and entry.ocr["confidence"] > 0.9
 
     out = ragd("status", str(root)).stdout
@@ -78,13 +79,13 @@ def test_image_skipped_when_ocr_is_off(tmp_path: Path, config: Path) -> None:
     scangen.write_image(root / "whiteboard.png", "Sprint goals")
     ragd("run", "--once", str(root))
     entry = sidecar.read_entry(sidecar.entry_path(root, "whiteboard.png"))
-    assert entry is not None and entry.status == sidecar.SKIPPED
+    assert entry is not None and entry.status == FileState.SKIPPED
     assert entry.error is not None and entry.error["message"] == "OCR unavailable: [parse] ocr is off"
     # OCR turned on (as after an upgrade from a version without it): the skipped image is read at the next run
     config.write_text(config.read_text().replace("ocr = false", "ocr = true"))
     ragd("run", "--once", str(root))
     entry = sidecar.read_entry(sidecar.entry_path(root, "whiteboard.png"))
-    assert entry is not None and entry.status == sidecar.EMBEDDED and entry.parser == "ocr"
+    assert entry is not None and entry.status == FileState.EMBEDDED and entry.parser == "ocr"
 
 
 def test_running_agent_reads_a_scan_dropped_into_its_folder(tmp_path: Path, config: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragd.pipeline import mushroom, sidecar
+from ragd.vocabulary import FileState
 from tests.e2e.conftest import RAGD, ragd, ragd_json, write_api_config
 from tests.integration.helpers import all_json_valid
 from tests.support.fake_openai import FakeOpenAI
@@ -153,7 +154,7 @@ def test_sigkill_mid_run_then_next_run_converges(tmp_path: Path) -> None:
     files = sorted(root.rglob("f*.md"))
     for f in files:
         e = sidecar.read_entry(sidecar.entry_path(f.parent, f.name))
-        assert e is not None and e.status == sidecar.EMBEDDED and all(c.vector_base64 for c in e.chunks)
+        assert e is not None and e.status == FileState.EMBEDDED and all(c.vector_base64 for c in e.chunks)
     assert not [p for p in root.rglob("*.tmp")]  # debris gone
     assert not list(root.rglob("*.mushroom"))  # every note applied to the index
     again = json.loads(ragd("run", "--once", str(root), "--json", env=env).stdout)
@@ -356,7 +357,7 @@ def test_ctrl_c_finishes_the_directories_under_way_and_starts_no_other(tmp_path:
         for p in root.rglob("f*.md")
         if (e := sidecar.try_read(sidecar.entry_path(p.parent, p.name))) is not None
     }
-    assert set(states.values()) == {sidecar.EMBEDDED}  # the job under way ended cleanly
+    assert set(states.values()) == {FileState.EMBEDDED}  # the job under way ended cleanly
     assert {p.parent.name for p in states} == {"d0"}, err  # and no other started
 
 

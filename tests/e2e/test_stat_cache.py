@@ -14,6 +14,7 @@ from ragd.config import data_dir, load_config
 from ragd.index import collection_dir, open_index
 from ragd.index.keyword import keywords
 from ragd.pipeline import mushroom, sidecar, statcache
+from ragd.vocabulary import FileState, NoteStatus
 from tests.e2e.conftest import ragd, ragd_json
 from tests.support.opens import OpenWatch
 from tests.support.poll import poll
@@ -104,7 +105,7 @@ def test_unchanged_entries_are_not_opened_and_every_change_is_still_seen(
     assert summary["unchanged"] == len(KEEP) + 1  # and the touched file
     for name in redone:
         entry = sidecar.read_entry(sidecar.entry_path(root, name))
-        assert entry is not None and entry.status == sidecar.EMBEDDED, name
+        assert entry is not None and entry.status == FileState.EMBEDDED, name
     touched = sidecar.read_entry(sidecar.entry_path(root, "touched.md"))
     assert touched is not None and touched.source.mtime_ns == (root / "touched.md").stat().st_mtime_ns
     assert touched.source.mtime_ns != touched_before
@@ -160,7 +161,7 @@ def test_a_run_with_nothing_to_sync_leaves_the_index_closed(tmp_path: Path, api_
     assert checked["opened"] is True and checked["repaired"] == 0
     assert ragd_json("run", "--once", str(root))["index"]["opened"] is False
 
-    mushroom.write(root, [mushroom.Event(KEEP[1], mushroom.UPSERT)])  # another producer's change note
+    mushroom.write(root, [mushroom.Event(KEEP[1], NoteStatus.UPSERT)])  # another producer's change note
     noted = ragd_json("run", "--once", str(root))["index"]
     assert noted["opened"] is True and noted["mushrooms_applied"] == 1 and not mushroom.pending(root)
 

@@ -10,8 +10,8 @@ import pytest
 from ragd.config import Config, LimitsConfig, RunConfig
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.mushroom import Event
-from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ragd.resident.once import RunSummary
+from ragd.vocabulary import FileState, NoteStatus
 from tests.integration import helpers
 from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry
 from tests.support.fake_openai import FakeOpenAI
@@ -32,7 +32,9 @@ def test_ragjson_tool_tree_is_taken_as_it_is(tmp_path: Path, fake_openai_server:
     assert summary.ok and summary.embedded == 0 and summary.texts_embedded == 0
     assert fake_openai_server.requests == []  # nothing re-chunked or re-embedded
     phone = entry(tree / "docs", "phone.md")
-    assert phone.status == EMBEDDED and phone.model_name == "fake-embed-8" and len(phone.chunks) == 1
+    assert (
+        phone.status == FileState.EMBEDDED and phone.model_name == "fake-embed-8" and len(phone.chunks) == 1
+    )
     # the tool's pending mushrooms are understood and left for the index consumer (see test_index_sync)
     assert {p: p.read_text() for p in tree.rglob("*.mushroom")} == before
     assert Event("gone", "dir_delete") in all_events(tree / "docs")
@@ -87,7 +89,7 @@ def test_new_edit_delete_recover_and_events(tmp_path: Path, fake_openai_server: 
         Event("a.md", "upsert"),
         Event("sub", "dir_recover"),
     ]
-    assert entry(root, "a.md").status == EMBEDDED
+    assert entry(root, "a.md").status == FileState.EMBEDDED
     assert not sidecar.entry_path(root, "a.md", deleted=True).exists()
 
 
@@ -168,15 +170,15 @@ def test_bad_inputs_end_skipped_or_failed_and_never_stop_the_rest(
             "paged.pdf",
         )
     }
-    assert states["good.md"].status == EMBEDDED
+    assert states["good.md"].status == FileState.EMBEDDED
     assert [c.meta["page"] for c in states["paged.pdf"].chunks] == [1, 2] or states["paged.pdf"].chunks[
         0
     ].meta["page"] == 1
-    assert states["gbk.txt"].status == EMBEDDED and "GBK" in states["gbk.txt"].chunks[0].content
+    assert states["gbk.txt"].status == FileState.EMBEDDED and "GBK" in states["gbk.txt"].chunks[0].content
     for name in ("empty.md", "video.mp4", "huge.md"):
-        assert states[name].status == SKIPPED, name
+        assert states[name].status == FileState.SKIPPED, name
     for name in ("junk.txt", "corrupt.pdf", "corrupt.docx", "secret.pdf"):
-        assert states[name].status == FAILED, name
+        assert states[name].status == FileState.FAILED, name
         assert states[name].chunks == ()  # never garbage chunks
     assert "encrypted" in states["secret.pdf"].error["message"]  # type: ignore[index]
     assert "too large" in states["huge.md"].error["message"]  # type: ignore[index]
@@ -200,7 +202,7 @@ def test_api_errors_retried_then_succeed(tmp_path: Path, fake_openai_server: Fak
     (root / "a.md").write_text("hello world")
     fake_openai_server.fail_next(2, status=status, retry_after=0.1)
     s = run(api_config(fake_openai_server, [root], retries=3))
-    assert s.ok and entry(root, "a.md").status == EMBEDDED
+    assert s.ok and entry(root, "a.md").status == FileState.EMBEDDED
     assert [r.status for r in fake_openai_server.requests] == [status, status, 200]
 
 
@@ -229,7 +231,7 @@ def test_dead_api_marks_files_failed_with_retry_time_then_recovers(tmp_path: Pat
         for name in ("a.md", "b.md"):
             e = entry(root, name)
             sidecar.write_entry(
-                root, e.with_status(FAILED, error={**e.error, "retry_at": "2000-01-01T00:00:00Z"})
+                root, e.with_status(FileState.FAILED, error={**e.error, "retry_at": "2000-01-01T00:00:00Z"})
             )
         s2 = run(api_config(live, [root]))
     assert s2.ok and s2.embedded == 2
@@ -278,8 +280,8 @@ def test_symlinks_out_of_the_roots_are_not_indexed(tmp_path: Path, fake_openai_s
     summary = helpers.run(api_config(fake_openai_server, [root]))
     assert summary.ok
     leak = entry(root, "leak.md")
-    assert leak.status == SKIPPED and "outside the roots" in str(leak.error)
-    assert entry(root, "alias.md").status == EMBEDDED
+    assert leak.status == FileState.SKIPPED and "outside the roots" in str(leak.error)
+    assert entry(root, "alias.md").status == FileState.EMBEDDED
     assert "not for the index" not in str(sidecar.entry_path(root, "leak.md").read_text())
 
 
@@ -297,7 +299,7 @@ def test_a_link_to_a_file_whose_name_is_not_utf8_is_skipped_with_the_name_shown(
     summary = helpers.run(api_config(fake_openai_server, [root]))
     assert summary.ok, summary.failed
     link = entry(root, "b.txt")
-    assert link.status == SKIPPED and "outside the roots" in str(link.error)
+    assert link.status == FileState.SKIPPED and "outside the roots" in str(link.error)
     assert link.error is not None and "caf\\xe9 latin1.md" in link.error["message"]
 
 
@@ -313,14 +315,14 @@ def test_a_folder_renamed_with_its_sidecars_is_announced_for_a_resync(
     (root / "lambda" / "deep" / "l2.md").write_text("lima two\n")
     cfg = api_config(fake_openai_server, [root])
     run(cfg)
-    assert not any(e.status == mushroom.DIR_RECOVER for e in all_events(root))
+    assert not any(e.status == NoteStatus.DIR_RECOVER for e in all_events(root))
     clear_mushrooms(root)
     (root / "lambda").rename(root / "aws-lambda")
     s = run(cfg)
     assert s.embedded == 0 and s.texts_embedded == 0  # nothing re-embedded
     assert sorted(all_events(root), key=lambda e: e.file) == [
-        Event("aws-lambda", mushroom.DIR_RECOVER),
-        Event("lambda", mushroom.DIR_DELETE),
+        Event("aws-lambda", NoteStatus.DIR_RECOVER),
+        Event("lambda", NoteStatus.DIR_DELETE),
     ]
     assert sidecar.read_entry(sidecar.entry_path(root, "aws-lambda")) is None  # a directory entry now
 
@@ -348,7 +350,6 @@ def test_a_file_reached_after_the_embedder_closed_stays_chunked(
     """The agent stops while a job still prepares files: one that reaches the embedder after it closed is left
     CHUNKED (redone at the next start), like one whose texts were waiting; it was FAILED as an internal error."""
     from ragd.pipeline.dirjob import run_directory
-    from ragd.pipeline.outcome import ABANDONED
 
     root = tmp_path / "kb"
     root.mkdir()
@@ -357,8 +358,8 @@ def test_a_file_reached_after_the_embedder_closed_stays_chunked(
     queue.close()
     result = run_directory(ctx, root)
     (late,) = result.files
-    assert late.state == ABANDONED and "shut down" in late.reason, late
-    assert entry(root, "late.md").status == sidecar.CHUNKED
+    assert late.state == FileState.ABANDONED and "shut down" in late.reason, late
+    assert entry(root, "late.md").status == FileState.CHUNKED
 
 
 def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
@@ -379,10 +380,13 @@ def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
     summary = run(cfg)
     assert summary.embedded == 2 and [p.name for p, _ in summary.failed] == ["big.txt"]
     big = entry(root, "big.txt")
-    assert big.status == FAILED and big.error is not None
+    assert big.status == FileState.FAILED and big.error is not None
     assert big.error["code"] == "timeout" and big.error["message"].startswith("timed out after 0.3 s")
     assert big.error["retry_at"] and big.error["attempts"] == 1
-    assert entry(root, "good.md").status == EMBEDDED and entry(root, "also.md").status == EMBEDDED
+    assert (
+        entry(root, "good.md").status == FileState.EMBEDDED
+        and entry(root, "also.md").status == FileState.EMBEDDED
+    )
 
 
 def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
@@ -396,7 +400,7 @@ def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
     from dataclasses import replace
 
     from ragd.pipeline.dirjob import run_directory
-    from ragd.pipeline.outcome import ABANDONED, ROOT_REMOVED
+    from ragd.pipeline.outcome import ROOT_REMOVED
 
     root = tmp_path / "kb"
     root.mkdir()
@@ -421,17 +425,17 @@ def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
     finally:
         queue.close()
     assert sorted((f.name, f.state, f.reason) for f in result.files) == [
-        (n, ABANDONED, ROOT_REMOVED) for n in ("a.md", "b.md", "c.md")
+        (n, FileState.ABANDONED, ROOT_REMOVED) for n in ("a.md", "b.md", "c.md")
     ]
     assert fake_openai_server.requests[-1].status == 503  # the embedder did fail
     after = {n: entry(root, n) for n in before}
     (sent,) = [n for n in before if after[n] != before[n]]  # the file whose texts went to the embedder
-    assert after[sent].status == sidecar.CHUNKED and after[sent].error is None
-    assert all(after[n].status == EMBEDDED for n in before if n != sent)
+    assert after[sent].status == FileState.CHUNKED and after[sent].error is None
+    assert all(after[n].status == FileState.EMBEDDED for n in before if n != sent)
     # the root comes back, and the API: every file is done at once, none waits for a retry time
     fake_openai_server.reset()
     s = run(cfg)
-    assert s.ok and s.embedded == 3 and all(entry(root, n).status == EMBEDDED for n in before)
+    assert s.ok and s.embedded == 3 and all(entry(root, n).status == FileState.EMBEDDED for n in before)
 
 
 def test_a_folder_deleted_while_its_job_waits_for_vectors_is_no_error(
@@ -464,7 +468,9 @@ def test_a_folder_deleted_while_its_job_waits_for_vectors_is_no_error(
     finally:
         queue.close()
     assert not folder.exists()
-    assert [(f.state, f.reason) for f in result.files] == [("UNCHANGED", "vanished during the job")] * 2
+    assert [(f.state, f.reason) for f in result.files] == [
+        (FileState.UNCHANGED, "vanished during the job")
+    ] * 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
@@ -490,7 +496,7 @@ def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it
     def skipped_under(policy: str) -> None:  # the entry as that version wrote it, the file as it is
         where = sidecar.entry_path(root, "minutes.odt")
         data = json.loads(where.read_bytes())
-        data["processing"]["status"] = SKIPPED
+        data["processing"]["status"] = FileState.SKIPPED
         data.update(chunks=[], error={"code": "skipped", "message": "unsupported file type '.odt'",
                                       "hint": "supported: …", "policy": policy})  # fmt: skip
         for key in ("lead", "parser", "metadata", "split_revision"):
@@ -499,8 +505,8 @@ def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it
         where.write_bytes(json.dumps(data).encode())
 
     skipped_under(today)  # the same policy: it stays as it is (nothing read)
-    assert run(cfg).unchanged == 1 and entry(root, "minutes.odt").status == SKIPPED
+    assert run(cfg).unchanged == 1 and entry(root, "minutes.odt").status == FileState.SKIPPED
     skipped_under(today.split("; formats=")[0])  # the earlier version's
     again = run(cfg)
-    assert again.embedded == 1 and entry(root, "minutes.odt").status == EMBEDDED
+    assert again.embedded == 1 and entry(root, "minutes.odt").status == FileState.EMBEDDED
     assert "budget review" in entry(root, "minutes.odt").chunks[0].content

@@ -10,9 +10,10 @@ from pathlib import Path
 from ragd.config import Config
 from ragd.pipeline import sidecar
 from ragd.pipeline.folder_meta import FOLDER_FILE
-from ragd.pipeline.mushroom import UPSERT, Event
+from ragd.pipeline.mushroom import Event
 from ragd.pipeline.structure import SPLIT_REVISION
 from ragd.resident.once import RunSummary
+from ragd.vocabulary import NoteStatus
 from tests.integration import helpers
 from tests.integration.helpers import all_events, api_config, clear_mushrooms, entry
 from tests.support.fake_openai import FakeOpenAI
@@ -58,8 +59,8 @@ def test_defaults_and_keys_relabel_without_parsing_or_embedding(
     assert s.ok and s.texts_embedded == 0 and len(fake_openai_server.texts) == sent
     assert fields(root / "m", "a.md") == {"tags": ["invoice"], "product": "X300"}
     assert fields(root / "m" / "sub", "b.txt") == {"product": "X300"}
-    assert all_events(root / "m") == [Event("a.md", UPSERT)]  # the index takes the new fields
-    assert all_events(root / "m" / "sub") == [Event("b.txt", UPSERT)]
+    assert all_events(root / "m") == [Event("a.md", NoteStatus.UPSERT)]  # the index takes the new fields
+    assert all_events(root / "m" / "sub") == [Event("b.txt", NoteStatus.UPSERT)]
     assert all_events(root / "o") == []  # not under the defaults file: untouched
     clear_mushrooms(root)
 

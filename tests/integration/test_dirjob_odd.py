@@ -21,8 +21,8 @@ from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.dirjob import FileOutcome, run_directory
 from ragd.pipeline.filejob import FileTask
 from ragd.pipeline.scan import Change, walk_dirs
-from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ragd.resident.tracker import Tracker
+from ragd.vocabulary import FileState
 from tests.integration import helpers
 from tests.integration.helpers import all_json_valid, api_config, context, entry
 from tests.support.fake_openai import FakeOpenAI
@@ -62,14 +62,14 @@ def test_a_name_that_is_not_utf8_is_skipped_and_the_rest_goes_on(
     finally:
         queue.close()
     files = _by_name(result.files)
-    assert {n for n, f in files.items() if f.state == EMBEDDED} == {f"good{i}.md" for i in range(9)}
-    assert files["caf\\xe9.txt"].state == SKIPPED
+    assert {n for n, f in files.items() if f.state == FileState.EMBEDDED} == {f"good{i}.md" for i in range(9)}
+    assert files["caf\\xe9.txt"].state == FileState.SKIPPED
     assert (
         files["caf\\xe9.txt"].reason
         == "file name is not valid UTF-8 (b'caf\\xe9.txt'); rename it to index it"
     )
     assert (
-        files["d\\xff"].state == SKIPPED
+        files["d\\xff"].state == FileState.SKIPPED
         and "directory name is not valid UTF-8 (b'd\\xff')" in files["d\\xff"].reason
     )
     assert result.subdirs == () and result.new_subdirs == ()
@@ -146,12 +146,12 @@ def test_fifos_sockets_and_broken_links_are_skipped_with_the_reason(
         finally:
             queue.close()
     assert summary.ok and summary.embedded == 2 and summary.skipped == 5
-    assert {n: (f.state, f.reason) for n, f in files.items() if f.state == SKIPPED} == {
-        "pipe.md": (SKIPPED, "not a regular file (FIFO)"),
-        "sock.md": (SKIPPED, "not a regular file (socket)"),
-        "null.txt": (SKIPPED, "not a regular file (character device)"),
-        "dangling.md": (SKIPPED, f"dangling symbolic link to {root / 'gone.md'}"),
-        "loop.md": (SKIPPED, "symbolic link loop"),
+    assert {n: (f.state, f.reason) for n, f in files.items() if f.state == FileState.SKIPPED} == {
+        "pipe.md": (FileState.SKIPPED, "not a regular file (FIFO)"),
+        "sock.md": (FileState.SKIPPED, "not a regular file (socket)"),
+        "null.txt": (FileState.SKIPPED, "not a regular file (character device)"),
+        "dangling.md": (FileState.SKIPPED, f"dangling symbolic link to {root / 'gone.md'}"),
+        "loop.md": (FileState.SKIPPED, "symbolic link loop"),
     }
     assert sorted(p.name for p in (root / ".rag").glob("*.ragjson")) == [
         "good0.md.ragjson",
@@ -178,7 +178,7 @@ def test_a_fifo_put_in_place_of_a_listed_file_is_never_opened(
             worker.join(20)
     queue.close()
     assert not worker.is_alive() and got and got[0] is not None
-    assert (got[0].state, got[0].reason) == (SKIPPED, "not a regular file (FIFO)")
+    assert (got[0].state, got[0].reason) == (FileState.SKIPPED, "not a regular file (FIFO)")
 
 
 def _mode(p: Path) -> int:
@@ -208,7 +208,7 @@ def test_entries_follow_their_sources_mode(tmp_path: Path, fake_openai_server: F
     sidecar.entry_path(root, "team.md").chmod(0o666)
     helpers.run(cfg, index=False)
     assert _mode(sidecar.entry_path(root, "team.md")) == 0o640
-    assert entry(root, "team.md").status == EMBEDDED
+    assert entry(root, "team.md").status == FileState.EMBEDDED
 
 
 def test_a_sidecar_that_cannot_be_written_is_failed_with_a_retry_time(
@@ -224,9 +224,9 @@ def test_a_sidecar_that_cannot_be_written_is_failed_with_a_retry_time(
     ctx, queue = context(api_config(fake_openai_server, [root]))
     try:
         files = _by_name(run_directory(ctx, root).files)
-        assert files["good0.md"].state == EMBEDDED and files["good1.md"].state == EMBEDDED
+        assert files["good0.md"].state == FileState.EMBEDDED and files["good1.md"].state == FileState.EMBEDDED
         blocked = files["blocked.md"]
-        assert blocked.final_state == FAILED and blocked.retry_at is not None
+        assert blocked.final_state == FileState.FAILED and blocked.retry_at is not None
         assert "cannot write" in blocked.reason and "blocked.md.ragjson" in blocked.reason
         assert sidecar.parse_stamp(blocked.retry_at) is not None
         assert list((root / ".rag" / "tmp").iterdir()) == []
@@ -235,8 +235,8 @@ def test_a_sidecar_that_cannot_be_written_is_failed_with_a_retry_time(
         retried = _by_name(run_directory(ctx, root).files)
     finally:
         queue.close()
-    assert retried["blocked.md"].state == EMBEDDED
-    assert entry(root, "blocked.md").status == EMBEDDED
+    assert retried["blocked.md"].state == FileState.EMBEDDED
+    assert entry(root, "blocked.md").status == FileState.EMBEDDED
 
 
 NOBODY = 65534
@@ -306,13 +306,16 @@ def test_an_unreadable_file_is_failed_with_permission_denied(fake_openai_server:
             logging.getLogger("ragd").removeHandler(handler)
             queue.close()
         assert first == [
-            ["closed.md", FAILED, f"permission denied: {closed}", None, []]
+            ["closed.md", FileState.FAILED, f"permission denied: {closed}", None, []]
         ]  # [] : nothing logged
-        assert failed.status == FAILED and failed.error is not None
+        assert failed.status == FileState.FAILED and failed.error is not None
         assert failed.error["code"] == "permission" and failed.error["retry_at"] is None
         assert "give the agent's user read access" in failed.error["hint"]
-        assert second == [["closed.md", FAILED, f"permission denied: {closed}", None, []]] and attempts == 1
-        assert third["closed.md"].state == EMBEDDED
+        assert (
+            second == [["closed.md", FileState.FAILED, f"permission denied: {closed}", None, []]]
+            and attempts == 1
+        )
+        assert third["closed.md"].state == FileState.EMBEDDED
         assert _mode(sidecar.entry_path(root, "closed.md")) == 0o644
     finally:
         shutil.rmtree(base)
@@ -336,15 +339,18 @@ def test_a_chmod_whose_entry_cannot_be_rewritten_still_narrows_the_entry(
     (root / "a.md").chmod(0o644)
     ctx, queue = context(api_config(fake_openai_server, [root]))
     try:
-        assert _by_name(run_directory(ctx, root).files)["a.md"].state == EMBEDDED
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == FileState.EMBEDDED
         (root / "a.md").chmod(0o600)
         block = root / ".rag" / "tmp" / f"a.md.ragjson.{os.getpid()}.tmp"
         (block / "in-the-way").mkdir(parents=True)
-        assert _by_name(run_directory(ctx, root).files)["a.md"].state == "TOUCHED"
-        assert _mode(sidecar.entry_path(root, "a.md")) == 0o600 and entry(root, "a.md").status == EMBEDDED
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == FileState.TOUCHED
+        assert (
+            _mode(sidecar.entry_path(root, "a.md")) == 0o600
+            and entry(root, "a.md").status == FileState.EMBEDDED
+        )
         (block / "in-the-way").rmdir()
         block.rmdir()
-        assert _by_name(run_directory(ctx, root).files)["a.md"].state == "TOUCHED"
+        assert _by_name(run_directory(ctx, root).files)["a.md"].state == FileState.TOUCHED
     finally:
         queue.close()
     assert entry(root, "a.md").source.ctime_ns == (root / "a.md").stat().st_ctime_ns
@@ -382,11 +388,15 @@ def test_a_file_edited_after_its_job_was_planned_is_done_again_whole(
         return out
 
     untouched = job(note.stat())
-    assert untouched is not None and untouched.state == "TOUCHED" and untouched.md5 == planned.source.md5_hash
+    assert (
+        untouched is not None
+        and untouched.state == FileState.TOUCHED
+        and untouched.md5 == planned.source.md5_hash
+    )
     listed = note.stat()
     note.write_text("# A note\n\nOther words entirely, written after the plan.\n")
     out = job(listed)
-    assert out is not None and out.state == EMBEDDED
+    assert out is not None and out.state == FileState.EMBEDDED
     now = entry(root, "a.md")
     assert now.source.md5_hash == out.md5 != planned.source.md5_hash
     assert "Other words entirely" in now.chunks[0].content and now.lead is not None

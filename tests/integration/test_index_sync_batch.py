@@ -18,6 +18,7 @@ from ragd.index.zvec.backend import ZvecIndex
 from ragd.index.zvec.schema import doc_id, to_doc
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.scan import Ignore
+from ragd.vocabulary import NoteStatus
 from tests.integration.helpers import run
 from tests.integration.test_index_sync import assert_index_equals_sidecars
 from tests.support.fake_openai import FakeOpenAI
@@ -82,8 +83,8 @@ def test_notes_whose_writes_fail_stay_for_a_retry(tmp_path: Path, fake_openai_se
     cfg, root = _setup_two_dirs(tmp_path, fake_openai_server)
     (root / "a" / "x.md").write_text(body("ax", 6, "v2"))
     (root / "b" / "y.md").unlink()
-    notes = [mushroom.write(root / "a", [mushroom.Event("x.md", mushroom.UPSERT)]),
-             mushroom.write(root / "b", [mushroom.Event("y.md", mushroom.DELETE)])]  # fmt: skip
+    notes = [mushroom.write(root / "a", [mushroom.Event("x.md", NoteStatus.UPSERT)]),
+             mushroom.write(root / "b", [mushroom.Event("y.md", NoteStatus.DELETE)])]  # fmt: skip
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     idx.close()  # every write now fails
     report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch([n for n in notes if n])

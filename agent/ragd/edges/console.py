@@ -16,8 +16,8 @@ from ragctl import render
 
 from ..config import Config
 from ..pipeline.dirjob import DirResult
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
 from ..resident.once import RunSummary
+from ..vocabulary import FileState as State
 from .filestatus import FileState, counts
 
 # syslog priorities (sd-daemon(3)): a line that starts with one is filed by journald at that priority
@@ -93,12 +93,12 @@ class Progress:
         self.stream.flush()
 
     def _plain(self, r: DirResult) -> None:
-        changed = [f for f in r.files if f.state in (EMBEDDED, SKIPPED, FAILED)]
+        changed = [f for f in r.files if f.state in (State.EMBEDDED, State.SKIPPED, State.FAILED)]
         if not changed and not r.events:
             return
-        n = {st: sum(f.state == st for f in changed) for st in (EMBEDDED, SKIPPED, FAILED)}
+        n = {st: sum(f.state == st for f in changed) for st in (State.EMBEDDED, State.SKIPPED, State.FAILED)}
         self.stream.write(
-            f"{r.directory}: {n[EMBEDDED]} embedded, {n[SKIPPED]} skipped, {n[FAILED]} failed, "
+            f"{r.directory}: {n[State.EMBEDDED]} embedded, {n[State.SKIPPED]} skipped, {n[State.FAILED]} failed, "
             f"{len(r.events)} events\n"
         )
         self.stream.flush()

@@ -23,10 +23,10 @@ from ..pipeline.scan import (
     under_real_roots,
     walk_dirs,
 )
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry
+from ..pipeline.sidecar import FileEntry
 from ..resident import rootstate
-
-STATES = ("EMBEDDED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "FAILED", "SKIPPED", "TRACKED")
+from ..vocabulary import SHOWN
+from ..vocabulary import FileState as State
 
 
 @dataclass(frozen=True)
@@ -83,23 +83,23 @@ def _file_state(
     path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str, now: float
 ) -> FileState:
     if entry is None:
-        return FileState(path, "NEW")
+        return FileState(path, State.NEW)
     change = classify(entry, path, st, config.identity, policy, now)
     reason = str((entry.error or {}).get("message", ""))
     if change == Change.CHANGED:
-        return FileState(path, "CHANGED")
-    if entry.status in (FAILED, SKIPPED):
+        return FileState(path, State.CHANGED)
+    if entry.status in (State.FAILED, State.SKIPPED):
         return FileState(path, entry.status, reason, len(entry.chunks))
     if change == Change.RETRY:
-        if entry.status != EMBEDDED:
-            return FileState(path, "PENDING", f"processing stopped at {entry.status}")
+        if entry.status != State.EMBEDDED:
+            return FileState(path, State.PENDING, f"processing stopped at {entry.status}")
         return FileState(
             path,
-            "STALE",
+            State.STALE,
             f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
             len(entry.chunks),
         )
-    return FileState(path, EMBEDDED, chunks=len(entry.chunks), note=entry_note(entry), ocr=entry.ocr)
+    return FileState(path, State.EMBEDDED, chunks=len(entry.chunks), note=entry_note(entry), ocr=entry.ocr)
 
 
 def entry_note(entry: FileEntry) -> str:
@@ -113,7 +113,9 @@ def directory_states(
 ) -> Iterator[FileState]:
     """`roots` (real paths): a symbolic link to a folder outside all of them is SKIPPED, as the agent reports it."""
     if scan.unreadable(directory):  # nothing in it can be listed or read: the folder stands for its files
-        yield FileState(directory, FAILED, f"{PERMISSION_DENIED}: its files are out of search", is_dir=True)
+        yield FileState(
+            directory, State.FAILED, f"{PERMISSION_DENIED}: its files are out of search", is_dir=True
+        )
         return
     listing = list_dir(directory, ignore)
     found = sidecar.load_entries(directory)
@@ -121,22 +123,22 @@ def directory_states(
     now = time.time()
     for name in listing.dirs:
         tracked = name in live and live[name] is None
-        yield FileState(directory / name, "TRACKED" if tracked else "NEW", is_dir=True)
+        yield FileState(directory / name, State.TRACKED if tracked else State.NEW, is_dir=True)
     for name, st in sorted(listing.files.items()):
         if name in unreadable:
-            yield FileState(directory / name, "CHANGED", unreadable[name])
+            yield FileState(directory / name, State.CHANGED, unreadable[name])
         else:
             yield _file_state(directory / name, live.get(name), st, config, policy, now)
     for name, why in sorted(
         {**listing.undecodable, **listing.special, **outside_links(listing, roots)}.items()
     ):
-        yield FileState(directory / name, "SKIPPED", why)  # display names: never recorded, safe in --json
+        yield FileState(directory / name, State.SKIPPED, why)  # display names: never recorded, safe in --json
     for name, entry in sorted(live.items()):
         if name not in listing.files and name not in listing.dirs:
-            yield FileState(directory / display_name(name), "DELETED", "not yet recorded as deleted",
+            yield FileState(directory / display_name(name), State.DELETED, "not yet recorded as deleted",
                             is_dir=entry is None)  # fmt: skip
     for name in sorted(deleted - set(live) - set(listing.files) - set(listing.dirs)):
-        yield FileState(directory / display_name(name), "DELETED")
+        yield FileState(directory / display_name(name), State.DELETED)
 
 
 def entry_path(path: Path) -> Path:
@@ -163,7 +165,7 @@ def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list
     for d in dirs:
         if not under_any(d, closed):
             states += directory_states(d, config, ignore, policy, roots)
-            if states and states[-1].path == d and states[-1].is_dir and states[-1].state == FAILED:
+            if states and states[-1].path == d and states[-1].is_dir and states[-1].state == State.FAILED:
                 closed.append(d)
     return states
 
@@ -180,7 +182,7 @@ def _roots(config: Config, directory: Path) -> tuple[Path, ...]:
 
 
 def counts(states: list[FileState]) -> dict[str, int]:
-    out = {s: 0 for s in STATES}
+    out = {str(s): 0 for s in SHOWN}  # in the order `ragd status` lists them
     for st in states:
         out[st.state] += 1
     return {k: v for k, v in out.items() if v}

@@ -9,9 +9,9 @@
 
 What changes: for a file indexed anew, failed, skipped or removed, its `ragd://file/…` and `ragd://chunks/…`
 resources and its directory's `ragd://dir/…`; for a directory removed, its listing and its parent's (and every
-2025 subscription under it). The agent's change journal (resident/changes.py) calls in from the job threads; the
-changes are gathered on the MCP loop for COALESCE_S and announced once, so a folder of a thousand new files is a
-handful of notifications, not thousands.
+2025 subscription under it). The agent's journal of changes (resident/changes.py: each batch as the history
+recorded it) calls in from the job threads; the changes are gathered on the MCP loop for COALESCE_S and announced
+once, so a folder of a thousand new files is a handful of notifications, not thousands.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import mcp_types
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
 
-from ..resident.changes import INDEXED, REMOVED, Change
+from ..resident.changes import Change
+from ..vocabulary import ChangeKind
 from .resources import uri
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 COALESCE_S = 0.5
 MAX_SESSIONS = 1024  # 2025 connections remembered for list changes (the oldest is forgotten first)
+# a file that failed or was skipped leaves the listings as they were; one indexed or removed changes them
+_SAME_LISTINGS = (ChangeKind.FAILED, ChangeKind.SKIPPED)
 
 
 class Announcer:
@@ -96,7 +99,7 @@ class Announcer:
             self._uris.update(affected(ch))
             if ch.is_dir:
                 self._uris.update(u for u in self._subscribed if _under(u, ch.path))
-            self._list_changed |= ch.kind in (INDEXED, REMOVED)
+            self._list_changed |= ch.kind not in _SAME_LISTINGS
         if self._flush is None and self._loop is not None:
             self._flush = self._loop.call_later(COALESCE_S, lambda: asyncio.ensure_future(self.announce()))
 

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..vocabulary import ChangeKind
+
 
 def _absent_when_none(description: str) -> Any:
     """An optional field left out of the answer when it has no value."""
@@ -138,8 +140,17 @@ class StatusOutput(BaseModel):
     )
 
 
-ChangeKind = Literal[
-    "created", "changed", "moved", "deleted", "restored", "failed", "recovered", "skipped", "relabeled"
+# every ChangeKind (tests/unit/core/test_vocabulary.py holds them level), spelled out as the schema's enum
+ChangeName = Literal[
+    ChangeKind.CREATED,
+    ChangeKind.CHANGED,
+    ChangeKind.MOVED,
+    ChangeKind.DELETED,
+    ChangeKind.RESTORED,
+    ChangeKind.FAILED,
+    ChangeKind.RECOVERED,
+    ChangeKind.SKIPPED,
+    ChangeKind.RELABELED,
 ]
 
 
@@ -147,7 +158,7 @@ class Change(BaseModel):
     path: str
     rel_path: str = Field(description="path relative to its root")
     root: str | None
-    change: ChangeKind = Field(
+    change: ChangeName = Field(
         description="created (new document), changed (new content, now searchable), moved (renamed or moved: "
         "old_path), deleted, restored, failed, recovered (indexed again after failing), skipped (not indexable)"
     )

@@ -13,6 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from ..errors import RagdError
+from ..vocabulary import ChangeKind
 from . import tools
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def changes_prompt(found: dict[str, Any], hours: int) -> str:
     """The request to summarise `found` (the tool recent_changes' answer): documents indexed, failed or removed
     one per line; skipped files (unsupported types, too big, ...) only counted."""
     period = "hour" if hours == 1 else f"{hours} hours"
-    listed = [c for c in found["changes"] if c["change"] != "skipped"]
+    listed = [c for c in found["changes"] if c["change"] != ChangeKind.SKIPPED]
     skipped = len(found["changes"]) - len(listed)
     if not found["changes"]:
         return (f"ragd recorded no change to my documents in the last {period}. Tell me so in one "

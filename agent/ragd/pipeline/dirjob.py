@@ -50,10 +50,11 @@ from pathlib import Path
 
 from .. import modes
 from ..modes import valid_name
+from ..vocabulary import FileState, NoteStatus
 from . import mushroom, sidecar, statcache
 from .dirplan import Plan, apply_structure, path_prefix, plan_directory
 from .mushroom import Event
-from .outcome import RELABELED, FileOutcome, JobContext
+from .outcome import FileOutcome, JobContext
 from .rounds import FILES_PER_ROUND, run_files
 from .scan import (
     Expected,
@@ -63,7 +64,6 @@ from .scan import (
     outside_links,
     shared_files,
 )
-from .sidecar import EMBEDDED, FAILED, SKIPPED
 
 __all__ = ["DirResult", "FileOutcome", "JobContext", "run_directory"]
 
@@ -115,7 +115,7 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
             outcomes = steps.structure(outcomes)
             outcomes += run_files(ctx, directory, plan, steps.round)
             final = [
-                ev for ev in steps.left() if ev.status != mushroom.UPSERT or (directory / ev.file).exists()
+                ev for ev in steps.left() if ev.status != NoteStatus.UPSERT or (directory / ev.file).exists()
             ]
             note = _finish_mushroom(directory, note, plan.events, final)
         finally:
@@ -165,7 +165,10 @@ class _Steps:
         names = [f.name for f in outcomes if f.name not in self._handed]
         d, by_name = self._dir, self._by_name
         events = [
-            ev for n in names for ev in by_name.get(n, ()) if ev.status != mushroom.UPSERT or (d / n).exists()
+            ev
+            for n in names
+            for ev in by_name.get(n, ())
+            if ev.status != NoteStatus.UPSERT or (d / n).exists()
         ]
         self._hand(events, outcomes)
         self._handed.update(names)  # an upsert of a file gone meanwhile is in no note (no entry was written)
@@ -182,7 +185,7 @@ class _Steps:
             mushroom.hand_over(note)
             self.notes.append(note)
         self._handed.update(ev.file for ev in events)
-        self.retries += [f.retry_at for f in outcomes if f.final_state == FAILED and f.retry_at]
+        self.retries += [f.retry_at for f in outcomes if f.final_state == FileState.FAILED and f.retry_at]
         self.step += 1
         listing = self._plan.listing
         planned = len(listing.files) + len(listing.undecodable) + len(listing.special)
@@ -198,9 +201,9 @@ def _expected(
     where, identity = path_prefix(directory), ctx.identity
     for f in outcomes:
         path = where + f.name
-        if f.state in (EMBEDDED, "TOUCHED", RELABELED) and f.md5:
+        if f.state in (FileState.EMBEDDED, FileState.TOUCHED, FileState.RELABELED) and f.md5:
             out[path] = Expected(f.md5, f.chunks)
-        elif f.state == "UNCHANGED":
+        elif f.state == FileState.UNCHANGED:
             entry = plan.entries.get(f.name)
             if entry is not None and indexable(entry, identity):
                 out[path] = Expected(entry.source.md5_hash, entry.chunk_count)
@@ -211,12 +214,12 @@ def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileO
     entry = plan.entries.get(name)
     _keep_private(directory, name, plan.listing.files[name], plan.found.stats.get(name))
     if entry is None:
-        return FileOutcome(name, "UNCHANGED", recorded=EMBEDDED)
+        return FileOutcome(name, FileState.UNCHANGED, recorded=FileState.EMBEDDED)
     src = entry.source
     known = ctx.identify(str(directory / name), src.md5_hash, entry.document_id, True)
     error = entry.error or {}
-    embedded = entry.status == EMBEDDED
-    return FileOutcome(name, "UNCHANGED", recorded=entry.status, chunks=entry.chunk_count if embedded else 0,
+    embedded = entry.status == FileState.EMBEDDED
+    return FileOutcome(name, FileState.UNCHANGED, recorded=entry.status, chunks=entry.chunk_count if embedded else 0,
                        reason="" if embedded else str(error.get("message", "")),
                        retry_at=None if embedded else error.get("retry_at"), md5=src.md5_hash,
                        document_id=known, size=src.size_bytes, parser=entry.parser,
@@ -238,7 +241,7 @@ def _not_tracked(directory: Path, listing: Listing, roots: tuple[Path, ...]) -> 
     for name, why in listing.undecodable.items():  # only a rename by the user helps: say so in the log too
         log.warning("%s/%s: %s", directory, name, why)
     skipped = {**listing.undecodable, **listing.special, **outside_links(listing, roots)}
-    return [FileOutcome(name, SKIPPED, reason=why) for name, why in skipped.items()]
+    return [FileOutcome(name, FileState.SKIPPED, reason=why) for name, why in skipped.items()]
 
 
 def _finish_mushroom(

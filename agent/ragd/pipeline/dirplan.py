@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..modes import valid_name
+from ..vocabulary import NoteStatus
 from . import folder_meta, mushroom, sidecar, statcache
 from .digest import Digest
 from .metadata import Labels
@@ -65,12 +66,12 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
     for name, entry in entries.items():
         is_dir_entry = entry is None
         if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
-            plan.events.append(Event(name, mushroom.DIR_DELETE if is_dir_entry else mushroom.DELETE))
+            plan.events.append(Event(name, NoteStatus.DIR_DELETE if is_dir_entry else NoteStatus.DELETE))
     for name in listing.dirs:
         if name in entries and entries[name] is None:
             continue
         if name not in entries and (name in deleted or _moved_in(directory / name)):
-            plan.events.append(Event(name, mushroom.DIR_RECOVER))
+            plan.events.append(Event(name, NoteStatus.DIR_RECOVER))
     now, where, identity, basis = time.time(), path_prefix(directory), ctx.identity, labels.basis
     for name, st in listing.files.items():
         entry = entries.get(name)
@@ -93,7 +94,7 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             or relabel
             or change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.RELABEL, Change.LEAD)
         ):
-            plan.events.append(Event(name, mushroom.UPSERT))
+            plan.events.append(Event(name, NoteStatus.UPSERT))
     return plan
 
 
@@ -121,11 +122,11 @@ def apply_structure(directory: Path, plan: Plan) -> None:
     for name in plan.stray:  # no event can name it, and it can never be tracked again: remove it
         sidecar.entry_path(directory, name).unlink(missing_ok=True)
     for ev in plan.events:
-        if ev.status in (mushroom.DELETE, mushroom.DIR_DELETE):
+        if ev.status in (NoteStatus.DELETE, NoteStatus.DIR_DELETE):
             sidecar.mark_deleted(directory, ev.file)
-        elif ev.status == mushroom.DIR_RECOVER and ev.file in plan.deleted:
+        elif ev.status == NoteStatus.DIR_RECOVER and ev.file in plan.deleted:
             sidecar.recover(directory, ev.file)
-        elif ev.status == mushroom.DIR_RECOVER:
+        elif ev.status == NoteStatus.DIR_RECOVER:
             sidecar.write_dir_entry(directory, ev.file)
     for name in plan.listing.dirs:
         if name not in plan.entries and not any(e.file == name for e in plan.events):

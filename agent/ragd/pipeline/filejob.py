@@ -32,13 +32,14 @@ from typing import Any
 from .. import modes
 from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, StorageError
 from ..model import Chunk, fields_json, vector_problem
+from ..vocabulary import FileState
 from . import sidecar
 from .filerecord import FileRecord, permission_denied, replaced, source_info
 from .lead import lead_hash, lead_text
-from .outcome import ABANDONED, RELABELED, ROOT_REMOVED, VANISHED, FileOutcome, ReuseFn
+from .outcome import ROOT_REMOVED, VANISHED, FileOutcome, ReuseFn
 from .parse import IMAGE_EXTENSIONS, kind_of, refuse_image, unsupported
 from .scan import OUTSIDE_ROOTS, Change, md5_file, not_regular, stat_matches, under_real_roots
-from .sidecar import CHUNKED, EMBEDDED, FileEntry, StoredChunk, StoredLead
+from .sidecar import FileEntry, StoredChunk, StoredLead
 from .statcache import stat_key
 from .workers import parse_here
 
@@ -74,11 +75,11 @@ class FileTask(FileRecord):
     def begin(self) -> FileOutcome | None:
         """The cheap checks, then the file to the parsers. None: it is being parsed, call prepare()."""
         if self.ctx.dropped():
-            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
+            return FileOutcome(self.name, FileState.ABANDONED, reason=ROOT_REMOVED)
         try:
             self.st = os.stat(self.path)
         except OSError:
-            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+            return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)
         if self.change in (Change.TOUCHED, Change.LEAD) and self.old is not None and self._edited_since():
             self.change = Change.CHANGED  # edited since its directory's job was planned: done again whole
         if self.change == Change.TOUCHED and self.old is not None:
@@ -130,14 +131,14 @@ class FileTask(FileRecord):
             return self.skipped(err, md5=self.source.md5_hash if self.source else "")
         except ParseError as err:
             if err.code == SHUTDOWN:  # the agent stopped the parsers under the file
-                return FileOutcome(self.name, ABANDONED, reason=err.message)
+                return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
             return self.failed(err)
         except (FileNotFoundError, NotADirectoryError):  # gone; or its folder replaced by a file of its name
-            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+            return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)
         except IsADirectoryError as err:  # replaced by a folder of its name: the folder's job records it
             if not replaced(err, self.path):
                 raise
-            return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)
+            return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)
         except PermissionError:
             return self.failed(permission_denied(self.path))
         return None
@@ -150,7 +151,7 @@ class FileTask(FileRecord):
         if stop is not None:
             return stop
         if self.ctx.dropped():  # nothing written yet: its entry stays as it was
-            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
+            return FileOutcome(self.name, FileState.ABANDONED, reason=ROOT_REMOVED)
         known = reuse([c.content_hash for c in self.chunks])
         self.stored = [StoredChunk(c.content, c.content_hash, c.overlap_size, known.get(c.content_hash),
                                    chunk_meta(c)) for c in self.chunks]  # fmt: skip
@@ -159,7 +160,7 @@ class FileTask(FileRecord):
         texts = [self.chunks[i].embed_text for i in self.todo] + self._lead_todo()
         if not texts:
             return self.finish()
-        self._write(CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
+        self._write(FileState.CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
         return self._submit(texts)
 
     def _submit(self, texts: list[str]) -> FileOutcome | None:
@@ -167,7 +168,7 @@ class FileTask(FileRecord):
             self.future = self.ctx.submit(texts)
         except EmbedError as err:  # the embedder closed before this file got to it (the agent is stopping)
             if err.code == SHUTDOWN:
-                return FileOutcome(self.name, ABANDONED, reason=err.message)
+                return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
             return self.failed(err)
         return None
 
@@ -212,7 +213,7 @@ class FileTask(FileRecord):
         """Same content, new stat (a touch, a chmod): refresh the recorded stat and the entry's mode."""
         refreshed = source_info(self.name, st, old.source.md5_hash)
         self.source = refreshed
-        labelled = self.labels.again(old.metadata) if old.status == EMBEDDED else old.metadata
+        labelled = self.labels.again(old.metadata) if old.status == FileState.EMBEDDED else old.metadata
         touched = old.with_status(
             old.status, source=refreshed, metadata=labelled, document_id=self.document_id()
         )
@@ -222,7 +223,7 @@ class FileTask(FileRecord):
             log.error("%s", err)
             with contextlib.suppress(OSError):  # but a narrower mode needs no space: never leave it wider
                 modes.restrict(sidecar.entry_path(self.directory, self.name), st)
-        return FileOutcome(self.name, "TOUCHED", chunks=len(old.chunks), md5=refreshed.md5_hash,
+        return FileOutcome(self.name, FileState.TOUCHED, chunks=len(old.chunks), md5=refreshed.md5_hash,
                            document_id=self.document_id(), size=refreshed.size_bytes, parser=old.parser)  # fmt: skip
 
     def _relabel(self, old: FileEntry, st: os.stat_result) -> FileOutcome:
@@ -234,8 +235,10 @@ class FileTask(FileRecord):
             sidecar.write_entry(self.directory, labelled, like=st)
         except StorageError as err:
             log.error("%s", err)
-            return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
-        return FileOutcome(self.name, RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash,
+            return FileOutcome(
+                self.name, FileState.UNCHANGED, recorded=FileState.EMBEDDED, chunks=len(old.chunks)
+            )
+        return FileOutcome(self.name, FileState.RELABELED, chunks=len(old.chunks), md5=old.source.md5_hash,
                            document_id=self.document_id(), size=old.source.size_bytes, parser=old.parser,
                            reason=_labels_changed(old.metadata, labelled.metadata))  # fmt: skip
 
@@ -245,7 +248,7 @@ class FileTask(FileRecord):
                 vectors = self.future.result()
             except EmbedError as err:
                 if err.code == SHUTDOWN:  # the agent is stopping: the CHUNKED entry says "not done yet"
-                    return FileOutcome(self.name, ABANDONED, reason=err.message)
+                    return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
                 return self.failed(err)
             if self._lead_todo():
                 assert self.lead is not None
@@ -257,24 +260,28 @@ class FileTask(FileRecord):
                                              sidecar.encode_vector(vec), c.meta)  # fmt: skip
         if self.change == Change.LEAD and self.old is not None:
             return self._finish_lead(self.old)
-        self._write(EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr, lead=self.lead)
+        self._write(
+            FileState.EMBEDDED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr, lead=self.lead
+        )
         n = len(self.stored)
         md5 = self.source.md5_hash if self.source else ""
-        return FileOutcome(self.name, EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo),
+        return FileOutcome(self.name, FileState.EMBEDDED, chunks=n, embedded=len(self.todo), reused=n - len(self.todo),
                            md5=md5, document_id=self.document_id(), size=self._size(), parser=self.parser)  # fmt: skip
 
     def _finish_lead(self, old: FileEntry) -> FileOutcome:
         """The old entry with its lead (and its metadata made again, as a touch does), the rest as it was."""
         assert self.st is not None
-        entry = old.with_status(EMBEDDED, lead=self.lead, source=self.source,
+        entry = old.with_status(FileState.EMBEDDED, lead=self.lead, source=self.source,
                                 metadata=self.labels.again(old.metadata), document_id=self.document_id())  # fmt: skip
         try:
             sidecar.write_entry(self.directory, entry, like=self.st)
         except StorageError as err:  # still served as it was, without a lead: the next job tries again
             log.error("%s", err)
-            return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(old.chunks))
+            return FileOutcome(
+                self.name, FileState.UNCHANGED, recorded=FileState.EMBEDDED, chunks=len(old.chunks)
+            )
         relabeled = entry.metadata != old.metadata
-        return FileOutcome(self.name, RELABELED if relabeled else "TOUCHED", chunks=len(old.chunks),
+        return FileOutcome(self.name, FileState.RELABELED if relabeled else FileState.TOUCHED, chunks=len(old.chunks),
                            embedded=1 if self.future is not None else 0, reused=len(old.chunks),
                            md5=old.source.md5_hash, document_id=self.document_id(), size=self.st.st_size,
                            parser=old.parser, reason=_labels_changed(old.metadata, entry.metadata) if relabeled

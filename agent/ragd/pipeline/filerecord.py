@@ -18,10 +18,10 @@ import numpy as np
 
 from ..errors import EmbedError, FileSkipped, RagdError, StorageError
 from ..model import Chunk, Extracted
+from ..vocabulary import FileState
 from . import sidecar
 from .metadata import Labels
 from .outcome import (
-    ABANDONED,
     BACKOFF_CODES,
     RETRY_BASE_S,
     RETRY_MAX_S,
@@ -31,7 +31,7 @@ from .outcome import (
     JobContext,
 )
 from .scan import Change
-from .sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo, StoredChunk, StoredLead
+from .sidecar import FileEntry, SourceInfo, StoredChunk, StoredLead
 from .structure import SPLIT_REVISION
 from .workers import Pending
 
@@ -91,12 +91,12 @@ class FileRecord:
             return step()
         except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
             if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
-                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
+                return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)  # the next job records it
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on
             if replaced(err, self.path):
-                return FileOutcome(self.name, "UNCHANGED", reason=VANISHED)  # the next job records it
+                return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)  # the next job records it
             log.exception("internal error while processing %s", self.path)
             internal = RagdError(f"internal error: {type(err).__name__}: {err}",
                                  "please report this with the log", code="internal")  # fmt: skip
@@ -107,7 +107,7 @@ class FileRecord:
         served without a lead) and the next job tries again; nothing is recorded as FAILED."""
         log.warning("cannot make the lead of %s yet: %s", self.path, err.message)
         assert self.old is not None
-        return FileOutcome(self.name, "UNCHANGED", recorded=EMBEDDED, chunks=len(self.old.chunks),
+        return FileOutcome(self.name, FileState.UNCHANGED, recorded=FileState.EMBEDDED, chunks=len(self.old.chunks),
                            md5=self.old.source.md5_hash, reason=err.message)  # fmt: skip
 
     def _write(self, status: str, source: SourceInfo | None = None, **kw: Any) -> None:
@@ -128,8 +128,8 @@ class FileRecord:
     def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
         assert self.st is not None
         error = {**err.to_dict(), "policy": self.ctx.policy}
-        self._write(SKIPPED, source=source_info(self.name, self.st, md5), error=error)
-        return FileOutcome(self.name, SKIPPED, reason=err.message, md5=md5, document_id=self.document_id(),
+        self._write(FileState.SKIPPED, source=source_info(self.name, self.st, md5), error=error)
+        return FileOutcome(self.name, FileState.SKIPPED, reason=err.message, md5=md5, document_id=self.document_id(),
                            size=self.st.st_size, parser=self.parser)  # fmt: skip
 
     def failed(self, err: RagdError) -> FileOutcome:
@@ -137,26 +137,30 @@ class FileRecord:
         once the file's root is gone (the embedder failed after `roots remove`, say): adding the root again redoes
         the file at once, as a root added for the first time."""
         if self.ctx.dropped():
-            return FileOutcome(self.name, ABANDONED, reason=ROOT_REMOVED)
+            return FileOutcome(self.name, FileState.ABANDONED, reason=ROOT_REMOVED)
         if self.change == Change.LEAD and self.old is not None:  # its entry is served as it is: kept
             return self._lead_failed(err)
         old = self.old
-        attempts = int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FAILED else 1
+        attempts = (
+            int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FileState.FAILED else 1
+        )
         backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
         retry_at = backoff if isinstance(err, EmbedError) or err.code in BACKOFF_CODES else None
         if self.st is None:  # nothing known about the file to record
-            return FileOutcome(self.name, FAILED, reason=err.message, retry_at=backoff)
+            return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=backoff)
         error = {**err.to_dict(), "at": sidecar.utc_stamp(), "attempts": attempts, "retry_at": retry_at}
         src = self.source or source_info(self.name, self.st, "")
         chunks = tuple(self.stored) if isinstance(err, EmbedError) else ()
         try:
-            self._write(FAILED, source=src, chunks=chunks, error=error, parser=self.parser, ocr=self.ocr)
+            self._write(
+                FileState.FAILED, source=src, chunks=chunks, error=error, parser=self.parser, ocr=self.ocr
+            )
         except StorageError as unwritten:  # not even this could be written: the agent retries it by time
             if unwritten.message != err.message:
                 log.error("%s", unwritten)
             reason = err.message if err.code == StorageError.code else f"{err.message}; {unwritten.message}"
-            return FileOutcome(self.name, FAILED, reason=reason, retry_at=backoff)
-        return FileOutcome(self.name, FAILED, reason=err.message, retry_at=retry_at, md5=src.md5_hash,
+            return FileOutcome(self.name, FileState.FAILED, reason=reason, retry_at=backoff)
+        return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=retry_at, md5=src.md5_hash,
                            document_id=self.document_id(), size=src.size_bytes, parser=self.parser)  # fmt: skip
 
 

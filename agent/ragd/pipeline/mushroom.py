@@ -22,12 +22,10 @@ from pathlib import Path
 
 from ..errors import StorageError
 from ..modes import valid_name
+from ..vocabulary import FOLDER_STATUSES, STATUSES
 from .sidecar import rag_dir, write_atomic
 
 SUFFIX = ".mushroom"
-UPSERT, DELETE, DIR_DELETE, DIR_RECOVER = "upsert", "delete", "dir_delete", "dir_recover"
-STATUSES = frozenset({UPSERT, DELETE, DIR_DELETE, DIR_RECOVER})
-FOLDER_STATUSES = frozenset({DIR_DELETE, DIR_RECOVER})
 MODE = 0o600
 
 _seq = itertools.count()

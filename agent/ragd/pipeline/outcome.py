@@ -15,9 +15,9 @@ import numpy as np
 from ..config import Config
 from ..errors import EmbedError, StorageError
 from ..model import EmbeddingIdentity
+from ..vocabulary import FileState
 from .identity import Identify, fallback
 from .scan import Ignore
-from .sidecar import EMBEDDED
 from .statcache import StatCache
 from .workers import CRASHED, MEMORY, TIMEOUT, Parsers
 
@@ -26,12 +26,9 @@ WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may p
 
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
-# left as it was (CHUNKED, or its old entry) because the agent stopped or the file's root was removed while its job
-# ran: redone at the next start, or when the root is added again
-ABANDONED = "ABANDONED"
+# why a file is ABANDONED: left as it was (CHUNKED, or its old entry) because the file's root was removed while its
+# job ran (or the agent stopped): redone at the next start, or when the root is added again
 ROOT_REMOVED = "its root was removed while its directory's job ran"
-# unchanged, but its metadata fields were made again (the folder defaults or the keys in force changed)
-RELABELED = "RELABELED"
 VANISHED = "vanished during the job"
 RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
@@ -82,8 +79,8 @@ class FileOutcome:
     @property
     def final_state(self) -> str:
         """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
-        if self.state == "UNCHANGED":
-            return self.recorded or EMBEDDED
-        if self.state == ABANDONED:
-            return "PENDING"
-        return EMBEDDED if self.state in ("TOUCHED", RELABELED) else self.state
+        if self.state == FileState.UNCHANGED:
+            return self.recorded or FileState.EMBEDDED
+        if self.state == FileState.ABANDONED:
+            return FileState.PENDING
+        return FileState.EMBEDDED if self.state in (FileState.TOUCHED, FileState.RELABELED) else self.state

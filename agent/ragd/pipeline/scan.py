@@ -17,8 +17,9 @@ from ..config import IgnoreConfig
 from ..errors import FileSkipped
 from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
+from ..vocabulary import FileState
 from .digest import Digest, lacks_lead, outdated
-from .sidecar import EMBEDDED, FAILED, RAG_DIR, SKIPPED, FileEntry, SourceInfo, parse_stamp
+from .sidecar import RAG_DIR, FileEntry, SourceInfo, parse_stamp
 
 HASH_BLOCK = 1 << 20
 OUTSIDE_ROOTS = "outside the roots"  # how a link leading outside every root is SKIPPED
@@ -139,9 +140,9 @@ def rejudge_link(entry: Entry | None, target: str, roots: tuple[Path, ...]) -> b
     lies outside every root now (its root removed), or SKIPPED as outside though the target is under one now."""
     if entry is None or not roots:
         return False
-    skipped_outside = entry.status == SKIPPED and str((entry.error or {}).get("message", "")).endswith(
-        OUTSIDE_ROOTS
-    )
+    skipped_outside = entry.status == FileState.SKIPPED and str(
+        (entry.error or {}).get("message", "")
+    ).endswith(OUTSIDE_ROOTS)
     return skipped_outside == under_real_roots(Path(target), roots)
 
 
@@ -287,7 +288,7 @@ def indexable(entry: Entry | None, identity: EmbeddingIdentity) -> bool:
     """Whether the entry's chunks belong in the index of `identity` (EMBEDDED, same identity, all vectors)."""
     return (
         entry is not None
-        and entry.status == EMBEDDED
+        and entry.status == FileState.EMBEDDED
         and identity_matches(entry, identity)
         and entry.all_vectors
     )
@@ -306,13 +307,13 @@ def classify(
     metadata of the directory's entries is made with now (metadata.Labels.basis)."""
     if entry is None:
         return Change.NEW
-    if entry.status == SKIPPED:
+    if entry.status == FileState.SKIPPED:
         same = stat_matches(entry, st) and (entry.error or {}).get("policy") == policy
         return Change.UNCHANGED if same else Change.RETRY
     settled = stat_matches(entry, st) and not is_racy(entry, st)
     if not settled and not _same_content(entry, path):
         return Change.CHANGED
-    if entry.status == FAILED:
+    if entry.status == FileState.FAILED:
         error = entry.error or {}
         if "retry_at" not in error:  # e.g. written by another tool: try again
             return Change.RETRY
@@ -320,7 +321,7 @@ def classify(
         due = retry_at is not None and (parse_stamp(retry_at) or 0) <= now
         return Change.RETRY if due else Change.UNCHANGED
     if (
-        entry.status != EMBEDDED
+        entry.status != FileState.EMBEDDED
         or not identity_matches(entry, identity)
         or outdated(entry, os.path.basename(path))
     ):

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from .historydb import DUPLICATES_TTL, KINDS, Document, Event, iso, paths_under
+from ..vocabulary import KINDS
+from .historydb import DUPLICATES_TTL, EMBEDDED_SQL, GONE_SQL, Document, Event, iso, paths_under
 from .historywrite import HistoryWrites
 
 
@@ -62,7 +63,7 @@ class History(HistoryWrites):
             if document_id is not None:
                 row = self._db.execute("SELECT * FROM documents WHERE id = ?", (document_id,)).fetchone()
             else:
-                row = self._db.execute("SELECT * FROM documents WHERE path = ? ORDER BY state = 'deleted', "
+                row = self._db.execute(f"SELECT * FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, "
                                        "deleted_at DESC LIMIT 1", (path,)).fetchone()  # fmt: skip
         return Document(*row) if row is not None else None
 
@@ -81,7 +82,7 @@ class History(HistoryWrites):
         with self._lock:
             for start in range(0, len(wanted), 500):
                 part = wanted[start : start + 500]
-                rows = self._db.execute(f"SELECT * FROM documents WHERE state != 'deleted' AND path IN "
+                rows = self._db.execute(f"SELECT * FROM documents WHERE state != {GONE_SQL} AND path IN "
                                         f"({','.join('?' * len(part))})", part).fetchall()  # fmt: skip
                 out.update((row[1], Document(*row)) for row in rows)
         return out
@@ -93,7 +94,7 @@ class History(HistoryWrites):
         with self._lock:
             for start in range(0, len(wanted), 500):
                 part = wanted[start : start + 500]
-                rows = self._db.execute(f"SELECT md5, path FROM documents WHERE state = 'EMBEDDED' AND md5 IN "
+                rows = self._db.execute(f"SELECT md5, path FROM documents WHERE state = {EMBEDDED_SQL} AND md5 IN "
                                         f"({','.join('?' * len(part))}) ORDER BY path", part).fetchall()  # fmt: skip
                 for md5, path in rows:
                     out.setdefault(md5, []).append(path)
@@ -104,7 +105,7 @@ class History(HistoryWrites):
         now = time.monotonic()
         if now - self._dups_at > DUPLICATES_TTL:
             with self._lock:
-                row = self._db.execute("SELECT 1 FROM documents WHERE state = 'EMBEDDED' AND md5 != '' "
+                row = self._db.execute(f"SELECT 1 FROM documents WHERE state = {EMBEDDED_SQL} AND md5 != '' "
                                        "GROUP BY md5 HAVING count(*) > 1 LIMIT 1").fetchone()  # fmt: skip
             self._dups, self._dups_at = row is not None, now
         return self._dups
@@ -115,7 +116,7 @@ class History(HistoryWrites):
             states = dict(self._db.execute("SELECT state, count(*) FROM documents GROUP BY state").fetchall())
             groups, files = self._db.execute(
                 "SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM documents "
-                "WHERE state = 'EMBEDDED' AND md5 != '' GROUP BY md5 HAVING n > 1)"
+                f"WHERE state = {EMBEDDED_SQL} AND md5 != '' GROUP BY md5 HAVING n > 1)"
             ).fetchone()
             (events,) = self._db.execute("SELECT count(*) FROM events").fetchone()
         return {"path": str(self.path), **({"error": self.error} if self.error else {}),

@@ -6,7 +6,10 @@
 - `versions`: one row per content (or parser/splitter/embedding identity) the document was indexed with: md5,
   size, mtime, parser, splitter, embedding, chunks, when.
 - `events`: created, changed, moved (a rename or a move: `old_path`), deleted, restored, failed, recovered,
-  skipped; each with its time, path and a detail (the reason of a failure).
+  skipped, relabeled (vocabulary.ChangeKind); each with its time, path and a detail (the reason of a failure).
+
+A batch recorded is also told (`Change`, `changes_of`): each file a directory job indexed, failed or skipped, and
+each entry it removed, as the agent announces them (resident/changes.py).
 
 A file of another schema, or damaged, is set aside and a new one started (the sidecars refill it); one that cannot
 be written (a full disk, a read-only data directory) is kept in memory until the agent stops.
@@ -20,22 +23,22 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import HistoryConfig
+from ..pipeline.dirjob import DirResult
+from ..vocabulary import ChangeKind, FileState, NoteStatus
 
 # the history's log: its lines keep the name they have always had
 log = logging.getLogger("ragd.resident.history")
 
 FILE_NAME = "history.sqlite3"
 SCHEMA = 1
-DELETED = "deleted"
-CREATED, CHANGED, MOVED, REMOVED, RESTORED = "created", "changed", "moved", "deleted", "restored"
-FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW = "failed", "recovered", "skipped", "relabeled"
-KINDS = (CREATED, CHANGED, MOVED, REMOVED, RESTORED, FAILED_NOW, RECOVERED, SKIPPED_NOW, RELABELED_NOW)
+# the states a query names in its SQL text: a document gone, one indexed (vocabulary's values, never a caller's)
+GONE_SQL, EMBEDDED_SQL = f"'{ChangeKind.DELETED}'", f"'{FileState.EMBEDDED}'"
 FROM_SIDECAR = "from the sidecar"  # a document first known from its entry, not seen changing
 DUPLICATES_TTL = 5.0  # seconds a `has_duplicates` answer is kept (searches ask it every time)
 
@@ -95,6 +98,41 @@ class Event:
                 "old_path": self.old_path, "detail": self.detail}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Change:
+    """A change as it is told: to a file (or, `is_dir`, a whole directory) at `at` (time.time())."""
+
+    at: float
+    path: Path
+    kind: ChangeKind
+    is_dir: bool = False  # a directory removed with everything in it
+    reason: str = ""  # why it failed or was skipped
+
+
+_SETTLED_NOW = {FileState.FAILED: ChangeKind.FAILED, FileState.SKIPPED: ChangeKind.SKIPPED}
+
+
+def changes_of(
+    result: DirResult, at: float, recorded: Mapping[str, ChangeKind] | None = None
+) -> list[Change]:
+    """What a directory job's result tells: each file it indexed, failed or skipped now (not one found as it was),
+    each entry it removed. A file indexed now is told with the change the history `recorded` for its path (created,
+    moved, restored, changed, recovered), else as `changed` (indexed anew with the same content: its chunks)."""
+    recorded = recorded or {}
+    found: list[Change] = []
+    for f in result.files:
+        path = result.directory / f.name
+        if f.state == FileState.EMBEDDED:
+            found.append(Change(at, path, recorded.get(str(path), ChangeKind.CHANGED)))
+        elif f.state in _SETTLED_NOW:
+            found.append(Change(at, path, _SETTLED_NOW[FileState(f.state)], reason=f.reason))
+    for ev in result.events:
+        if ev.status in (NoteStatus.DELETE, NoteStatus.DIR_DELETE):
+            is_dir = ev.status == NoteStatus.DIR_DELETE
+            found.append(Change(at, result.directory / ev.file, ChangeKind.DELETED, is_dir=is_dir))
+    return found
+
+
 def iso(t: float | None) -> str | None:
     if t is None:
         return None
@@ -130,6 +168,8 @@ class HistoryFile:
         self._calls = 0
         self._failing = False
         self._dups, self._dups_at = False, -DUPLICATES_TTL
+        # while a batch is recorded (under the lock): the change recorded for each of its paths, told by `record`
+        self._recorded: dict[str, ChangeKind] | None = None
         self.error: str | None = None
         self._db = self._open() if open_file else self._connect(None)
 

@@ -21,25 +21,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..paths import under_any
-from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult
 from ..pipeline.identity import derived_id, new_id
-from ..pipeline.outcome import ABANDONED, RELABELED, FileOutcome
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ..pipeline.outcome import FileOutcome
+from ..vocabulary import ChangeKind, FileState, NoteStatus
 from .historydb import (
-    CHANGED,
-    CREATED,
-    DELETED,
-    FAILED_NOW,
+    EMBEDDED_SQL,
     FROM_SIDECAR,
-    MOVED,
-    RECOVERED,
-    RELABELED_NOW,
-    REMOVED,
-    RESTORED,
-    SKIPPED_NOW,
+    GONE_SQL,
+    Change,
     Document,
     HistoryFile,
+    changes_of,
     paths_under,
 )
 
@@ -48,7 +41,7 @@ log = logging.getLogger("ragd.resident.history")
 
 SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
 _IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
-_AT_PATH = "SELECT id FROM documents WHERE path = ? ORDER BY state = 'deleted', first_seen DESC LIMIT 1"
+_AT_PATH = f"SELECT id FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, first_seen DESC LIMIT 1"
 
 
 class HistoryWrites(HistoryFile):
@@ -80,9 +73,9 @@ class HistoryWrites(HistoryFile):
                 doc_id, old_path = moved
                 now = time.time()
                 self._undelete(db, doc_id)
-                db.execute("UPDATE documents SET path = ?, state = CASE state WHEN 'deleted' THEN 'EMBEDDED' "
+                db.execute(f"UPDATE documents SET path = ?, state = CASE state WHEN {GONE_SQL} THEN {EMBEDDED_SQL} "
                            "ELSE state END, deleted_at = NULL WHERE id = ?", (path, doc_id))  # fmt: skip
-                self._event(db, doc_id, now, MOVED, path, old_path)
+                self._event(db, doc_id, now, ChangeKind.MOVED, path, old_path)
                 return doc_id
         return derived_id(path) if had_entry else new_id()
 
@@ -92,34 +85,46 @@ class HistoryWrites(HistoryFile):
         rows = db.execute("SELECT id, path, state, deleted_at FROM documents WHERE md5 = ? AND path != ? "
                           "ORDER BY deleted_at DESC", (md5, path)).fetchall()  # fmt: skip
         for doc_id, old_path, state, deleted_at in rows:
-            if state == DELETED and deleted_at is not None and deleted_at >= since:
+            if state == ChangeKind.DELETED and deleted_at is not None and deleted_at >= since:
                 return str(doc_id), str(old_path)
         for doc_id, old_path, state, _ in rows:
-            if state != DELETED and not os.path.lexists(old_path):
+            if state != ChangeKind.DELETED and not os.path.lexists(old_path):
                 return str(doc_id), str(old_path)
         return None
 
     # -- recording ------------------------------------------------------------------------------------------
-    def record(self, result: DirResult) -> None:
-        """A directory job's results: the files it found or (re)indexed, and the entries it removed."""
+    def record(self, result: DirResult) -> list[Change]:
+        """A directory job's results: the files it found or (re)indexed, and the entries it removed; returns the
+        changes it tells (historydb.changes_of), each file indexed now as the change recorded for it."""
+        now = time.time()  # (taken again once the history is ours: the time its events are recorded at)
+        recorded: dict[str, ChangeKind] = {}
         try:
             with self._tx() as db:
                 now = time.time()
-                files = [f for f in result.files if f.document_id and f.state != ABANDONED]
-                known = self._known(db, [f.document_id for f in files])
-                for f in files:  # (a second file of one id, an entry copied by hand, reads the row afresh)
-                    self._file(db, now, str(result.directory / f.name), f, known.pop(f.document_id, None))
-                for ev in result.events:
-                    if ev.status == mushroom.DELETE:
-                        self._deleted(db, now, str(result.directory / ev.file), whole_dir=False)
-                    elif ev.status == mushroom.DIR_DELETE:
-                        self._deleted(db, now, str(result.directory / ev.file), whole_dir=True)
+                self._recorded = recorded  # (under the history's lock, as every _event)
+                try:
+                    self._record(db, now, result)
+                finally:
+                    self._recorded = None
             self._bound()
             self._failing = False
         except sqlite3.Error as err:  # logged once until a record works again (a full disk fails every one)
             log.log(logging.DEBUG if self._failing else logging.WARNING,
                     "history: cannot record the changes of %s: %s", result.directory, err)  # fmt: skip
             self._failing = True
+            recorded.clear()  # rolled back: told as the result says
+        return changes_of(result, now, recorded)
+
+    def _record(self, db: sqlite3.Connection, now: float, result: DirResult) -> None:
+        files = [f for f in result.files if f.document_id and f.state != FileState.ABANDONED]
+        known = self._known(db, [f.document_id for f in files])
+        for f in files:  # (a second file of one id, an entry copied by hand, reads the row afresh)
+            self._file(db, now, str(result.directory / f.name), f, known.pop(f.document_id, None))
+        for ev in result.events:
+            if ev.status == NoteStatus.DELETE:
+                self._deleted(db, now, str(result.directory / ev.file), whole_dir=False)
+            elif ev.status == NoteStatus.DIR_DELETE:
+                self._deleted(db, now, str(result.directory / ev.file), whole_dir=True)
 
     def removed(self, directory: Path, detail: str = "", keep: Sequence[Path] = ()) -> list[str]:
         """Every document under `directory` (a root no longer watched, a folder gone) left the knowledge base,
@@ -149,55 +154,57 @@ class HistoryWrites(HistoryFile):
     ) -> None:
         """One file's outcome; `seen`: its row as read before the batch, if it had one."""
         state = f.final_state
-        if state not in (EMBEDDED, SKIPPED, FAILED):
+        if state not in (FileState.EMBEDDED, FileState.SKIPPED, FileState.FAILED):
             return
-        seen_only = f.state == "UNCHANGED"  # known from its entry: nothing happened now
+        seen_only = f.state == FileState.UNCHANGED  # known from its entry: nothing happened now
         if seen_only and seen and (seen.path, seen.state, seen.md5) == (path, state, f.md5 or seen.md5):
             return  # known as it is (every rescan reports every file): nothing to write
         row = db.execute("SELECT * FROM documents WHERE id = ?", (f.document_id,)).fetchone()  # as it is now
         doc = Document(*row) if row is not None else None
         at = (_stamp(f.recorded_at) or now) if seen_only else now
-        mtime = _mtime(path) if state == EMBEDDED else None
+        mtime = _mtime(path) if state == FileState.EMBEDDED else None
         if doc is None:
             db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
                        (f.document_id, path, f.md5, f.size, state, at, at,
-                        at if state == EMBEDDED else None, mtime))  # fmt: skip
-            self._event(db, f.document_id, at, CREATED, path, None, FROM_SIDECAR if seen_only else "")
-            if state == EMBEDDED:
+                        at if state == FileState.EMBEDDED else None, mtime))  # fmt: skip
+            self._event(
+                db, f.document_id, at, ChangeKind.CREATED, path, None, FROM_SIDECAR if seen_only else ""
+            )
+            if state == FileState.EMBEDDED:
                 self._version(db, f.document_id, at, f, mtime)
-            elif state in (FAILED, SKIPPED):
-                self._event(db, f.document_id, at, FAILED_NOW if state == FAILED else SKIPPED_NOW, path, None,
+            elif state in (FileState.FAILED, FileState.SKIPPED):
+                self._event(db, f.document_id, at, ChangeKind.FAILED if state == FileState.FAILED else ChangeKind.SKIPPED, path, None,
                             f.reason)  # fmt: skip
             return
         # another document at this path (its file replaced by one with its own entry): that one is gone
-        db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE path = ? AND id != ? "
-                   "AND state != 'deleted'", (now, path, f.document_id))  # fmt: skip
+        db.execute(f"UPDATE documents SET state = {GONE_SQL}, deleted_at = ? WHERE path = ? AND id != ? "
+                   f"AND state != {GONE_SQL}", (now, path, f.document_id))  # fmt: skip
         if doc.path != path:  # its entry came along (a folder renamed or moved with its .rag/)
-            if doc.state == DELETED:
+            if doc.state == ChangeKind.DELETED:
                 self._undelete(db, doc.id)
-            self._event(db, doc.id, now, MOVED, path, doc.path)
-        elif doc.state == DELETED:
-            self._event(db, doc.id, now, RESTORED, path, None)
+            self._event(db, doc.id, now, ChangeKind.MOVED, path, doc.path)
+        elif doc.state == ChangeKind.DELETED:
+            self._event(db, doc.id, now, ChangeKind.RESTORED, path, None)
         changed = bool(f.md5) and bool(doc.md5) and f.md5 != doc.md5
         if changed and not seen_only:
-            self._event(db, doc.id, now, CHANGED, path, None)
+            self._event(db, doc.id, now, ChangeKind.CHANGED, path, None)
         elif changed:  # changed while the agent was away (or its history was): known only from the entry
-            self._event(db, doc.id, at, CHANGED, path, None, FROM_SIDECAR)
-        if state == FAILED and doc.state != FAILED:
-            self._event(db, doc.id, now, FAILED_NOW, path, None, f.reason)
-        elif state == SKIPPED and doc.state != SKIPPED:
-            self._event(db, doc.id, now, SKIPPED_NOW, path, None, f.reason)
-        elif state == EMBEDDED and doc.state == FAILED:
-            self._event(db, doc.id, now, RECOVERED, path, None)
-        if f.state == RELABELED:  # same content, its metadata made again (docs/metadata.md)
-            self._event(db, doc.id, now, RELABELED_NOW, path, None, f.reason)
-        indexed = state == EMBEDDED and (not seen_only or doc.indexed_at is None or changed)
+            self._event(db, doc.id, at, ChangeKind.CHANGED, path, None, FROM_SIDECAR)
+        if state == FileState.FAILED and doc.state != FileState.FAILED:
+            self._event(db, doc.id, now, ChangeKind.FAILED, path, None, f.reason)
+        elif state == FileState.SKIPPED and doc.state != FileState.SKIPPED:
+            self._event(db, doc.id, now, ChangeKind.SKIPPED, path, None, f.reason)
+        elif state == FileState.EMBEDDED and doc.state == FileState.FAILED:
+            self._event(db, doc.id, now, ChangeKind.RECOVERED, path, None)
+        if f.state == FileState.RELABELED:  # same content, its metadata made again (docs/metadata.md)
+            self._event(db, doc.id, now, ChangeKind.RELABELED, path, None, f.reason)
+        indexed = state == FileState.EMBEDDED and (not seen_only or doc.indexed_at is None or changed)
         db.execute("UPDATE documents SET path = ?, md5 = ?, size = ?, state = ?, deleted_at = NULL, "
                    "changed_at = CASE WHEN ? THEN ? ELSE changed_at END, "
                    "indexed_at = CASE WHEN ? THEN ? ELSE indexed_at END, mtime = COALESCE(?, mtime) WHERE id = ?",
                    (path, f.md5 or doc.md5, f.size if f.size >= 0 else doc.size, state, changed, at, indexed, at,
                     mtime, doc.id))  # fmt: skip
-        if state == EMBEDDED and (indexed or changed):
+        if state == FileState.EMBEDDED and (indexed or changed):
             self._version(db, doc.id, at, f, mtime)
 
     def _version(
@@ -220,27 +227,29 @@ class HistoryWrites(HistoryFile):
     ) -> list[str]:  # fmt: skip
         if whole_dir:
             low, high = paths_under(path)
-            rows = db.execute("SELECT id, path FROM documents WHERE path >= ? AND path < ? AND state != 'deleted'",
+            rows = db.execute(f"SELECT id, path FROM documents WHERE path >= ? AND path < ? AND state != {GONE_SQL}",
                               (low, high)).fetchall()  # fmt: skip
         else:
-            rows = db.execute("SELECT id, path FROM documents WHERE path = ? AND state != 'deleted'",
+            rows = db.execute(f"SELECT id, path FROM documents WHERE path = ? AND state != {GONE_SQL}",
                               (path,)).fetchall()  # fmt: skip
         gone = [(doc_id, doc_path) for doc_id, doc_path in rows if not under_any(Path(doc_path), keep)]
         for doc_id, doc_path in gone:
-            db.execute("UPDATE documents SET state = 'deleted', deleted_at = ? WHERE id = ?", (now, doc_id))
-            self._event(db, doc_id, now, REMOVED, doc_path, None, detail)
+            db.execute(f"UPDATE documents SET state = {GONE_SQL}, deleted_at = ? WHERE id = ?", (now, doc_id))
+            self._event(db, doc_id, now, ChangeKind.DELETED, doc_path, None, detail)
         return [doc_path for _, doc_path in gone]
 
     def _undelete(self, db: sqlite3.Connection, doc: str) -> None:
         """A document recorded as deleted turned up at another path: it moved. Its "deleted" event goes, if it is
         the document's last."""
         db.execute("DELETE FROM events WHERE seq = (SELECT seq FROM events WHERE doc = ? ORDER BY seq DESC LIMIT 1) "
-                   "AND kind = 'deleted'", (doc,))  # fmt: skip
+                   f"AND kind = {GONE_SQL}", (doc,))  # fmt: skip
 
-    def _event(self, db: sqlite3.Connection, doc: str, at: float, kind: str, path: str, old_path: str | None,
+    def _event(self, db: sqlite3.Connection, doc: str, at: float, kind: ChangeKind, path: str, old_path: str | None,
                detail: str = "") -> None:  # fmt: skip
         db.execute("INSERT INTO events (doc, at, kind, path, old_path, detail) VALUES (?, ?, ?, ?, ?, ?)",
                    (doc, at, kind, path, old_path, detail[:2000]))  # fmt: skip
+        if self._recorded is not None:  # a batch being recorded: its files' changes are told as recorded
+            self._recorded[path] = kind
         db.execute("DELETE FROM events WHERE doc = ? AND seq NOT IN (SELECT seq FROM events WHERE doc = ? "
                    "ORDER BY seq DESC LIMIT ?)", (doc, doc, self.config.max_events))  # fmt: skip
 
@@ -257,7 +266,7 @@ class HistoryWrites(HistoryFile):
                 (count,) = db.execute("SELECT count(*) FROM events").fetchone()
                 db.execute("DELETE FROM events WHERE seq IN (SELECT seq FROM events ORDER BY seq LIMIT ?)",
                            (max(count // 10, 1),))  # fmt: skip
-                db.execute("DELETE FROM documents WHERE id IN (SELECT id FROM documents WHERE state = 'deleted' "
+                db.execute(f"DELETE FROM documents WHERE id IN (SELECT id FROM documents WHERE state = {GONE_SQL} "
                            "ORDER BY deleted_at LIMIT 1000)")  # fmt: skip
                 db.execute("DELETE FROM versions WHERE doc NOT IN (SELECT id FROM documents)")
             with self._lock:

@@ -41,9 +41,10 @@ from ..pipeline.outcome import SubmitFn
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import PERMISSION_DENIED, Ignore, unreadable, walk_dirs
-from ..pipeline.sidecar import FAILED, parse_stamp, utc_stamp
+from ..pipeline.sidecar import parse_stamp, utc_stamp
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
+from ..vocabulary import FileState
 from .changes import ChangeLog
 from .scheduler import Scheduler
 from .tracker import Tracker
@@ -235,7 +236,9 @@ def failure_reason(err: BaseException | None) -> str:
 
 def soonest_retry(result: DirResult) -> float | None:
     """When the first of the job's FAILED files is due for its retry (epoch seconds; None: none waits for time)."""
-    stamps = [parse_stamp(f.retry_at) for f in result.files if f.final_state == FAILED and f.retry_at]
+    stamps = [
+        parse_stamp(f.retry_at) for f in result.files if f.final_state == FileState.FAILED and f.retry_at
+    ]
     stamps += [parse_stamp(at) for at in result.retries]  # those of the steps it reported before
     times = [t for t in stamps if t is not None]
     return min(times) if times else None

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..pipeline.dirjob import DirResult
 from ..pipeline.scan import Expected
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ..vocabulary import FileState
 
 MAX_FAILURES_LISTED = 50
 ETA_WINDOW_S = 60.0  # the time left is told from the pace of the files done in the last minute
@@ -38,14 +38,14 @@ class Tally:
     def add(self, result: DirResult) -> None:
         self.mushrooms += result.mushroom is not None
         for f in result.files:
-            if f.state == EMBEDDED:
+            if f.state == FileState.EMBEDDED:
                 self.embedded += 1
                 self.chunks += f.chunks
                 self.texts_embedded += f.embedded
                 self.vectors_reused += f.reused
-            elif f.state == SKIPPED:
+            elif f.state == FileState.SKIPPED:
                 self.skipped += 1
-            elif f.state == FAILED:
+            elif f.state == FileState.FAILED:
                 self.failed.append((result.directory / f.name, f.reason))
             else:
                 self.unchanged += 1

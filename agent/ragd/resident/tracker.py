@@ -23,7 +23,7 @@ from typing import Any
 
 from ..paths import dropped, is_under
 from ..pipeline.dirjob import DirResult
-from ..pipeline.sidecar import EMBEDDED, FAILED, SKIPPED
+from ..vocabulary import SETTLED, FileState
 from .phase import MAX_FAILURES_LISTED, PhaseTally, Progress
 
 STEP_PHASE = "folder"  # the phase a big folder's job starts when none is under way
@@ -166,9 +166,9 @@ class Tracker:
     def _count(self, files: dict[str, FileStatus] | None, sign: int) -> None:
         if files:
             self._known += sign * len(files)
-            self._failed += sign * sum(1 for st in files.values() if st.state == FAILED)
+            self._failed += sign * sum(1 for st in files.values() if st.state == FileState.FAILED)
             for st in files.values():
-                if st.state == SKIPPED:
+                if st.state == FileState.SKIPPED:
                     self._skipped[reason_kind(st.reason)] += sign
 
     def start_phase(self, phase: str, *, expected: bool = False) -> None:
@@ -187,7 +187,7 @@ class Tracker:
 
     # -- reads ----------------------------------------------------------------------------------------------
     def root_summary(self, root: Path) -> dict[str, Any]:
-        counts = {EMBEDDED: 0, SKIPPED: 0, FAILED: 0}
+        counts = {str(s): 0 for s in SETTLED}
         failures: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
         why_skipped: Counter[str] = Counter()
@@ -198,9 +198,9 @@ class Tracker:
         for d, files in dirs:
             for name, st in files.items():
                 counts[st.state] = counts.get(st.state, 0) + 1
-                if st.state == FAILED and len(failures) < MAX_FAILURES_LISTED:
+                if st.state == FileState.FAILED and len(failures) < MAX_FAILURES_LISTED:
                     failures.append({"path": str(d / name), "reason": st.reason, "retry_at": st.retry_at})
-                elif st.state == SKIPPED:
+                elif st.state == FileState.SKIPPED:
                     why_skipped[reason_kind(st.reason)] += 1
                     if len(skipped) < MAX_FAILURES_LISTED:
                         skipped.append({"path": str(d / name), "reason": st.reason})

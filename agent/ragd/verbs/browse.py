@@ -14,6 +14,7 @@ from ragctl import protocol as p
 from .. import access
 from ..errors import RagdError
 from ..pipeline.scan import list_dir
+from ..vocabulary import FileState
 from .arguments import Args
 from .documents import checked, resource_uri
 from .paths import leads_inside
@@ -52,6 +53,6 @@ def browse(rt: Resident, args: BrowseArgs | None = None) -> dict[str, Any]:
             continue
         st = rt.tracker.file_state(path)
         files.append({"name": name, "type": "file", "size_bytes": listing.files[name].st_size,
-                      "state": st.state if st else "PENDING", "reason": st.reason if st else "",
+                      "state": st.state if st else FileState.PENDING, "reason": st.reason if st else "",
                       "uri": resource_uri("file", path)})  # fmt: skip
     return {"path": str(safe.path), "root": str(safe.root), "entries": dirs + files}

@@ -26,7 +26,8 @@ from .. import access
 from ..access.scope import Scope
 from ..errors import RagdError
 from ..paths import root_of
-from ..resident.historydb import KINDS, iso
+from ..resident.historydb import iso
+from ..vocabulary import KINDS
 from .arguments import Args, under_a_root
 from .documents import resource_uri
 from .paths import check_path
@@ -40,7 +41,7 @@ class ChangesArgs(Args):
     path: str | None = None  # a document, or a folder under a root (default: everything)
     since: str = "7d"  # a duration back from now, or a UTC date/time
     limit: int = Field(default=100, ge=1, le=10_000)
-    kinds: list[str] = Field(default_factory=lambda: list(KINDS))
+    kinds: list[str] = Field(default_factory=lambda: [str(k) for k in KINDS])
 
 
 class ChangesResult(TypedDict, total=False):

@@ -19,6 +19,7 @@ from ragctl import protocol as p
 from .. import access
 from ..errors import RagdError, StorageError
 from ..pipeline import sidecar
+from ..vocabulary import FileState
 from .arguments import Args
 from .document_text import read_document_text, select_lines
 from .paths import SafePath, check_path, check_tracked
@@ -141,7 +142,7 @@ def file_info(rt: Resident, args: FileArgs) -> dict[str, Any]:
         indexed = {"chunks": summary.chunk_count, "md5": summary.source_md5} if summary else None
     return {
         "path": str(safe.path), "root": str(safe.root), "exists": safe.path.is_file(),
-        "state": "DELETED" if deleted else entry.status, "chunks": len(entry.chunks),
+        "state": FileState.DELETED if deleted else entry.status, "chunks": len(entry.chunks),
         "md5": entry.source.md5_hash, "size_bytes": entry.source.size_bytes, "mtime": entry.source.mtime,
         "model": entry.model_name, "dimension": entry.dimension, "parser": entry.parser,
         "ocr": dict(entry.ocr) if entry.ocr else None, "splitter": entry.splitter, "error": dict(entry.error) if entry.error else None,
@@ -162,5 +163,5 @@ def file_chunks(rt: Resident, args: FileArgs) -> dict[str, Any]:
         m = c.meta
         chunks.append(chunk_dict(i, c.content, m.get("heading_path"), m.get("page"),
                                  int(m.get("start_line") or 0), int(m.get("end_line") or 0)))  # fmt: skip
-    return {"path": str(safe.path), "root": str(safe.root), "state": "DELETED" if deleted else entry.status,
+    return {"path": str(safe.path), "root": str(safe.root), "state": FileState.DELETED if deleted else entry.status,
             "chunks": chunks}  # fmt: skip

@@ -14,20 +14,20 @@ from ragctl import render
 from .. import access
 from ..errors import RagdError
 from ..paths import is_under
-from ..pipeline.sidecar import FAILED, SKIPPED
-from ..resident.historydb import KINDS
 from ..verbs import changes as changes_verb
 from ..verbs import documents
 from ..verbs import search as search_verb
 from ..verbs import status as status_verb
 from ..verbs import sync as sync_verb
 from ..verbs.paths import check_path, check_tracked
+from ..vocabulary import KINDS, FileState
 from .throughput import Throughput, chart
 
 if TYPE_CHECKING:
     from ..verbs.runtime import Resident
 
 PASSAGES_SHOWN = 200  # of a long document's passages, at once (a 10 MB log file has thousands)
+PROBLEMS = (FileState.FAILED, FileState.SKIPPED)  # the states the problems view lists
 MAX_PROBLEMS = 2000  # failed and skipped files listed at once (the count says how many there are in all)
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 HEALTH_LABELS = {"ocr": "OCR of scans and images", "legacy_office": "Legacy Office files (LibreOffice)",
@@ -72,8 +72,8 @@ def overview(rt: Resident, throughput: Throughput) -> dict[str, Any]:
 def _root(root: dict[str, Any]) -> dict[str, Any]:
     files = root.get("files") or {}
     return {"path": root["path"], "watcher": root.get("watcher"), "error": root.get("error"),
-            "embedded": files.get("EMBEDDED", 0), "skipped": files.get("SKIPPED", 0),
-            "failed": files.get("FAILED", 0), "pending_dirs": root.get("pending_dirs", 0),
+            "embedded": files.get(FileState.EMBEDDED, 0), "skipped": files.get(FileState.SKIPPED, 0),
+            "failed": files.get(FileState.FAILED, 0), "pending_dirs": root.get("pending_dirs", 0),
             "running_dirs": root.get("running_dirs", 0), "waiting_files": root.get("waiting_files", 0)}  # fmt: skip
 
 
@@ -81,7 +81,7 @@ def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> d
     """Every FAILED and SKIPPED file the caller may see (of `state` only, if given; its path or reason containing
     `text`; under `root`), with its reason and next retry; and the directories that could not be read."""
     scope = access.scope()  # what the caller may see, as its status shows it (access/status.py)
-    wanted = {state} if state in (FAILED, SKIPPED) else {FAILED, SKIPPED}
+    wanted: set[str] = {state} if state in (FileState.FAILED, FileState.SKIPPED) else set(PROBLEMS)
     needle = text.casefold()
     top = Path(root) if root else None
     matching = [(path, st) for path, st in rt.tracker.problems(wanted)

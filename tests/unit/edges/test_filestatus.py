@@ -6,12 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 from ragd.edges.filestatus import ocr_note, page_list
-from ragd.pipeline.sidecar import EMBEDDED, FileEntry, SourceInfo
+from ragd.pipeline.sidecar import FileEntry, SourceInfo
+from ragd.vocabulary import FileState
 
 
 def _entry(parser: str, ocr: dict[str, Any] | None) -> FileEntry:
     src = SourceInfo("scan.pdf", "0" * 32, 10, 1_700_000_000, 42)
-    return replace(FileEntry(EMBEDDED, "", "", src, "m", 4), parser=parser, ocr=ocr)
+    return replace(FileEntry(FileState.EMBEDDED, "", "", src, "m", 4), parser=parser, ocr=ocr)
 
 
 def test_page_list_shortens_runs() -> None:

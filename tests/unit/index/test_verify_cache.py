@@ -13,7 +13,8 @@ from ragd.index.write.entrycache import SidecarCache, pack, unpack
 from ragd.model import EmbeddingIdentity, SplitterSettings
 from ragd.pipeline import sidecar
 from ragd.pipeline.scan import Expected
-from ragd.pipeline.sidecar import EMBEDDED, FAILED, FileEntry, SourceInfo, StoredChunk
+from ragd.pipeline.sidecar import FileEntry, SourceInfo, StoredChunk
+from ragd.vocabulary import FileState
 
 IDENTITY = EmbeddingIdentity("m", 4, SplitterSettings("recursive", 1000, 200))
 
@@ -21,7 +22,7 @@ IDENTITY = EmbeddingIdentity("m", 4, SplitterSettings("recursive", 1000, 200))
 def _entry(md5: str) -> FileEntry:
     chunk = StoredChunk("hello 你好", "h1", 0, sidecar.encode_vector(np.arange(1, 5, dtype=np.float32)), {})
     src = SourceInfo("a.md", md5, 10, 1_700_000_000, 42, 1_700_000_000_123_456_789, 1_700_000_000_123_456_789)
-    return FileEntry(EMBEDDED, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", src, "m", 4, (chunk,),
+    return FileEntry(FileState.EMBEDDED, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", src, "m", 4, (chunk,),
                      parser="text", splitter=IDENTITY.splitter.fingerprint)  # fmt: skip
 
 
@@ -51,7 +52,9 @@ def test_the_recorded_source_stat_is_kept_for_the_entries_a_job_keeps_up_to_date
     entry = _entry("0" * 32)
     with sidecar.DirLock(tmp_path):
         sidecar.write_entry(tmp_path, entry)
-        sidecar.write_entry(tmp_path, entry.with_status(FAILED, source=SourceInfo("b.md", "", 1, 2, 3)))
+        sidecar.write_entry(
+            tmp_path, entry.with_status(FileState.FAILED, source=SourceInfo("b.md", "", 1, 2, 3))
+        )
     cache = SidecarCache(IDENTITY)
     cache.expected(tmp_path, ["a.md", "b.md"])
     assert cache.recorded(tmp_path, "a.md") == entry.source

@@ -23,7 +23,8 @@ from ragd.pipeline.scan import (
     shared_files,
     walk_dirs,
 )
-from ragd.pipeline.sidecar import EMBEDDED, FAILED, SKIPPED, FileEntry, SourceInfo
+from ragd.pipeline.sidecar import FileEntry, SourceInfo
+from ragd.vocabulary import FileState
 
 IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
 
@@ -31,7 +32,7 @@ IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
 def _entry(
     path: Path,
     *,
-    status: str = EMBEDDED,
+    status: str = FileState.EMBEDDED,
     recorded: float | None = None,
     ns: bool = True,
     md5: str | None = None,
@@ -121,10 +122,10 @@ def test_identity_mismatch_and_failed_retry(tmp_path: Path) -> None:
     other = EmbeddingIdentity("m", 4, SplitterSettings(chunk_size=500, chunk_overlap=50))
     assert classify(e, f, f.stat(), other, "p", time.time()) == Change.RETRY
     now = time.time()
-    due = _entry(f, status=FAILED, error={"retry_at": sidecar.utc_stamp(now - 1)})
-    later = _entry(f, status=FAILED, error={"retry_at": sidecar.utc_stamp(now + 60)})
-    never = _entry(f, status=FAILED, error={"retry_at": None})
-    foreign = _entry(f, status=FAILED)
+    due = _entry(f, status=FileState.FAILED, error={"retry_at": sidecar.utc_stamp(now - 1)})
+    later = _entry(f, status=FileState.FAILED, error={"retry_at": sidecar.utc_stamp(now + 60)})
+    never = _entry(f, status=FileState.FAILED, error={"retry_at": None})
+    foreign = _entry(f, status=FileState.FAILED)
     assert classify(due, f, f.stat(), IDENT, "p", now) == Change.RETRY
     assert classify(later, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
     assert classify(never, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
@@ -134,7 +135,7 @@ def test_identity_mismatch_and_failed_retry(tmp_path: Path) -> None:
 def test_skipped_reevaluated_when_policy_changes(tmp_path: Path) -> None:
     f = tmp_path / "a.bin"
     f.write_text("x")
-    e = _entry(f, status=SKIPPED, md5="", error={"policy": "p1"})
+    e = _entry(f, status=FileState.SKIPPED, md5="", error={"policy": "p1"})
     assert classify(e, f, f.stat(), IDENT, "p1", time.time()) == Change.UNCHANGED
     assert classify(e, f, f.stat(), IDENT, "p2", time.time()) == Change.RETRY
 
@@ -212,10 +213,10 @@ def test_a_link_is_judged_again_when_its_target_enters_or_leaves_the_roots(tmp_p
     (tmp_path / "t.md").write_text("x")
     target, one, two = str(tmp_path / "two" / "t.md"), tmp_path / "one", tmp_path / "two"
     indexed = _entry(tmp_path / "t.md")
-    outside = _entry(tmp_path / "t.md", status=SKIPPED,
+    outside = _entry(tmp_path / "t.md", status=FileState.SKIPPED,
                      error={"code": "skipped", "message": f"symbolic link to {target}, outside the roots"})  # fmt: skip
     other_skip = _entry(
-        tmp_path / "t.md", status=SKIPPED, error={"code": "skipped", "message": "file too large"}
+        tmp_path / "t.md", status=FileState.SKIPPED, error={"code": "skipped", "message": "file too large"}
     )
     assert rejudge_link(indexed, target, (one,)) and not rejudge_link(indexed, target, (one, two))
     assert rejudge_link(outside, target, (one, two)) and not rejudge_link(outside, target, (one,))

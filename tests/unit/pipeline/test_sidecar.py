@@ -16,7 +16,8 @@ from ragd import modes
 from ragd.errors import StorageError
 from ragd.model import OcrReport
 from ragd.pipeline import sidecar
-from ragd.pipeline.sidecar import EMBEDDED, DirLock, FileEntry, SourceInfo, StoredChunk
+from ragd.pipeline.sidecar import DirLock, FileEntry, SourceInfo, StoredChunk
+from ragd.vocabulary import FileState
 from tests.conftest import DATA
 from tests.support.poll import poll
 
@@ -33,7 +34,7 @@ def _entry(name: str = "a.md", vec: np.ndarray | None = None) -> FileEntry:
         name, "0" * 32, 10, 1_700_000_000, 42, 1_700_000_000_123_456_789, 1_700_000_000_123_456_789
     )
     return FileEntry(
-        EMBEDDED,
+        FileState.EMBEDDED,
         "2026-01-01T00:00:00Z",
         "2026-01-01T00:00:01Z",
         src,
@@ -55,7 +56,7 @@ def test_vector_round_trip_is_little_endian_float32() -> None:
 def test_reads_every_fixture_entry_of_the_ragjson_tool() -> None:
     entry = sidecar.read_entry(FIXTURE / "docs" / ".rag" / "phone.md.ragjson")
     assert entry is not None
-    assert entry.status == EMBEDDED and entry.model_name == "fake-embed-8" and entry.dimension == 8
+    assert entry.status == FileState.EMBEDDED and entry.model_name == "fake-embed-8" and entry.dimension == 8
     assert entry.source.file_name == "phone.md" and entry.source.mtime_ns is None
     assert entry.chunks[0].vector is not None and entry.chunks[0].vector.shape == (8,)
     assert sidecar.read_entry(FIXTURE / ".rag" / "docs.ragjson") is None  # directory entry

@@ -12,8 +12,9 @@ import orjson
 
 from ragd.pipeline import sidecar, statcache
 from ragd.pipeline.digest import Digest
-from ragd.pipeline.sidecar import FAILED, DirLock
+from ragd.pipeline.sidecar import DirLock
 from ragd.pipeline.statcache import StatCache, load_dir, stat_key
+from ragd.vocabulary import FileState
 from tests.unit.pipeline.test_sidecar import _entry
 
 
@@ -31,7 +32,9 @@ def _cache_saying(path: Path, digest: Digest) -> StatCache:
 def test_a_digest_stands_in_for_the_entry_only_under_its_stat(tmp_path: Path) -> None:
     path = _written(tmp_path)
     real = Digest.of(_entry("a.md"), "a.md")
-    lie = replace(real, status=FAILED)  # what the cache says differs from the file: shows which one was used
+    lie = replace(
+        real, status=FileState.FAILED
+    )  # what the cache says differs from the file: shows which one was used
     cache = _cache_saying(path, lie)
     found = load_dir(tmp_path, cache)
     assert found.live["a.md"] == lie and "a.md" not in found.full and (cache.hits, cache.misses) == (1, 0)

@@ -10,7 +10,6 @@ import pytest
 
 from ragd.config import HistoryConfig
 from ragd.errors import RagdError
-from ragd.pipeline import mushroom
 from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.identity import derived_id
 from ragd.pipeline.mushroom import Event
@@ -18,6 +17,7 @@ from ragd.pipeline.outcome import FileOutcome
 from ragd.resident.history import History
 from ragd.resident.historydb import FILE_NAME
 from ragd.verbs.changes import since_seconds
+from ragd.vocabulary import FileState, NoteStatus
 
 
 @pytest.fixture
@@ -31,7 +31,9 @@ def indexed(directory: Path, name: str, doc: str, md5: str, **kw: object) -> Dir
 
 
 def deleted(directory: Path, name: str, *, whole_dir: bool = False) -> DirResult:
-    return DirResult(directory, events=(Event(name, mushroom.DIR_DELETE if whole_dir else mushroom.DELETE),))
+    return DirResult(
+        directory, events=(Event(name, NoteStatus.DIR_DELETE if whole_dir else NoteStatus.DELETE),)
+    )
 
 
 def kinds(history: History, **kw: object) -> list[tuple[str, str]]:
@@ -137,7 +139,7 @@ def test_since_takes_durations_and_utc_dates() -> None:
 
 
 def unchanged(name: str, doc: str, md5: str, recorded: str = "EMBEDDED") -> FileOutcome:
-    return FileOutcome(name, "UNCHANGED", chunks=2, md5=md5, document_id=doc, size=10, recorded=recorded,
+    return FileOutcome(name, FileState.UNCHANGED, chunks=2, md5=md5, document_id=doc, size=10, recorded=recorded,
                        recorded_at="2026-01-02T03:04:05Z")  # fmt: skip
 
 

@@ -10,11 +10,12 @@ from ragd.errors import StorageError
 from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.outcome import FileOutcome
 from ragd.pipeline.scan import Expected, Ignore
-from ragd.pipeline.sidecar import EMBEDDED, FAILED, utc_stamp
-from ragd.resident.changes import ChangeLog
+from ragd.pipeline.sidecar import utc_stamp
+from ragd.resident.changes import Change, ChangeLog
 from ragd.resident.jobs import FollowUps, Outcomes, failure_reason
 from ragd.resident.scheduler import Scheduler
 from ragd.resident.tracker import Tracker
+from ragd.vocabulary import FileState
 
 IGNORE = Ignore(IgnoreConfig())
 LOCK_ERROR = StorageError(
@@ -35,6 +36,8 @@ class FollowUpCalls:
         self.back: list[Path] = []  # and back in search
         self.found = 0
         self.changes = ChangeLog()
+        self.told: list[Change] = []  # what the journal told its listeners
+        self.changes.listen(self.told.extend)
 
     def follow_ups(self, scheduler: Scheduler, roots: list[Path]) -> FollowUps:
         def found() -> None:
@@ -55,8 +58,8 @@ def test_without_follow_ups_every_outcome_is_recorded_and_counted_once(tmp_path:
     t.start_phase("once", expected=True)
     t.add_to_phase([root, ok, bad, gone])
     out = Outcomes(t, IGNORE)
-    files = (FileOutcome("a.md", EMBEDDED, chunks=3, embedded=2, reused=1, md5="m"),
-             FileOutcome("b.pdf", FAILED, reason="encrypted"), FileOutcome("c.md", "UNCHANGED", recorded=FAILED))  # fmt: skip
+    files = (FileOutcome("a.md", FileState.EMBEDDED, chunks=3, embedded=2, reused=1, md5="m"),
+             FileOutcome("b.pdf", FileState.FAILED, reason="encrypted"), FileOutcome("c.md", FileState.UNCHANGED, recorded=FileState.FAILED))  # fmt: skip
     note = ok / ".rag" / "x.mushroom"
     out.done(ok, _finished(ok, *files, mushroom=note, indexable={str(ok / "a.md"): Expected("m", 3)}), None)
     out.done(bad, None, LOCK_ERROR)
@@ -102,7 +105,9 @@ def test_the_agent_follows_up_on_notes_new_subdirectories_and_retries(tmp_path: 
     out = Outcomes(t, IGNORE, calls.follow_ups(scheduler, [root]))
     now = time.monotonic()
     note = root / ".rag" / "x.mushroom"
-    due = FileOutcome("x.md", FAILED, reason="embedder down", retry_at=utc_stamp(time.time() + 3600))
+    due = FileOutcome(
+        "x.md", FileState.FAILED, reason="embedder down", retry_at=utc_stamp(time.time() + 3600)
+    )
     out.done(root, _finished(root, due, mushroom=note, new_subdirs=(root / "new",)), None)
     assert calls.notes == [note] and calls.found == 1
     assert scheduler.has(root / "new") and scheduler.has(root / "new" / "deep")  # walked and queued
@@ -117,9 +122,8 @@ def test_the_agent_follows_up_on_notes_new_subdirectories_and_retries(tmp_path: 
     out.done(root / "gone", None, FileNotFoundError())
     out.done(tmp_path / "outside" / "gone", None, FileNotFoundError())
     assert calls.looked == [root]  # the parent of a vanished directory, when under a root and still there
-    journal, _ = calls.changes.since(0)
-    assert [(c.path, c.kind) for c in journal] == [(tmp_path / "outside" / "gone", "removed"),
-                                                   (root / "gone", "removed"), (root / "x.md", "failed")]  # fmt: skip
+    assert [(c.path, c.kind) for c in calls.told] == [(root / "x.md", "failed"), (root / "gone", "deleted"),
+                                                      (tmp_path / "outside" / "gone", "deleted")]  # fmt: skip
     assert scheduler.close(1.0)
 
 
@@ -166,7 +170,7 @@ def test_the_result_of_a_directory_deleted_while_its_job_ran_is_not_kept(tmp_pat
     t.forget(root / "d")  # the watcher's deletion, handled first
     note = root / "d" / ".rag" / "x.mushroom"
     late = _finished(
-        root / "d", FileOutcome("c.md", FAILED, reason="No such file or directory"), mushroom=note
+        root / "d", FileOutcome("c.md", FileState.FAILED, reason="No such file or directory"), mushroom=note
     )
     out.done(root / "d", late, None)
     assert t.file_state(root / "d" / "c.md") is None and t.totals() == (0, 0)

@@ -17,6 +17,7 @@ from ...model import EmbeddingIdentity
 from ...pipeline import sidecar
 from ...pipeline.scan import Expected
 from ...pipeline.sidecar import SourceInfo
+from ...vocabulary import FileState
 from .sync import servable
 
 # the entry file's stat (device, inode, size, mtime_ns, ctime_ns), then a byte of flags
@@ -126,6 +127,6 @@ class SidecarCache:
 def recorded_source(entry: sidecar.FileEntry | None) -> SourceInfo | None:
     """What a source's stat is compared with: what its entry recorded, for the states whose entry the next job
     rewrites when the stat differs (a FAILED file whose content is unchanged keeps its old record)."""
-    if entry is None or entry.status not in (sidecar.EMBEDDED, sidecar.SKIPPED):
+    if entry is None or entry.status not in (FileState.EMBEDDED, FileState.SKIPPED):
         return None
     return entry.source

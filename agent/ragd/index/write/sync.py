@@ -22,6 +22,7 @@ from ...paths import is_under, outermost, root_of
 from ...pipeline import mushroom, sidecar
 from ...pipeline.scan import Expected, Ignore, indexable, walk_dirs
 from ...pipeline.sidecar import FileEntry
+from ...vocabulary import NoteStatus
 from ..backend import IndexBackend, IndexChunk, SourceSummary, SourceWrite
 
 log = logging.getLogger(__name__)
@@ -221,9 +222,9 @@ class IndexSync:
             )
             return
         target = directory / ev.file
-        if ev.status in (mushroom.UPSERT, mushroom.DELETE):
+        if ev.status in (NoteStatus.UPSERT, NoteStatus.DELETE):
             self.sync_source(directory, ev.file)
-        elif ev.status == mushroom.DIR_DELETE and not target.is_dir():
+        elif ev.status == NoteStatus.DIR_DELETE and not target.is_dir():
             self._write_staged()  # in order: staged writes below `target` go first
             self.index.delete_subtree(str(target))
         else:  # dir_recover, or a dir_delete for a directory that has come back

@@ -19,14 +19,7 @@ the store made and removed), `queries` (what a store holds); this module re-expo
 
 from .entry import (
     CHUNK_META_KEYS,
-    CHUNKED,
-    CHUNKING,
     DIR_ENTRY,
-    EMBEDDED,
-    EMBEDDING,
-    FAILED,
-    INITIAL,
-    SKIPPED,
     VERSION,
     FileEntry,
     SourceInfo,
@@ -75,22 +68,15 @@ from .queries import (
 )
 
 __all__ = [
-    "CHUNKED",
-    "CHUNKING",
     "CHUNK_META_KEYS",
     "DELETED_SUFFIX",
     "DIR_ENTRY",
-    "EMBEDDED",
-    "EMBEDDING",
     "ENTRY_SUFFIX",
-    "FAILED",
     "GITIGNORE",
     "GITIGNORE_TEXT",
-    "INITIAL",
     "LEAD_KEY",
     "LOCK_ATTEMPTS",
     "RAG_DIR",
-    "SKIPPED",
     "TMP_DIR",
     "VERSION",
     "DirLock",

@@ -22,9 +22,7 @@ VERSION = "2.4"
 DIR_ENTRY = {"ragjson_version": VERSION}
 
 
-# processing.status values
-INITIAL, CHUNKING, CHUNKED, EMBEDDING, EMBEDDED = "INITIAL", "CHUNKING", "CHUNKED", "EMBEDDING", "EMBEDDED"
-SKIPPED, FAILED = "SKIPPED", "FAILED"
+# processing.status values: the first seven of vocabulary.FileState
 CHUNK_META_KEYS = ("start_index", "end_index", "start_line", "end_line", "heading_path", "page", "header")
 
 
