@@ -47,6 +47,7 @@ CORE = (
     "atomic.py",
     "paths.py",
     "modes.py",
+    "vocabulary.py",
 )  # the values every layer shares
 
 
