@@ -1,0 +1,52 @@
+"""A big folder's job and the index writer (issue 36): a job that reports in steps is bulk work, not an edit on its
+way, even when a change seen in its folder started it. The whole agent in-process, the fake embeddings API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragd.config import load_config
+from ragd.pipeline.rounds import FILES_PER_ROUND
+from tests.e2e.conftest import api_config_text
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.inproc import agent_in_process, control
+from tests.support.poll import poll
+
+
+def test_a_big_folders_job_stops_counting_as_an_edit_once_it_reports_in_steps(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Files written into a watched folder start an express job there (an edit on its way: the index writer then
+    works in an editor's small steps, 16 notes a batch and a flush every 10 s, each flush a block of the index's
+    memory). Once that job reports its first step it is a big folder's, and the writer no longer waits for it as
+    for an edit; before, it did for the whole job (a folder of 30,000 notes, minutes)."""
+    root = tmp_path / "kb"
+    notes = root / "notes"
+    notes.mkdir(parents=True)
+    (notes / "first.md").write_text("# First\n\nan early note\n", encoding="utf-8")
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(
+        f'roots = ["{root}"]\n' + api_config_text(fake_openai_server, watch={"quiet": 0.2, "ceiling": 1.0})
+    )
+    fake_openai_server.delay = 0.05  # the job lasts a few seconds: its steps are seen while it runs
+    files = FILES_PER_ROUND * 4
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        agent = life.agent
+        for i in range(files):
+            (notes / f"n{i:04d}.md").write_text(f"# Note {i}\n\nsteptoken {i} 标记 {i}\n", encoding="utf-8")
+        poll(lambda: agent.scheduler.express(notes), timeout=30, every=0.01, what="the folder's express job")
+
+        def embedded() -> int:
+            return int(control(life, "status")["roots"][0]["files"].get("EMBEDDED", 0))
+
+        poll(lambda: embedded() > 1, timeout=60, every=0.05, what="the job's first step")
+        poll(
+            lambda: not agent._edit_coming(),
+            timeout=10,
+            every=0.01,
+            what="the job to stop counting as an edit",
+        )
+        assert agent.scheduler.has(notes) and embedded() < files + 1, "the job still runs"
+        control(life, "wait", {"timeout": 120})
+        assert embedded() == files + 1
