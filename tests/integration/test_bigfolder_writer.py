@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragd.config import load_config
+import pytest
+
+from ragd.config import data_dir, load_config
+from ragd.index import open_index
+from ragd.index.write import writer
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.writer import Indexer
+from ragd.index.zvec import upkeep
 from ragd.pipeline.rounds import FILES_PER_ROUND
+from ragd.pipeline.scan import Ignore
 from tests.e2e.conftest import api_config_text
+from tests.integration.helpers import run
+from tests.integration.test_index_sync import assert_index_equals_sidecars
+from tests.integration.test_index_sync_batch import body, small_chunks_config
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process, control
 from tests.support.poll import poll
@@ -50,3 +61,43 @@ def test_a_big_folders_job_stops_counting_as_an_edit_once_it_reports_in_steps(
         assert agent.scheduler.has(notes) and embedded() < files + 1, "the job still runs"
         control(life, "wait", {"timeout": 120})
         assert embedded() == files + 1
+
+
+def test_the_index_blocks_stay_bounded_during_a_long_stream_of_writes(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every flush that writes adds a block zvec keeps in memory; the compaction that folds them waited for a pause,
+    which a big folder's job never gives (~110 blocks in a job of 30,000 notes). With more always coming, the writer
+    now compacts once they pass BUSY_COMPACT_BLOCKS, losing nothing, and the index stays searchable throughout."""
+    monkeypatch.setattr(
+        upkeep, "BUSY_COMPACT_BLOCKS", 4
+    )  # the threshold, not the behaviour: 24 flushes are slow
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.2)
+    root = tmp_path / "kb"
+    folders = 12
+    for d in range(folders):
+        (root / f"d{d:02d}").mkdir(parents=True)
+        for i in range(3):
+            (root / f"d{d:02d}" / f"n{i}.md").write_text(body(f"d{d}n{i}", 3))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg, index=False).ok
+    notes = sorted(root.rglob("*.mushroom"))
+    assert len(notes) >= folders
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True)
+    indexer.start()
+    most = 0
+    try:
+        for (
+            n
+        ) in notes:  # one note after the other, each flushed on its own while more is coming: a block each
+            indexer.put_mushroom(n)
+            poll(lambda n=n: not n.exists(), timeout=30, what="the note to be flushed while more was coming")
+            assert idx.query(vector=None, text="lighthouses", k=1)  # searchable throughout
+            most = max(most, idx.blocks)
+        poll(lambda: not indexer.busy(), timeout=30, what="the writer to finish")
+        assert most <= 5, f"{most} blocks piled up while more was coming"
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)

@@ -5,7 +5,7 @@ order: mushrooms as directory jobs hand them over (or the watcher finds other pr
 operations (reconcile, orphan clean-up, rebuild) as callables. A mushroom that fails stays on disk and is retried
 with backoff. When the unoptimized share of the collection grows (HNSW), the collection is optimized here too,
 and when a flat collection's flushes have piled up blocks, it is compacted (rewritten as one), while queries go
-on.
+on: in a pause, or during a long stream of writes once the blocks pass a lower bound of their own.
 """
 
 from __future__ import annotations
@@ -157,7 +157,9 @@ class Indexer:
                     item = self._queue.get(timeout=self._retry_wait())
                 except queue.Empty:
                     self._release_retries()
-                    self._flush(force=not self._more_coming())
+                    more = self._more_coming()
+                    if self._flush(force=not more) and more:
+                        self._compact_busy()
                     continue
             if item is _STOP:
                 self._flush(force=True)
@@ -177,9 +179,11 @@ class Indexer:
             with contextlib.suppress(RagdError):  # for status: kept current while the writer works
                 self.chunks = self.index.count()
             pause = carry is None and self._queue.empty() and not self._more_coming()
-            self._flush(force=pause)
+            flushed = self._flush(force=pause)
             if pause:
                 self._after_batch()  # flushed just now
+            elif flushed:
+                self._compact_busy()
 
     def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
         """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
@@ -201,25 +205,26 @@ class Indexer:
             except BaseException as err:  # handed to the caller, who translates it
                 item.future.set_exception(err)
 
-    def _flush(self, *, force: bool = False) -> None:
+    def _flush(self, *, force: bool = False) -> bool:
         """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits) has
         passed since the first was applied (up to FLUSH_DEFER_S more while an edit is on its way), or `force`
-        (nothing else on its way). A flush that fails keeps them, to be flushed with the next."""
+        (nothing else on its way). A flush that fails keeps them, to be flushed with the next. True if it flushed."""
         with self._lock:
             if not self._unflushed:
-                return
+                return False
             waited = time.monotonic() - self._unflushed_since
             notes = list(self._unflushed)
         every = FLUSH_EDITING_S if self._editing() else FLUSH_EVERY_S
         if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
-            return
+            return False
         try:
             self.sync.flushed(notes)
         except Exception:  # the writer loop's boundary: the notes stay on disk and in the list
             log.exception("internal error flushing %d applied change notes", len(notes))
-            return
+            return False
         with self._lock:
             del self._unflushed[: len(notes)]
+        return True
 
     def _apply(self, paths: list[Path]) -> None:
         error: Exception | None = None
@@ -269,6 +274,24 @@ class Indexer:
                 folded = self.index.compact()
                 log.info("index compacted in %.1f s (%d blocks, %d chunks)", time.monotonic() - started, folded,
                          self.chunks)  # fmt: skip
+        except RagdError as err:
+            log.error("index maintenance failed: %s", err)
+        finally:
+            self.optimizing = False
+
+    def _compact_busy(self) -> None:
+        """While more keeps coming (a big folder's job), each flush adds a block of memory to a flat index, and the
+        compaction that folds them waits for a pause the job does not give: compacted now once they pile up
+        (`needs_compaction_busy`). Everything applied is flushed just before, so the compaction loses nothing and
+        a crash during it leaves the index as it was (`compact`); searches go on, the next notes wait for it."""
+        try:
+            if not self.index.needs_compaction_busy:
+                return
+            self.optimizing = True
+            started = time.monotonic()
+            folded = self.index.compact()
+            log.info("index compacted during a long job in %.1f s (%d blocks, %d chunks)", time.monotonic() - started,
+                     folded, self.chunks)  # fmt: skip
         except RagdError as err:
             log.error("index maintenance failed: %s", err)
         finally:
