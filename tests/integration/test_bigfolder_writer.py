@@ -3,11 +3,13 @@ way, even when a change seen in its folder started it. The whole agent in-proces
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from ragd.config import data_dir, load_config
+from ragd.config import Config, data_dir, load_config
 from ragd.index import open_index
 from ragd.index.write import writer
 from ragd.index.write.sync import IndexSync
@@ -63,6 +65,53 @@ def test_a_big_folders_job_stops_counting_as_an_edit_once_it_reports_in_steps(
         assert embedded() == files + 1
 
 
+def change_notes(tmp_path: Path, server: FakeOpenAI, folders: int) -> tuple[Config, Path, list[Path]]:
+    """A change note for each of `folders` folders of three notes, written and not applied."""
+    root = tmp_path / "kb"
+    for d in range(folders):
+        (root / f"d{d:02d}").mkdir(parents=True)
+        for i in range(3):
+            (root / f"d{d:02d}" / f"n{i}.md").write_text(body(f"d{d}n{i}", 3))
+    cfg = small_chunks_config(server, root)
+    assert run(cfg, index=False).ok
+    notes = sorted(root.rglob("*.mushroom"))
+    assert len(notes) >= folders
+    return cfg, root, notes
+
+
+def test_the_flushes_grow_rarer_while_a_long_stream_of_writes_goes_on(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While more keeps coming without a pause (a big folder's job), the writer flushes every FLUSH_EVERY_S, then
+    twice as long after each flush, up to FLUSH_LONG_S: fewer blocks of memory for the index, and no compaction
+    needed during a job of 30,000 notes. Searches see every note before its flush; a crash applies again the notes
+    not flushed (they stay on disk until then)."""
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.3)
+    monkeypatch.setattr(writer, "FLUSH_LONG_S", 2.4)
+    cfg, root, notes = change_notes(tmp_path, fake_openai_server, 5)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    coming = threading.Event()
+    coming.set()
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set)
+    indexer.start()
+    took: list[float] = []
+    try:
+        for n in notes[:4]:
+            started = time.monotonic()
+            indexer.put_mushroom(n)
+            poll(lambda n=n: not n.exists(), timeout=30, every=0.02, what="the note to be flushed")
+            took.append(time.monotonic() - started)
+        assert took[3] >= 2.3 and took[2] >= 1.1 and took[1] >= 0.55, took  # 0.3, 0.6, 1.2, then 2.4 s
+        coming.clear()  # a pause: flushed at once, and the next stream starts again at FLUSH_EVERY_S
+        indexer.put_mushroom(notes[4])
+        poll(lambda: not notes[4].exists(), timeout=30, every=0.02, what="the note to be flushed in a pause")
+        assert indexer._doubled == 0
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
 def test_the_index_blocks_stay_bounded_during_a_long_stream_of_writes(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,16 +122,8 @@ def test_the_index_blocks_stay_bounded_during_a_long_stream_of_writes(
         upkeep, "BUSY_COMPACT_BLOCKS", 4
     )  # the threshold, not the behaviour: 24 flushes are slow
     monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.2)
-    root = tmp_path / "kb"
-    folders = 12
-    for d in range(folders):
-        (root / f"d{d:02d}").mkdir(parents=True)
-        for i in range(3):
-            (root / f"d{d:02d}" / f"n{i}.md").write_text(body(f"d{d}n{i}", 3))
-    cfg = small_chunks_config(fake_openai_server, root)
-    assert run(cfg, index=False).ok
-    notes = sorted(root.rglob("*.mushroom"))
-    assert len(notes) >= folders
+    monkeypatch.setattr(writer, "FLUSH_LONG_S", 0.2)  # every flush as soon as it may be: a block each
+    cfg, root, notes = change_notes(tmp_path, fake_openai_server, 12)
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     released: list[int] = []  # the agent gives the compaction's freed memory back to the system at once
     indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True,

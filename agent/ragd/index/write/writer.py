@@ -34,6 +34,10 @@ RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
 # block zvec keeps in memory until the collection is compacted (docs/zvec-notes.md), and searches see writes before
 # their flush. A crash loses nothing: the notes not yet flushed are still on disk and applied again at the start.
 FLUSH_EVERY_S = 30.0
+# ... doubled at each such flush while the stream goes on without a pause (a big folder's job), up to this: a job of
+# 30,000 notes flushed ~30 times, each flush a block of memory, and folding them during the job (a compaction)
+# copies the whole index, a passing peak of ~200 MiB at 50,000 chunks (docs/benchmarks/history.md).
+FLUSH_LONG_S = 240.0
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
 # it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
@@ -81,6 +85,7 @@ class Indexer:
         self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
         self._unflushed_since = 0.0
+        self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
         self._working = False
         self._edited_at = float("-inf")  # when an edit was last seen on its way
         self.optimizing = False
@@ -210,15 +215,18 @@ class Indexer:
                 item.future.set_exception(err)
 
     def _flush(self, *, force: bool = False) -> bool:
-        """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits) has
-        passed since the first was applied (up to FLUSH_DEFER_S more while an edit is on its way), or `force`
-        (nothing else on its way). A flush that fails keeps them, to be flushed with the next. True if it flushed."""
+        """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits;
+        doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
+        FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails keeps them, to be flushed with the next. True if it flushed."""
         with self._lock:
             if not self._unflushed:
                 return False
             waited = time.monotonic() - self._unflushed_since
             notes = list(self._unflushed)
-        every = FLUSH_EDITING_S if self._editing() else FLUSH_EVERY_S
+        longest = max(FLUSH_LONG_S, FLUSH_EVERY_S)
+        every = (
+            FLUSH_EDITING_S if self._editing() else min(FLUSH_EVERY_S * 2 ** min(self._doubled, 16), longest)
+        )
         if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
             return False
         try:
@@ -228,6 +236,7 @@ class Indexer:
             return False
         with self._lock:
             del self._unflushed[: len(notes)]
+        self._doubled = 0 if force else self._doubled + 1
         return True
 
     def _apply(self, paths: list[Path]) -> None:
