@@ -71,9 +71,10 @@ class Indexer:
         texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S. `edit_coming`:
         whether one of them is a change seen in a folder (an edit to make searchable soon): the periodic flush
         waits for it too, up to FLUSH_DEFER_S more. `failing`: called when change notes could not be applied: whether
-        the index vanished (with the agent's data directory) and is to be rebuilt, the notes applied after it. `compacted`: called after a compaction during a long job, to give the memory it
-        freed back to the system at once (the agent's allocator otherwise keeps it until the agent is idle: 75 MiB
-        after a compaction of 50,000 chunks)."""
+        the index vanished (with the agent's data directory) and is to be rebuilt, the notes applied after it.
+        `compacted`: called after a compaction during a long job, to give the memory it freed back to the system at
+        once (the agent's allocator otherwise keeps it until the agent is idle: 75 MiB after a compaction of 50,000
+        chunks)."""
         self.sync = sync
         self._more_coming = more_coming
         self._edit_coming = edit_coming
@@ -217,7 +218,8 @@ class Indexer:
     def _flush(self, *, force: bool = False) -> bool:
         """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits;
         doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
-        FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails keeps them, to be flushed with the next. True if it flushed."""
+        FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails
+        keeps them, to be flushed with the next. True if it flushed."""
         with self._lock:
             if not self._unflushed:
                 return False
