@@ -172,6 +172,12 @@ class IndexBackend(Protocol):
         """True once the collection's flushes have piled up enough blocks that it should be rewritten as one."""
         ...
 
+    @property
+    def needs_compaction_busy(self) -> bool:
+        """True once the flushes of a long stream of writes (a big folder's job) have piled up so many blocks that
+        it should be rewritten as one now, without waiting for a pause."""
+        ...
+
     def compact(self) -> int:
         """Rewrite the collection as one block (writes wait; queries go on between its steps): blocks folded."""
         ...

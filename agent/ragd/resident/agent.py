@@ -32,7 +32,7 @@ from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.scan import Ignore
 from ..pipeline.statcache import StatCache
 from ..pipeline.workers import Parsers
-from . import datadir, rootstate
+from . import datadir, memory, rootstate
 from .capabilities import Health
 from .changes import ChangeLog
 from .debounce import Debouncer
@@ -136,7 +136,7 @@ class Agent(Reactions, Recovery):
     def _use_index(self, index: IndexBackend) -> None:
         sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
         self._writer = Indexer(sync, more_coming=self._more_coming, edit_coming=self._edit_coming,
-                               failing=self._index_vanished)  # fmt: skip
+                               failing=self._index_vanished, compacted=memory.release)  # fmt: skip
         self._searcher = self._search_over(index)
 
     def _more_coming(self) -> bool:

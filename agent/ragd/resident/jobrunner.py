@@ -104,8 +104,10 @@ class JobRunner(AgentRuntime):
         Such a job is no edit, even when a change seen in its folder started it: from its first step its texts join
         the embed queue in turn, behind an edit's, and never go to the agent's own copy of the model (an edit's
         express lane), which embedded much of a folder of 30,000 notes one file at a time beside the workers
-        (docs/benchmarks.md, the big folder's memory and throughput)."""
+        (docs/benchmarks.md, the big folder's memory and throughput); nor does the index writer take it for an
+        edit on its way (`Scheduler.no_longer_express`): it writes the folder in big batches and flushes seldom."""
         self._job_dir.express = False
+        self.scheduler.no_longer_express(directory)
         with self._roots_lock:
             if not self._unwatched(directory):
                 self._outcomes.step(result)

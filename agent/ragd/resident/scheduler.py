@@ -66,6 +66,7 @@ class Scheduler:
         self._background: OrderedDict[Path, None] = OrderedDict()
         self._running: dict[Path, bool] = {}  # running directory -> taken as express
         self._rerun: dict[Path, bool] = {}  # to run again after its job -> as express
+        self._bulk: set[Path] = set()  # running jobs that turned out to be bulk work (`no_longer_express`)
         self._timers: list[tuple[float, Path]] = []
         self._paused = False
         self._closed = False
@@ -179,9 +180,26 @@ class Scheduler:
             return self._running.get(directory, False)
 
     def express_busy(self) -> bool:
-        """A job for a change seen in its directory is queued, running or due to run again."""
+        """A job for a change seen in its directory is queued, running or due to run again (except again after a
+        bulk job, which is not soon: `no_longer_express`)."""
         with self._cond:
-            return bool(self._express) or any(self._running.values()) or any(self._rerun.values())
+            return (
+                bool(self._express)
+                or any(self._running.values())
+                or any(v for d, v in self._rerun.items() if d not in self._bulk)
+            )
+
+    def no_longer_express(self, directory: Path) -> None:
+        """The running job of `directory` is clearly bulk work (a big folder's, reporting in steps), even if a change
+        seen there started it: it no longer counts as an edit on its way (`express_busy`), nor does a change seen
+        there meanwhile, whose run waits for the job's end. While an edit is on its way the index writer works in an
+        editor's small steps (16 change notes a batch, a flush every 10 s); a folder of 30,000 notes whose job
+        counted as an edit for its whole length was written that way, each flush adding a block of memory to the
+        index (docs/benchmarks.md, the big folder)."""
+        with self._cond:
+            if directory in self._running:
+                self._running[directory] = False
+                self._bulk.add(directory)
 
     # -- running ----------------------------------------------------------------------------------------------
     def _dispatch(self) -> None:
@@ -209,6 +227,7 @@ class Scheduler:
             log.exception("internal error while recording the job of %s", directory)
         with self._cond:
             self._running.pop(directory, None)
+            self._bulk.discard(directory)
             if directory in self._rerun:
                 (self._express if self._rerun.pop(directory) else self._urgent)[directory] = None
             self._dispatch()

@@ -203,3 +203,27 @@ def test_auto_jobs_widen_once_texts_go_to_an_embeddings_api() -> None:
     gate.set()
     _poll(lambda: not fixed.busy())
     assert fixed.close(1.0)
+
+
+def test_a_bulk_job_no_longer_counts_as_an_edit_nor_does_its_rerun_until_it_ends() -> None:
+    """An express job that turns out to be bulk work (a big folder's, reporting in steps) stops counting as an edit
+    on its way; so does a change seen in its folder meanwhile, whose run waits for the job's end, and counts again
+    once it is queued."""
+    jobs = Jobs()
+    big = Path("/r/big")
+    jobs.gates[big] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=1)
+    s.enqueue([big], express=True)
+    _poll(lambda: jobs.started == [big])
+    assert s.express_busy()
+    s.no_longer_express(big)
+    assert not s.express(big) and not s.express_busy()
+    s.enqueue([big], express=True)  # an edit in the folder while its job runs: a rerun after it
+    assert not s.express_busy()
+    first, jobs.gates[big] = jobs.gates[big], threading.Event()  # the rerun waits on a gate of its own
+    first.set()
+    _poll(lambda: jobs.started.count(big) == 2)
+    assert s.express(big) and s.express_busy()  # the rerun is the edit's
+    jobs.gates[big].set()
+    _poll(lambda: len(jobs.done) == 2)
+    assert not s.express_busy() and s.close(1.0)

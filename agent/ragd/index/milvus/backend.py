@@ -67,6 +67,10 @@ class MilvusIndex(MilvusWrites):
     def needs_compaction(self) -> bool:
         return False
 
+    @property
+    def needs_compaction_busy(self) -> bool:
+        return False
+
     def compact(self) -> int:
         return 0
 

@@ -5,7 +5,7 @@ order: mushrooms as directory jobs hand them over (or the watcher finds other pr
 operations (reconcile, orphan clean-up, rebuild) as callables. A mushroom that fails stays on disk and is retried
 with backoff. When the unoptimized share of the collection grows (HNSW), the collection is optimized here too,
 and when a flat collection's flushes have piled up blocks, it is compacted (rewritten as one), while queries go
-on.
+on: in a pause, or during a long stream of writes once the blocks pass a lower bound of their own.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ RETRY_MIN_S, RETRY_MAX_S = 2.0, 300.0
 # block zvec keeps in memory until the collection is compacted (docs/zvec-notes.md), and searches see writes before
 # their flush. A crash loses nothing: the notes not yet flushed are still on disk and applied again at the start.
 FLUSH_EVERY_S = 30.0
+# ... doubled at each such flush while the stream goes on without a pause (a big folder's job), up to this: a job of
+# 30,000 notes flushed ~30 times, each flush a block of memory, and folding them during the job (a compaction)
+# copies the whole index, a passing peak of ~200 MiB at 50,000 chunks (docs/benchmarks/history.md).
+FLUSH_LONG_S = 240.0
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
 # it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
@@ -61,22 +65,28 @@ class Indexer:
         more_coming: Callable[[], bool] = lambda: False,
         edit_coming: Callable[[], bool] = lambda: False,
         failing: Callable[[], bool] = lambda: False,
+        compacted: Callable[[], object] = lambda: None,
     ) -> None:
         """`more_coming`: whether more changes are on their way to the writer (directory jobs queued or running,
         texts waiting for vectors): flushes and compactions wait for a pause, or FLUSH_EVERY_S. `edit_coming`:
         whether one of them is a change seen in a folder (an edit to make searchable soon): the periodic flush
         waits for it too, up to FLUSH_DEFER_S more. `failing`: called when change notes could not be applied: whether
-        the index vanished (with the agent's data directory) and is to be rebuilt, the notes applied after it."""
+        the index vanished (with the agent's data directory) and is to be rebuilt, the notes applied after it.
+        `compacted`: called after a compaction during a long job, to give the memory it freed back to the system at
+        once (the agent's allocator otherwise keeps it until the agent is idle: 75 MiB after a compaction of 50,000
+        chunks)."""
         self.sync = sync
         self._more_coming = more_coming
         self._edit_coming = edit_coming
         self._failing = failing
+        self._compacted = compacted
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
         self._queued: set[Path] = set()
         self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
         self._unflushed_since = 0.0
+        self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
         self._working = False
         self._edited_at = float("-inf")  # when an edit was last seen on its way
         self.optimizing = False
@@ -157,7 +167,9 @@ class Indexer:
                     item = self._queue.get(timeout=self._retry_wait())
                 except queue.Empty:
                     self._release_retries()
-                    self._flush(force=not self._more_coming())
+                    more = self._more_coming()
+                    if self._flush(force=not more) and more:
+                        self._compact_busy()
                     continue
             if item is _STOP:
                 self._flush(force=True)
@@ -177,9 +189,11 @@ class Indexer:
             with contextlib.suppress(RagdError):  # for status: kept current while the writer works
                 self.chunks = self.index.count()
             pause = carry is None and self._queue.empty() and not self._more_coming()
-            self._flush(force=pause)
+            flushed = self._flush(force=pause)
             if pause:
                 self._after_batch()  # flushed just now
+            elif flushed:
+                self._compact_busy()
 
     def _drain(self, batch: list[Path]) -> tuple[list[Path], Any]:
         """More queued mushrooms for this batch, up to the first item that is not one (returned to run next)."""
@@ -201,25 +215,31 @@ class Indexer:
             except BaseException as err:  # handed to the caller, who translates it
                 item.future.set_exception(err)
 
-    def _flush(self, *, force: bool = False) -> None:
-        """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits) has
-        passed since the first was applied (up to FLUSH_DEFER_S more while an edit is on its way), or `force`
-        (nothing else on its way). A flush that fails keeps them, to be flushed with the next."""
+    def _flush(self, *, force: bool = False) -> bool:
+        """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits;
+        doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
+        FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails
+        keeps them, to be flushed with the next. True if it flushed."""
         with self._lock:
             if not self._unflushed:
-                return
+                return False
             waited = time.monotonic() - self._unflushed_since
             notes = list(self._unflushed)
-        every = FLUSH_EDITING_S if self._editing() else FLUSH_EVERY_S
+        longest = max(FLUSH_LONG_S, FLUSH_EVERY_S)
+        every = (
+            FLUSH_EDITING_S if self._editing() else min(FLUSH_EVERY_S * 2 ** min(self._doubled, 16), longest)
+        )
         if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
-            return
+            return False
         try:
             self.sync.flushed(notes)
         except Exception:  # the writer loop's boundary: the notes stay on disk and in the list
             log.exception("internal error flushing %d applied change notes", len(notes))
-            return
+            return False
         with self._lock:
             del self._unflushed[: len(notes)]
+        self._doubled = 0 if force else self._doubled + 1
+        return True
 
     def _apply(self, paths: list[Path]) -> None:
         error: Exception | None = None
@@ -269,6 +289,25 @@ class Indexer:
                 folded = self.index.compact()
                 log.info("index compacted in %.1f s (%d blocks, %d chunks)", time.monotonic() - started, folded,
                          self.chunks)  # fmt: skip
+        except RagdError as err:
+            log.error("index maintenance failed: %s", err)
+        finally:
+            self.optimizing = False
+
+    def _compact_busy(self) -> None:
+        """While more keeps coming (a big folder's job), each flush adds a block of memory to a flat index, and the
+        compaction that folds them waits for a pause the job does not give: compacted now once they pile up
+        (`needs_compaction_busy`). Everything applied is flushed just before, so the compaction loses nothing and
+        a crash during it leaves the index as it was (`compact`); searches go on, the next notes wait for it."""
+        try:
+            if not self.index.needs_compaction_busy:
+                return
+            self.optimizing = True
+            started = time.monotonic()
+            folded = self.index.compact()
+            log.info("index compacted during a long job in %.1f s (%d blocks, %d chunks)", time.monotonic() - started,
+                     folded, self.chunks)  # fmt: skip
+            self._compacted()
         except RagdError as err:
             log.error("index maintenance failed: %s", err)
         finally:

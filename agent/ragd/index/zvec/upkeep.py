@@ -24,6 +24,12 @@ log = logging.getLogger(__name__)
 
 COMPACT_BLOCKS = 64  # a flat collection is compacted once its flushes have made this many blocks (~90 MB) ...
 DOCS_PER_BLOCK = 1000  # ... or, if more, one per this many documents (100k: 100 blocks, ~140 MB)
+# While a long stream of writes goes on (a big folder's job never pauses), a flat collection is compacted once its
+# flushes have made this many blocks (~35 MB), or one per this many documents if more: 6,000 notes written in 93
+# flushes left the process at 457 MiB with 93 blocks, 403 MiB with 10 blocks (a flush every 10th batch), 259 MiB
+# compacted at each 24th block (docs/benchmarks/history.md, a big folder's blocks bounded).
+BUSY_COMPACT_BLOCKS = 24
+BUSY_DOCS_PER_BLOCK = 2500
 COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
 
 
@@ -98,6 +104,20 @@ class ZvecUpkeep(ZvecWrites):
                 return False
             documents = int(self._live().stats.doc_count)
         return self.blocks >= max(COMPACT_BLOCKS, documents // DOCS_PER_BLOCK)
+
+    @property
+    def needs_compaction_busy(self) -> bool:
+        """A flat collection whose flushes have piled up BUSY_COMPACT_BLOCKS blocks, or one per BUSY_DOCS_PER_BLOCK
+        documents in a large one, while writes keep coming: compacted without waiting for a pause, which a big
+        folder's job does not give (its blocks piled up to ~110 in a job of 30,000 notes, and their compaction after
+        it made the agent's peak). A change of index type waits for a pause (`needs_compaction`)."""
+        if self._read_only:
+            return False
+        with self._rw.reading():
+            if self._index_type_differs() or self._current_type() != "flat":
+                return False
+            documents = int(self._live().stats.doc_count)
+        return self.blocks >= max(BUSY_COMPACT_BLOCKS, documents // BUSY_DOCS_PER_BLOCK)
 
     def compact(self) -> int:
         """Rewrite the collection as one block: every document copied into a new collection beside it (a batch

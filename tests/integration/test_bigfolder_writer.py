@@ -1,0 +1,147 @@
+"""A big folder's job and the index writer (issue 36): a job that reports in steps is bulk work, not an edit on its
+way, even when a change seen in its folder started it. The whole agent in-process, the fake embeddings API."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ragd.config import Config, data_dir, load_config
+from ragd.index import open_index
+from ragd.index.write import writer
+from ragd.index.write.sync import IndexSync
+from ragd.index.write.writer import Indexer
+from ragd.index.zvec import upkeep
+from ragd.pipeline.rounds import FILES_PER_ROUND
+from ragd.pipeline.scan import Ignore
+from tests.e2e.conftest import api_config_text
+from tests.integration.helpers import run
+from tests.integration.test_index_sync import assert_index_equals_sidecars
+from tests.integration.test_index_sync_batch import body, small_chunks_config
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.inproc import agent_in_process, control
+from tests.support.poll import poll
+
+
+def test_a_big_folders_job_stops_counting_as_an_edit_once_it_reports_in_steps(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Files written into a watched folder start an express job there (an edit on its way: the index writer then
+    works in an editor's small steps, 16 notes a batch and a flush every 10 s, each flush a block of the index's
+    memory). Once that job reports its first step it is a big folder's, and the writer no longer waits for it as
+    for an edit; before, it did for the whole job (a folder of 30,000 notes, minutes)."""
+    root = tmp_path / "kb"
+    notes = root / "notes"
+    notes.mkdir(parents=True)
+    (notes / "first.md").write_text("# First\n\nan early note\n", encoding="utf-8")
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(
+        f'roots = ["{root}"]\n' + api_config_text(fake_openai_server, watch={"quiet": 0.2, "ceiling": 1.0})
+    )
+    fake_openai_server.delay = 0.05  # the job lasts a few seconds: its steps are seen while it runs
+    files = FILES_PER_ROUND * 4
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        agent = life.agent
+        for i in range(files):
+            (notes / f"n{i:04d}.md").write_text(f"# Note {i}\n\nsteptoken {i} 标记 {i}\n", encoding="utf-8")
+        poll(lambda: agent.scheduler.express(notes), timeout=30, every=0.01, what="the folder's express job")
+
+        def embedded() -> int:
+            return int(control(life, "status")["roots"][0]["files"].get("EMBEDDED", 0))
+
+        poll(lambda: embedded() > 1, timeout=60, every=0.05, what="the job's first step")
+        poll(
+            lambda: not agent._edit_coming(),
+            timeout=10,
+            every=0.01,
+            what="the job to stop counting as an edit",
+        )
+        assert agent.scheduler.has(notes) and embedded() < files + 1, "the job still runs"
+        control(life, "wait", {"timeout": 120})
+        assert embedded() == files + 1
+
+
+def change_notes(tmp_path: Path, server: FakeOpenAI, folders: int) -> tuple[Config, Path, list[Path]]:
+    """A change note for each of `folders` folders of three notes, written and not applied."""
+    root = tmp_path / "kb"
+    for d in range(folders):
+        (root / f"d{d:02d}").mkdir(parents=True)
+        for i in range(3):
+            (root / f"d{d:02d}" / f"n{i}.md").write_text(body(f"d{d}n{i}", 3))
+    cfg = small_chunks_config(server, root)
+    assert run(cfg, index=False).ok
+    notes = sorted(root.rglob("*.mushroom"))
+    assert len(notes) >= folders
+    return cfg, root, notes
+
+
+def test_the_flushes_grow_rarer_while_a_long_stream_of_writes_goes_on(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While more keeps coming without a pause (a big folder's job), the writer flushes every FLUSH_EVERY_S, then
+    twice as long after each flush, up to FLUSH_LONG_S: fewer blocks of memory for the index, and no compaction
+    needed during a job of 30,000 notes. Searches see every note before its flush; a crash applies again the notes
+    not flushed (they stay on disk until then)."""
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.3)
+    monkeypatch.setattr(writer, "FLUSH_LONG_S", 2.4)
+    cfg, root, notes = change_notes(tmp_path, fake_openai_server, 5)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    coming = threading.Event()
+    coming.set()
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set)
+    indexer.start()
+    took: list[float] = []
+    try:
+        for n in notes[:4]:
+            started = time.monotonic()
+            indexer.put_mushroom(n)
+            poll(lambda n=n: not n.exists(), timeout=30, every=0.02, what="the note to be flushed")
+            took.append(time.monotonic() - started)
+        assert took[3] >= 2.3 and took[2] >= 1.1 and took[1] >= 0.55, took  # 0.3, 0.6, 1.2, then 2.4 s
+        coming.clear()  # a pause: flushed at once, and the next stream starts again at FLUSH_EVERY_S
+        indexer.put_mushroom(notes[4])
+        poll(lambda: not notes[4].exists(), timeout=30, every=0.02, what="the note to be flushed in a pause")
+        assert indexer._doubled == 0
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
+def test_the_index_blocks_stay_bounded_during_a_long_stream_of_writes(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every flush that writes adds a block zvec keeps in memory; the compaction that folds them waited for a pause,
+    which a big folder's job never gives (~110 blocks in a job of 30,000 notes). With more always coming, the writer
+    now compacts once they pass BUSY_COMPACT_BLOCKS, losing nothing, and the index stays searchable throughout."""
+    monkeypatch.setattr(
+        upkeep, "BUSY_COMPACT_BLOCKS", 4
+    )  # the threshold, not the behaviour: 24 flushes are slow
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 0.2)
+    monkeypatch.setattr(writer, "FLUSH_LONG_S", 0.2)  # every flush as soon as it may be: a block each
+    cfg, root, notes = change_notes(tmp_path, fake_openai_server, 12)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    released: list[int] = []  # the agent gives the compaction's freed memory back to the system at once
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True,
+                      compacted=lambda: released.append(idx.blocks))  # fmt: skip
+    indexer.start()
+    most = 0
+    try:
+        for (
+            n
+        ) in notes:  # one note after the other, each flushed on its own while more is coming: a block each
+            indexer.put_mushroom(n)
+            poll(lambda n=n: not n.exists(), timeout=30, what="the note to be flushed while more was coming")
+            assert idx.query(vector=None, text="lighthouses", k=1)  # searchable throughout
+            most = max(most, idx.blocks)
+        poll(lambda: not indexer.busy(), timeout=30, what="the writer to finish")
+        assert most <= 5, f"{most} blocks piled up while more was coming"
+        assert released and all(b == 1 for b in released), released
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
