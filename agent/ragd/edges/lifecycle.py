@@ -318,6 +318,7 @@ class Lifecycle:
         if not finished:
             log.info("left unfinished files for the next start")
         agent.scheduler.close(timeout=30.0)
+        agent.keep_added_roots()  # the data directory deleted just before the stop: the one copy is in memory
         agent.stat_cache.save()
         writer = agent.writer
         if writer is not None:

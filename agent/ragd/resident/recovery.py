@@ -22,7 +22,7 @@ from ..index import IndexBackend, destroy_index, open_index
 from ..index.keyword import keywords
 from ..index.write.sync import IndexSync
 from ..pipeline.sidecar import utc_stamp
-from . import datadir
+from . import datadir, rootstate
 from .serving import IndexServing
 
 # the agent's log: its lines keep the name they have always had (docs/operations.md quotes them)
@@ -89,6 +89,20 @@ class Recovery(IndexServing):
             if lost:
                 log.warning("%s", datadir.describe(lost, self.data_dir))
                 self._recover(lost)
+
+    def keep_added_roots(self) -> None:
+        """(At a stop.) roots.json written back if it vanished since the last check (the data directory deleted just
+        before the stop, too late for a recovery): the agent's memory is the only copy of the roots added with
+        ragctl; the rest of the data directory the next start makes again."""
+        path = self.data_dir / rootstate.FILE_NAME
+        if not self.kept_roots.any() or path.exists():
+            return
+        data_dir(self.config)  # made again, 0700
+        try:
+            if self.kept_roots.write_back():
+                log.warning("%s vanished; the roots added with ragctl were written back to it", path)
+        except OSError as err:
+            log.error("cannot write the roots added with ragctl back to %s: %s", self.data_dir, err)
 
     def _index_vanished(self) -> bool:
         """(A change note failed.) Whether the data directory, or the index in it, vanished: a rebuild is due."""

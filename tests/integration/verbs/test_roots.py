@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -108,3 +109,23 @@ def test_a_root_left_entering_by_a_kill_leaves_the_index_at_a_start_without_it(
     assert sources and all(s.startswith(str(kb) + "/") for s in sources), sources
     served = json.loads(record.read_text(encoding="utf-8"))
     assert served["roots"] == [str(kb)] and served["entering"] == [], served
+
+
+def test_the_roots_added_survive_the_data_directory_deleted_just_before_a_stop(
+    kb: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Found by the model-based test (seed 748550650): the data directory deleted, then the agent stopped before its
+    check saw the loss; roots.json was gone, and the next start had forgotten the roots added with ragctl."""
+    other = tmp_path / "other"
+    other.mkdir()
+    write_tree(other)
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(config_text(fake_openai_server, [kb]))
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "roots", {"action": "add", "path": str(other)})
+        home = life.agent.data_dir
+        shutil.rmtree(home)
+    assert json.loads((home / "roots.json").read_text(encoding="utf-8"))["added"] == [str(other)]
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        listed = [r["path"] for r in control(life, "roots")["roots"]]
+    assert listed == [str(kb), str(other)]
