@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -304,99 +306,83 @@ def test_queue_over_the_fake_openai_server() -> None:
         assert queue.stats.retries == 1 and queue.stats.requests < len(calls)
 
 
+@contextmanager
+def _over_api(*, retries: int, **queue_args: Any) -> Iterator[tuple[FakeOpenAI, EmbedQueue]]:
+    """A queue over the fake OpenAI server, with `retries` (backoff short), closed after."""
+    with FakeOpenAI(dim=8) as server:
+        cfg = EmbeddingConfig(
+            provider="openai",
+            model="m",
+            dimension=8,
+            base_url=server.base_url,
+            retries=retries,
+            max_backoff=0.05,
+        )
+        queue = EmbedQueue(make_embedder(cfg), **queue_args)
+        try:
+            yield server, queue
+        finally:
+            queue.close()
+
+
 def test_an_embeddings_api_that_is_down_fails_the_waiting_texts_at_once_then_is_probed() -> None:
     """An outage met by a folder of many files: the first batch goes through its retries; every other text fails at
     once with the same error, and so does every text submitted while the API is held down (none reaches the server);
     then one batch is tried, and the API is used again once it answers."""
-    with FakeOpenAI(dim=8) as server:
-        cfg = EmbeddingConfig(
-            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=2, max_backoff=0.05
-        )
+    with _over_api(retries=2, batch_size=2, concurrency=1, down_pause=1.0) as (server, queue):
         server.fail_next(100_000, 503, message="upstream overloaded")
-        queue = EmbedQueue(make_embedder(cfg), batch_size=2, concurrency=1, down_pause=1.0)
-        try:
-            futures = [queue.submit([f"file {i} chunk {j}" for j in range(3)]) for i in range(40)]
-            errors = [f.exception(timeout=30) for f in futures]
-            assert all(isinstance(e, EmbedUnavailable) for e in errors)
-            assert "503" in str(errors[0]) and "not tried again" in str(errors[-1])
-            assert len(server.requests) == 3  # one batch: its attempt and two retries
-            down = queue.stats.down_until
-            assert down is not None and down > time.time()
-            late = queue.submit(["written meanwhile"])
-            assert isinstance(late.exception(timeout=1), EmbedUnavailable) and len(server.requests) == 3
-            server.reset()  # the API is back
-            time.sleep(1.1)
-            got = queue.embed(["after the outage"])
-            np.testing.assert_allclose(got[0], server.vector("after the outage"), atol=1e-6)
-            assert queue.stats.down_until is None
-        finally:
-            queue.close()
+        futures = [queue.submit([f"file {i} chunk {j}" for j in range(3)]) for i in range(40)]
+        errors = [f.exception(timeout=30) for f in futures]
+        assert all(isinstance(e, EmbedUnavailable) for e in errors)
+        assert "503" in str(errors[0]) and "not tried again" in str(errors[-1])
+        assert len(server.requests) == 3  # one batch: its attempt and two retries
+        down = queue.stats.down_until
+        assert down is not None and down > time.time()
+        late = queue.submit(["written meanwhile"])
+        assert isinstance(late.exception(timeout=1), EmbedUnavailable) and len(server.requests) == 3
+        server.reset()  # the API is back
+        time.sleep(1.1)
+        got = queue.embed(["after the outage"])
+        np.testing.assert_allclose(got[0], server.vector("after the outage"), atol=1e-6)
+        assert queue.stats.down_until is None
 
 
 def test_a_probe_that_fails_holds_the_api_down_longer() -> None:
-    with FakeOpenAI(dim=8) as server:
-        cfg = EmbeddingConfig(
-            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=0, max_backoff=0.05
-        )
+    with _over_api(retries=0, batch_size=4, concurrency=2, down_pause=0.5) as (server, queue):
         server.fail_next(100_000, 503)
-        queue = EmbedQueue(make_embedder(cfg), batch_size=4, concurrency=2, down_pause=0.5)
-        try:
-            assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
-            first = queue.stats.down_until
-            time.sleep(0.6)
-            assert isinstance(queue.submit(["b"]).exception(timeout=10), EmbedUnavailable)  # the probe
-            second = queue.stats.down_until
-            assert first is not None and second is not None and second - time.time() > 0.8  # doubled: 1 s
-            assert len(server.requests) == 2
-        finally:
-            queue.close()
+        assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
+        first = queue.stats.down_until
+        time.sleep(0.6)
+        assert isinstance(queue.submit(["b"]).exception(timeout=10), EmbedUnavailable)  # the probe
+        second = queue.stats.down_until
+        assert first is not None and second is not None and second - time.time() > 0.8  # doubled: 1 s
+        assert len(server.requests) == 2
 
 
 def test_an_error_that_waiting_does_not_heal_does_not_hold_the_api_down() -> None:
     """A refused text (400) fails its own batch only: the next batch is sent."""
-    with FakeOpenAI(dim=8) as server:
-        cfg = EmbeddingConfig(
-            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=2, max_backoff=0.05
-        )
+    with _over_api(retries=2, batch_size=1, concurrency=1) as (server, queue):
         server.fail_next(1, 400, message="input too long")
-        queue = EmbedQueue(make_embedder(cfg), batch_size=1, concurrency=1)
-        try:
-            first = queue.submit(["too long"])
-            second = queue.submit(["fine"])
-            err = first.exception(timeout=10)
-            assert isinstance(err, EmbedError) and not isinstance(err, EmbedUnavailable)
-            assert second.result(timeout=10).shape == (1, 8) and queue.stats.down_until is None
-        finally:
-            queue.close()
+        first = queue.submit(["too long"])
+        second = queue.submit(["fine"])
+        err = first.exception(timeout=10)
+        assert isinstance(err, EmbedError) and not isinstance(err, EmbedUnavailable)
+        assert second.result(timeout=10).shape == (1, 8) and queue.stats.down_until is None
 
 
 def test_try_now_ends_the_pause() -> None:
     """`ragctl sync` after the API came back: the next batch is sent at once, not after the pause."""
-    with FakeOpenAI(dim=8) as server:
-        cfg = EmbeddingConfig(
-            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=0, max_backoff=0.05
-        )
+    with _over_api(retries=0, batch_size=4, concurrency=1, down_pause=600.0) as (server, queue):
         server.fail_next(1, 503)
-        queue = EmbedQueue(make_embedder(cfg), batch_size=4, concurrency=1, down_pause=600.0)
-        try:
-            assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
-            assert isinstance(queue.submit(["b"]).exception(timeout=1), EmbedUnavailable)  # held down
-            queue.try_now()
-            assert queue.embed(["c"]).shape == (1, 8) and queue.stats.down_until is None
-            assert len(server.requests) == 2
-        finally:
-            queue.close()
+        assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
+        assert isinstance(queue.submit(["b"]).exception(timeout=1), EmbedUnavailable)  # held down
+        queue.try_now()
+        assert queue.embed(["c"]).shape == (1, 8) and queue.stats.down_until is None
+        assert len(server.requests) == 2
 
 
 def test_a_zero_pause_never_holds_the_api_down() -> None:
-    with FakeOpenAI(dim=8) as server:
-        cfg = EmbeddingConfig(
-            provider="openai", model="m", dimension=8, base_url=server.base_url, retries=0, max_backoff=0.05
-        )
+    with _over_api(retries=0, batch_size=4, concurrency=1, down_pause=0) as (server, queue):
         server.fail_next(1, 503)
-        queue = EmbedQueue(make_embedder(cfg), batch_size=4, concurrency=1, down_pause=0)
-        try:
-            assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
-            assert queue.embed(["b"]).shape == (1, 8) and queue.stats.down_until is None
-        finally:
-            queue.close()
+        assert isinstance(queue.submit(["a"]).exception(timeout=10), EmbedUnavailable)
+        assert queue.embed(["b"]).shape == (1, 8) and queue.stats.down_until is None

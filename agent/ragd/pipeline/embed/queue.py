@@ -14,9 +14,9 @@ An embedder that is down (a batch failed with EmbedUnavailable: no answer, or on
 retries) is held down: every text waiting fails at once with the same error, and so does every text submitted for
 the next `down_pause` seconds (`embedding.down_pause`, doubling while it stays down, up to DOWN_GROWTH times
 that). Then one batch is sent as a probe, the others waiting behind it: answered, the embedder is up again;
-failed, it is held down longer. `try_now()` (a person's `ragctl sync`) ends the pause: the next batch is the probe. Without that, a
-folder of 2,000 files met an API outage batch by batch, each batch through its retries and timeouts, for minutes;
-now its files are FAILED within one batch's retries, each retried later (pipeline/outcome.py).
+failed, it is held down longer. `try_now()` (a person's `ragctl sync`) ends the pause: the next batch is the
+probe. Without that, a folder of 2,000 files met an API outage batch by batch, each batch through its retries and
+timeouts, for minutes; now its files are FAILED within one batch's retries, each retried later (pipeline/outcome.py).
 """
 
 from __future__ import annotations
@@ -187,10 +187,10 @@ class EmbedQueue:
     def _held_down(self) -> EmbedUnavailable | None:
         """(Under the lock.) The error to fail texts with at once while the embedder is held down; None once that
         time is over (the next batch is a probe)."""
-        if self._down_until is None or self._down_error is None or time.monotonic() >= self._down_until:
-            return None
-        left = self._down_until - time.monotonic()
+        left = 0.0 if self._down_until is None else self._down_until - time.monotonic()
         err = self._down_error
+        if err is None or left <= 0:
+            return None
         return EmbedUnavailable(f"{err.message}; not tried again for {left:.0f} s", err.hint)
 
     def _take(self) -> list[_Slice] | None:
