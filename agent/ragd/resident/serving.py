@@ -83,22 +83,26 @@ class IndexServing(AgentRuntime):
         recorded as entering, so that a start after a kill knows the index may hold some of their sources."""
         if not roots:
             return
+        # one hold: a record the writer makes meanwhile is never overwritten by an older one
         with self._served_lock:
             self._entering.update(roots)
-            served = list(self._served_roots)
-        self._save_served(served)
+            self._write_served(self._served_roots)
 
     def _save_served(self, roots: list[Path]) -> None:
         """Write served-roots.json: `roots` served, the fill done or not, and the roots entering now (in the order
         of the calls: a record queued earlier never drops a root marked entering since)."""
         with self._served_lock:
-            self._served_roots = list(roots)
-            entering = [r for r in self._entering if r not in roots]
-            try:
-                rootstate.save_served(self.data_dir, str(self.indexer.index.path), roots, filled=self._filled,
-                                      entering=entering)  # fmt: skip
-            except OSError as err:  # the next start then fills the index from the sidecars
-                log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
+            self._write_served(roots)
+
+    def _write_served(self, roots: list[Path]) -> None:
+        """(Under `_served_lock`.) served-roots.json as `_save_served` describes it."""
+        self._served_roots = list(roots)
+        entering = [r for r in self._entering if r not in roots]
+        try:
+            rootstate.save_served(self.data_dir, str(self.indexer.index.path), roots, filled=self._filled,
+                                  entering=entering)  # fmt: skip
+        except OSError as err:  # the next start then fills the index from the sidecars
+            log.warning("cannot record the roots served in %s: %s", self.data_dir, err)
 
 
 def fill_root(sync: IndexSync, root: Path) -> int:
