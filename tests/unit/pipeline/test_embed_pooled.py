@@ -88,13 +88,12 @@ def test_a_question_is_embedded_in_this_process_while_documents_go_to_the_worker
     try:
         question = queue.query("知识库的代理")
         assert not workers_of(os.getpid()), "a question started a worker"
-        documents = queue.submit(["知识库的代理"]).result(timeout=120)
+        documents = queue.submit(["知识库的代理", *(f"text {i}" for i in range(39))]).result(timeout=120)
         assert workers_of(os.getpid())
         np.testing.assert_allclose(question, documents[0], rtol=1e-5, atol=1e-6)
-        assert queue.stats.texts_embedded == 1
-        many = queue.submit([f"text {i}" for i in range(40)]).result(timeout=120)
-        assert many.shape == (40, 512)
-        assert queue.stats.requests == 1 + 3  # at most POOLED_BATCH (16) texts a batch: 16 + 16 + 8
+        assert documents.shape == (40, 512)
+        assert queue.stats.texts_embedded == 40
+        assert queue.stats.requests == 3  # at most POOLED_BATCH (16) texts a batch: 16 + 16 + 8
     finally:
         queue.close()
 
@@ -131,6 +130,24 @@ def test_an_edits_texts_are_embedded_here_while_the_workers_are_busy_with_docume
         assert queue.stats.texts_embedded == 2 + 1 + 400
         many = queue.submit([f"t {i}" for i in range(40)], priority=True)  # more than an edit: the workers
         assert many.result(timeout=120).shape == (40, 512)
+    finally:
+        queue.close()
+
+
+def test_a_few_texts_are_embedded_here_while_the_workers_are_not_running() -> None:
+    """A fresh agent's first note, a small folder: embedded by the copy of the model in this process, not worth
+    starting the workers for (seconds each); more within the window is a bigger job, which starts them."""
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=1))
+    try:
+        note = queue.submit(["知识库的代理 a new note"]).result(timeout=120)
+        assert not workers_of(os.getpid()), "one note started the workers"
+        np.testing.assert_allclose(note[0], queue.query("知识库的代理 a new note"), rtol=1e-5, atol=1e-6)
+        for i in range(3):  # 1 + 48 texts within the window: still a few
+            assert queue.submit([f"note {i} chunk {j}" for j in range(16)]).result(timeout=120).shape == (16, 512)
+        assert not workers_of(os.getpid())
+        assert queue.submit([f"more {j}" for j in range(16)]).result(timeout=120).shape == (16, 512)
+        assert workers_of(os.getpid()), "65 texts within the window did not start the workers"
+        assert queue.stats.texts_embedded == 1 + 48 + 16
     finally:
         queue.close()
 

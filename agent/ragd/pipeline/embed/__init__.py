@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import fields
@@ -36,6 +38,12 @@ POOLED_BATCH = 16
 # (the one that embeds questions): during an initial index both workers are busy with batches, and under load an
 # edit waited 0.5-1.1 s for one of them (docs/benchmarks.md, issue 14).
 EXPRESS_TEXTS = 16
+# While the workers are not running, a few texts (at most this many in FEW_WINDOW_S seconds: a new note, a small
+# folder, a fresh agent's first file) are embedded by that copy too: starting the workers (a process each, its
+# imports and its model) took 2.4-4.6 s that a fresh agent's first note waited out (docs/benchmarks.md, the first
+# minute). More than that within the window is a bigger job: its texts start the workers.
+FEW_TEXTS = 64
+FEW_WINDOW_S = 10.0
 
 
 def make_embedder(
@@ -97,6 +105,7 @@ class LazyEmbedQueue:
         self._query_lock = threading.Lock()
         self._warming = False
         self._closed = False
+        self._few: deque[tuple[float, int]] = deque()  # (when, texts) embedded here while the workers were down
 
     def _get(self) -> EmbedQueue:
         with self._lock:
@@ -123,9 +132,24 @@ class LazyEmbedQueue:
         return self._submit(texts, priority=priority)
 
     def _submit(self, texts: Sequence[str], *, priority: bool = False) -> Future[np.ndarray]:
-        if priority and self._pool is not None and len(texts) <= EXPRESS_TEXTS:
+        if self._pool is not None and len(texts) <= EXPRESS_TEXTS and (priority or self._a_few(len(texts))):
             return self._get_express().submit(texts, priority=True)
         return self._get().submit(texts, priority=priority)
+
+    def _a_few(self, n: int) -> bool:
+        """True (and counted) when `n` more texts keep this window's texts at FEW_TEXTS or fewer while the workers
+        are not running: they are embedded here rather than start them."""
+        assert self._pool is not None
+        now = time.monotonic()
+        with self._lock:
+            if self._pool.running:
+                return False
+            while self._few and now - self._few[0][0] > FEW_WINDOW_S:
+                self._few.popleft()
+            if sum(k for _, k in self._few) + n > FEW_TEXTS:
+                return False
+            self._few.append((now, n))
+            return True
 
     def _get_express(self) -> EmbedQueue:
         with self._lock:
