@@ -75,6 +75,27 @@ def _worker_start(
             log.exception("warming up a worker failed")
 
 
+class Few:
+    """At most `most` units (texts, files) in any `window` seconds: what is not worth starting a pool's workers for
+    (each a process, its imports and maybe its model: seconds) while they are not running."""
+
+    def __init__(self, most: int, window: float) -> None:
+        self.most, self.window = most, window
+        self._taken: deque[tuple[float, int]] = deque()  # (when, units)
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        """True (and `n` counted) if `n` more units keep the window at `most` or fewer."""
+        now = time.monotonic()
+        with self._lock:
+            while self._taken and now - self._taken[0][0] > self.window:
+                self._taken.popleft()
+            if sum(k for _, k in self._taken) + n > self.most:
+                return False
+            self._taken.append((now, n))
+            return True
+
+
 class WorkerPool:
     """`workers` processes, started on demand and closed when idle (see the module docstring)."""
 

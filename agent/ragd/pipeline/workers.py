@@ -30,7 +30,8 @@ from pathlib import Path
 from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, Extracted, OcrReport, SplitterSettings
-from .pool import WorkerPool, worker_count, worker_death
+from .parse import TEXT_EXTENSIONS
+from .pool import Few, WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a work
 # imported as a worker starts, outside any deadline: the stages, and the splitter's langchain module (which
 # split.py imports with its first text: 0.15 s of a 0.3 s deadline on a loaded machine)
 PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitters.character")
+# While the workers are not running, a few small text files (a fresh agent's first note, a new note in a quiet
+# folder: at most FEW_FILES in FEW_WINDOW_S seconds, each at most HERE_BYTES of .md, .txt, ...) are parsed in the
+# job's thread: decoding a few KiB needs no worker, and starting two (a process each, its imports: 1-2 s) held a
+# fresh agent's first note back (docs/benchmarks.md, the first minute). Every other file goes to a worker.
+FEW_FILES = 8
+FEW_WINDOW_S = 10.0
+HERE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,16 @@ class Pending:
 class Parsers:
     """The parse front: a worker pool, or the calling thread (`run.workers = 0`)."""
 
-    def __init__(self, run: RunConfig, limits: LimitsConfig, options: ParseConfig | None = None) -> None:
+    def __init__(
+        self,
+        run: RunConfig,
+        limits: LimitsConfig,
+        options: ParseConfig | None = None,
+        *,
+        few: int = FEW_FILES,
+    ) -> None:
+        """`few`: small text files parsed here, at most, in FEW_WINDOW_S seconds while the workers are not running
+        (0: every file goes to a worker)."""
         self.workers = worker_count(run.workers)
         self.memory_mib, self.limits, self.options = run.worker_memory, limits, options or ParseConfig()
         self.pool = (
@@ -106,16 +123,28 @@ class Parsers:
             if self.workers
             else None
         )
+        self._few = Few(few, FEW_WINDOW_S)  # files parsed here while the workers were not running
 
     def start(self, path: Path, splitter: SplitterSettings, *, first: bool = False) -> Pending:
         """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`. `first`: ahead
         of the files waiting for a worker (an edited file during a big index)."""
         timeout = self.limits.parse_timeout
-        if self.pool is None:
+        if self.pool is None or self._here(path):
             return parse_here(path, self.limits, splitter, self.options)
         future = self.pool.submit(parse_and_split, (path, self.limits, splitter, self.options),
                                   timeout=timeout + min(GRACE_S, timeout / 4), first=first)  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
+
+    def _here(self, path: Path) -> bool:
+        """Whether `path` is one of a few small text files, parsed here while the workers are not running."""
+        if self.pool is None or self.pool.running or path.suffix.lower() not in TEXT_EXTENSIONS:
+            return False
+        try:
+            if path.stat().st_size > HERE_BYTES:
+                return False
+        except OSError:
+            return False  # the worker meets the same error and says it
+        return self._few.take(1)
 
     def keep_one_free(self, seconds: float) -> None:
         """Keep a worker for edited files (`start(first=True)`) for the next `seconds` (WorkerPool.keep_one_free)."""

@@ -143,7 +143,10 @@ def test_a_few_texts_are_embedded_here_while_the_workers_are_not_running() -> No
         assert not workers_of(os.getpid()), "one note started the workers"
         np.testing.assert_allclose(note[0], queue.query("知识库的代理 a new note"), rtol=1e-5, atol=1e-6)
         for i in range(3):  # 1 + 48 texts within the window: still a few
-            assert queue.submit([f"note {i} chunk {j}" for j in range(16)]).result(timeout=120).shape == (16, 512)
+            assert queue.submit([f"note {i} chunk {j}" for j in range(16)]).result(timeout=120).shape == (
+                16,
+                512,
+            )
         assert not workers_of(os.getpid())
         assert queue.submit([f"more {j}" for j in range(16)]).result(timeout=120).shape == (16, 512)
         assert workers_of(os.getpid()), "65 texts within the window did not start the workers"

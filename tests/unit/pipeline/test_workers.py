@@ -26,7 +26,16 @@ from ragd.config import LimitsConfig, RunConfig
 from ragd.errors import FileSkipped, ParseError
 from ragd.model import SplitterSettings
 from ragd.pipeline.pool import WorkerPool
-from ragd.pipeline.workers import CRASHED, MEMORY, SHUTDOWN, TIMEOUT, Parsers, parse_and_split
+from ragd.pipeline.workers import (
+    CRASHED,
+    FEW_FILES,
+    HERE_BYTES,
+    MEMORY,
+    SHUTDOWN,
+    TIMEOUT,
+    Parsers,
+    parse_and_split,
+)
 from tests.support import docgen
 from tests.support.poll import poll
 
@@ -92,8 +101,9 @@ def ours_in(base: Path) -> list[Path]:
     return sorted(base.glob("ragd-*"))
 
 
-def pool(made: list[Parsers], limits: LimitsConfig = BIG_LIMITS, **run: object) -> Parsers:
-    p = Parsers(RunConfig.model_validate({"workers": 1, **run}), limits)
+def pool(made: list[Parsers], limits: LimitsConfig = BIG_LIMITS, few: int = 0, **run: object) -> Parsers:
+    """Parsers whose every file goes to a worker (`few` = 0) unless told otherwise."""
+    p = Parsers(RunConfig.model_validate({"workers": 1, **run}), limits, few=few)
     made.append(p)
     return p
 
@@ -207,6 +217,26 @@ def test_a_file_that_needs_more_memory_than_the_cap_fails_and_the_worker_goes_on
         p.start(big_text(tmp_path / "big.txt", lines=1_500_000), SPLIT).result()
     assert err.value.code == MEMORY and "run.worker_memory (256 MiB)" in err.value.message
     assert p.start(ok, SPLIT).result().chunks
+
+
+def test_a_few_small_text_files_are_parsed_here_while_the_workers_are_not_running(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    """A fresh agent's first note needs no worker (starting one took seconds); a bigger file, or more files within
+    the window, start them."""
+    p = pool(parsers_of, few=FEW_FILES)
+    notes = [
+        docgen.write_text(tmp_path / f"note {i}.md", f"# Note {i}\n\n笔记 body {i}\n")
+        for i in range(FEW_FILES)
+    ]
+    assert all(p.start(note, SPLIT).result().chunks for note in notes)
+    assert not p.running and not workers_of(os.getpid())
+    assert p.start(notes[0], SPLIT).result().chunks  # one more within the window: a bigger job
+    assert p.running and p.started == 1
+    q = pool(parsers_of, few=FEW_FILES)
+    big = docgen.write_text(tmp_path / "big.md", "# Big\n\n" + "words and 文字 " * (HERE_BYTES // 10))
+    assert q.start(big, SPLIT).result().chunks
+    assert q.running, "a text file over HERE_BYTES was parsed outside the workers"
 
 
 def test_idle_workers_exit_and_come_back_for_the_next_file(tmp_path: Path, parsers_of: list[Parsers]) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import fields
@@ -20,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config import EmbeddingConfig, RunConfig
-from ..pool import WorkerPool, worker_count
+from ..pool import Few, WorkerPool, worker_count
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
 
@@ -105,7 +103,7 @@ class LazyEmbedQueue:
         self._query_lock = threading.Lock()
         self._warming = False
         self._closed = False
-        self._few: deque[tuple[float, int]] = deque()  # (when, texts) embedded here while the workers were down
+        self._few = Few(FEW_TEXTS, FEW_WINDOW_S)  # texts embedded here while the workers were not running
 
     def _get(self) -> EmbedQueue:
         with self._lock:
@@ -139,17 +137,7 @@ class LazyEmbedQueue:
     def _a_few(self, n: int) -> bool:
         """True (and counted) when `n` more texts keep this window's texts at FEW_TEXTS or fewer while the workers
         are not running: they are embedded here rather than start them."""
-        assert self._pool is not None
-        now = time.monotonic()
-        with self._lock:
-            if self._pool.running:
-                return False
-            while self._few and now - self._few[0][0] > FEW_WINDOW_S:
-                self._few.popleft()
-            if sum(k for _, k in self._few) + n > FEW_TEXTS:
-                return False
-            self._few.append((now, n))
-            return True
+        return self._pool is not None and not self._pool.running and self._few.take(n)
 
     def _get_express(self) -> EmbedQueue:
         with self._lock:

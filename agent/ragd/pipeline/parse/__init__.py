@@ -61,7 +61,7 @@ from .text import (
     replaced_warning,
 )
 
-__all__ = ["IMAGE_EXTENSIONS", "SUPPORTED_EXTENSIONS", "parse", "refuse_image"]
+__all__ = ["IMAGE_EXTENSIONS", "SUPPORTED_EXTENSIONS", "TEXT_EXTENSIONS", "parse", "refuse_image"]
 
 log = logging.getLogger(__name__)
 
