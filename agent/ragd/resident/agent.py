@@ -176,7 +176,8 @@ class Agent(Reactions, Recovery):
         except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back
             log.warning("%s; the agent indexes into the sidecars meanwhile", err.message)
             empty = False
-        if empty:  # a new agent: its first file's texts and its first question need the model here (0.2-0.7 s)
+        # a new agent: its first file's texts and its first question need the model here (0.2-0.7 s)
+        if empty:
             self.embed.warm()
         # the roots the index was last made to hold, and whether a fill of it from the sidecars was done
         served = rootstate.load_served(self.data_dir, str(self.indexer.index.path))
