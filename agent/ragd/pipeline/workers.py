@@ -22,6 +22,7 @@ its other files go on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -124,10 +125,18 @@ class Parsers:
             else None
         )
         self._few = Few(few, FEW_WINDOW_S)  # files parsed here while the workers were not running
+        self._when_used: Callable[[], object] | None = None
+
+    def when_used(self, callback: Callable[[], object]) -> None:
+        """Call `callback` (once) when the first file is handed over: something will be parsed, so maybe embedded."""
+        self._when_used = callback
 
     def start(self, path: Path, splitter: SplitterSettings, *, first: bool = False) -> Pending:
         """Hand `path` to a worker (or parse it now, with no workers); the result waits in `Pending`. `first`: ahead
         of the files waiting for a worker (an edited file during a big index)."""
+        callback, self._when_used = self._when_used, None
+        if callback is not None:
+            callback()
         timeout = self.limits.parse_timeout
         if self.pool is None or self._here(path):
             return parse_here(path, self.limits, splitter, self.options)

@@ -95,6 +95,7 @@ class Agent(Reactions, Recovery):
         self.parsers = Parsers(
             config.run, config.limits, config.parse
         )  # worker processes, started with the first file
+        self.parsers.when_used(self.embed.prepare)  # a file to parse: maybe texts to embed soon
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
                                 parsers=self.parsers, identify=self.history.identify)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(

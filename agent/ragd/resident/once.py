@@ -131,6 +131,7 @@ def run_once(
     home = data_dir(config)
     queue = LazyEmbedQueue(config.embedding, run=config.run, models=home / MODELS)
     parsers = Parsers(config.run, config.limits, config.parse)
+    parsers.when_used(queue.prepare)  # a file to parse: maybe texts to embed soon
     cache = StatCache.load(home)
     history = open_history(config, home)
     ahead = IndexAhead(config, roots) if index else None

@@ -102,6 +102,7 @@ class LazyEmbedQueue:
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
         self._warming = False
+        self._prepared = False  # prepare() was called
         self._closed = False
         self._few = Few(FEW_TEXTS, FEW_WINDOW_S)  # texts embedded here while the workers were not running
 
@@ -163,6 +164,16 @@ class LazyEmbedQueue:
                 return
             self._warming = True
         threading.Thread(target=self._warm, name="embed-warm", daemon=True).start()
+
+    def prepare(self) -> None:
+        """With an embeddings API, import its client in the background now, once: the first request waited for that
+        import (about 0.5 s quiet, 1.7 s at load 16: docs/benchmarks.md, the referee's run). With the bundled model,
+        nothing (its copies load where and when they are needed)."""
+        with self._lock:
+            if self.cfg.provider == "local" or self._closed or self._prepared:
+                return
+            self._prepared = True
+        threading.Thread(target=_import_client, name="embed-client", daemon=True).start()
 
     def _warm(self) -> None:
         try:
@@ -227,6 +238,14 @@ class LazyEmbedQueue:
         for queue in queues:
             if queue is not None:
                 queue.close()
+
+
+def _import_client() -> None:
+    """The embeddings API's client module imported (in a thread of its own: `LazyEmbedQueue.prepare`)."""
+    try:
+        from . import openai_api  # noqa: F401
+    except ImportError as err:  # the first request meets the same error, where its caller sees it
+        log.debug("could not import the embeddings API's client ahead of its first request: %s", err)
 
 
 def _latest(a: float | None, b: float | None) -> float | None:
