@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Protocol
 
 
 def valid_name(name: str) -> bool:
@@ -38,7 +39,17 @@ def private_mode(like: os.stat_result, gid: int, *, directory: bool = False) -> 
     return (0o700 if directory else 0o600) | shared
 
 
-def restrict(path: Path | str, like: os.stat_result, current: os.stat_result | None = None) -> bool:
+class Mode(Protocol):
+    """What `restrict` reads of a path's stat: an `os.stat_result`, or the two fields a job keeps of one."""
+
+    @property
+    def st_mode(self) -> int: ...
+
+    @property
+    def st_gid(self) -> int: ...
+
+
+def restrict(path: Path | str, like: os.stat_result, current: Mode | None = None) -> bool:
     """Narrow the mode of an existing file or directory to `private_mode` (never widens; the special bits such as a
     directory's setgid stay). True if it changed. `current`: the path's stat, when the caller has just taken it."""
     st = os.stat(path) if current is None else current

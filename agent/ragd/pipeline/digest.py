@@ -7,15 +7,16 @@ The stat cache (`statcache.py`) keeps digests so that an unchanged directory's j
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, overload
 
 from .sidecar import FileEntry, SourceInfo
 from .structure import needs_resplit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Digest:
     status: str
     modify_dt: str
@@ -36,10 +37,11 @@ class Digest:
     @classmethod
     def of(cls, entry: FileEntry, name: str) -> Digest:
         """The digest of the entry of the file `name`."""
-        return cls(entry.status, entry.modify_dt, entry.source, entry.model_name, entry.dimension,
-                   len(entry.chunks), entry.all_vectors, outdated(entry, name), entry.splitter, entry.parser,
-                   entry.split_revision, entry.error, entry.document_id,
-                   entry.metadata.basis if entry.metadata else None, entry.lead is not None)  # fmt: skip
+        return cls(_shared(entry.status), entry.modify_dt, _source(entry.source, name), _shared(entry.model_name),
+                   entry.dimension, len(entry.chunks), entry.all_vectors, outdated(entry, name),
+                   _shared(entry.splitter), _shared(entry.parser), entry.split_revision, entry.error,
+                   entry.document_id, _shared(entry.metadata.basis if entry.metadata else None),
+                   entry.lead is not None)  # fmt: skip
 
     def to_json(self) -> list[Any]:
         s = self.source
@@ -70,8 +72,25 @@ class Digest:
             basis,
             lead,
         ) = raw
-        return cls(status, modify_dt, SourceInfo(*src), model, dim, count, vectors, old, splitter, parser,
-                   revision, error, doc, basis, bool(lead))  # fmt: skip
+        return cls(_shared(status), modify_dt, SourceInfo(*src), _shared(model), dim, count, vectors, old,
+                   _shared(splitter), _shared(parser), revision, error, doc, _shared(basis),
+                   bool(lead))  # fmt: skip
+
+
+@overload
+def _shared(text: str) -> str: ...
+@overload
+def _shared(text: None) -> None: ...
+def _shared(text: str | None) -> str | None:
+    """One copy of a string that every entry of a folder repeats (its status, model, splitter, parser, metadata
+    basis), not one per entry: a job holds a digest for each file of its folder, 30,000 for a big one (issue 36).
+    (An enum member, such as a status, is one object already.)"""
+    return sys.intern(text) if type(text) is str else text
+
+
+def _source(src: SourceInfo, name: str) -> SourceInfo:
+    """`src`, its file name the very string `name` that keys the digest rather than a copy of it."""
+    return replace(src, file_name=name) if src.file_name == name and src.file_name is not name else src
 
 
 def outdated(entry: FileEntry | Digest, name: str) -> bool:

@@ -212,7 +212,7 @@ def _expected(
 
 def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileOutcome:
     entry = plan.entries.get(name)
-    _keep_private(directory, name, plan.listing.files[name], plan.found.stats.get(name))
+    _keep_private(directory, name, plan.listing.files[name], plan.found.modes.get(name))
     if entry is None:
         return FileOutcome(name, FileState.UNCHANGED, recorded=FileState.EMBEDDED)
     src = entry.source
@@ -226,9 +226,9 @@ def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileO
                        recorded_at=entry.modify_dt)  # fmt: skip
 
 
-def _keep_private(directory: Path, name: str, st: os.stat_result, now: os.stat_result | None) -> None:
+def _keep_private(directory: Path, name: str, st: os.stat_result, now: modes.Mode | None) -> None:
     """Narrow an entry written more readable than its source (by an older version or another tool); `now`: the
-    entry's stat, if it was taken already."""
+    entry's mode and group, if its stat was taken already."""
     try:
         modes.restrict(os.path.join(directory, sidecar.RAG_DIR, name + sidecar.ENTRY_SUFFIX), st, now)
     except OSError as err:

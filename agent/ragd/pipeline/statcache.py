@@ -35,7 +35,7 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -59,6 +59,18 @@ Key = tuple[int, int, int, int, int]
 # one entry's record, kept as its JSON bytes (a third of the memory of the decoded lists):
 # [key, digest JSON | None (a directory entry)]
 Record = bytes
+
+
+class EntryMode(NamedTuple):
+    """What a job needs of an entry file's stat (to narrow its permissions: modes.restrict): a job keeps one for
+    each entry of its folder, and a whole `os.stat_result` costs some 600 bytes (18 MiB for 30,000 notes)."""
+
+    st_mode: int
+    st_gid: int
+
+
+def entry_mode(st: os.stat_result) -> EntryMode:
+    return EntryMode(st.st_mode, st.st_gid)
 
 
 def stat_key(st: os.stat_result) -> Key:
@@ -194,7 +206,7 @@ def _md5(data: bytes) -> str:
 @dataclass
 class DirEntries:
     """One `.rag/` folder: live digests by name (None: a directory entry), deleted names, unreadable names (with
-    why), each live entry file's stat, and the records for the cache. `full`: whole entries a job read again later
+    why), each live entry file's mode and group, and the records for the cache. `full`: whole entries a job read again later
     (a recovered one); `load_dir` keeps none of the entries it reads (only their digests): a folder of 30,000
     files held all their chunks and vectors, some 10 KiB a file, for as long as its job ran (docs/benchmarks.md,
     issue 36)."""
@@ -203,7 +215,7 @@ class DirEntries:
     full: dict[str, FileEntry | None] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
     unreadable: dict[str, str] = field(default_factory=dict)
-    stats: dict[str, os.stat_result] = field(default_factory=dict)
+    modes: dict[str, EntryMode] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)
 
 
@@ -228,7 +240,7 @@ def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
             found.unreadable[name] = err.message
             continue
         found.live[name] = None if entry is None else Digest.of(entry, name)
-        found.stats[name] = st
+        found.modes[name] = entry_mode(st)
         if cache is not None and valid_name(name) and max(st.st_mtime_ns, st.st_ctime_ns) < started - RACY_NS:
             found.records[name] = _record(stat_key(st), found.live[name])
     if cache is not None:
@@ -261,7 +273,7 @@ def _from_cache(cache: StatCache, where: str, name: str, path: str, found: DirEn
         found.live[name] = None if raw is None else Digest.from_json(raw)
     except (OSError, TypeError, ValueError):  # (orjson.JSONDecodeError is a ValueError)
         return False  # gone or unreadable (the read says which), or a record this version cannot decode
-    found.stats[name] = st
+    found.modes[name] = entry_mode(st)
     found.records[name] = record
     return True
 

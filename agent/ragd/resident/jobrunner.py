@@ -18,6 +18,7 @@ import numpy as np
 from ..paths import is_under, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.sidecar import RAG_DIR
+from . import memory
 from .jobs import real_roots
 from .runtime import AgentRuntime
 
@@ -105,7 +106,10 @@ class JobRunner(AgentRuntime):
         the embed queue in turn, behind an edit's, and never go to the agent's own copy of the model (an edit's
         express lane), which embedded much of a folder of 30,000 notes one file at a time beside the workers
         (docs/benchmarks.md, the big folder's memory and throughput); nor does the index writer take it for an
-        edit on its way (`Scheduler.no_longer_express`): it writes the folder in big batches and flushes seldom."""
+        edit on its way (`Scheduler.no_longer_express`): it writes the folder in big batches and flushes seldom.
+        Such a job leaves the agent busy for minutes: what its steps freed goes back to the system as it runs
+        (`memory.trim_now_and_then`), not once the agent is idle."""
+        memory.trim_now_and_then()
         self._job_dir.express = False
         self.scheduler.no_longer_express(directory)
         with self._roots_lock:

@@ -8,7 +8,14 @@ issue 14). So:
 - `limit_arenas()` (at the start of `ragd run`, before any thread) caps the arenas at ARENAS: threads share them,
   which costs nothing measurable here (the agent's threads mostly wait; the heavy work is in worker processes);
 - `release()` (each time the agent becomes idle) runs the garbage collector and `malloc_trim(0)`, which returns
-  the free pages of every arena to the system.
+  the free pages of every arena to the system;
+- `limit_arenas()` also fixes the size from which an allocation gets pages of its own (`M_MMAP_THRESHOLD`, at
+  glibc's default): left to itself glibc raises it to the size of each such block freed, up to 32 MiB, so that the
+  next ones come from the arenas, where what they leave when freed stays. The agent's first big blocks (the model's
+  arrays inflated once, 62 MiB) raised it for its whole life;
+- `trim_now_and_then()` (from each step of a big folder's job, which never leaves the agent idle for minutes)
+  returns the arenas' free pages at most every TRIM_EVERY_S: at 30,000 notes the main arena held 36 MiB of free
+  memory at the job's end, given back only once the agent was idle (docs/benchmarks/history.md, issue 36).
 
 Both are glibc calls made through ctypes; on another C library they do nothing.
 """
@@ -20,11 +27,16 @@ import ctypes.util
 import gc
 import logging
 import sys
+import threading
+import time
 
 log = logging.getLogger(__name__)
 
 ARENAS = 2
+MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept fixed (bytes)
+TRIM_EVERY_S = 10.0
 _M_ARENA_MAX = -8  # glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -43,10 +55,12 @@ _LIBC = _glibc()
 
 
 def limit_arenas(arenas: int = ARENAS) -> bool:
-    """Cap glibc's malloc arenas at `arenas` for the threads started from now on. True if it took effect."""
+    """Cap glibc's malloc arenas at `arenas` for the threads started from now on, and keep big blocks in pages of
+    their own (MMAP_THRESHOLD, fixed). True if both took effect."""
     if _LIBC is None:
         return False
-    return bool(_LIBC.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(arenas)))
+    capped = _LIBC.mallopt(ctypes.c_int(_M_ARENA_MAX), ctypes.c_int(arenas))
+    return bool(capped and _LIBC.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD)))
 
 
 def release() -> bool:
@@ -55,3 +69,20 @@ def release() -> bool:
     if _LIBC is None:
         return False
     return bool(_LIBC.malloc_trim(ctypes.c_size_t(0)))
+
+
+_trim_lock = threading.Lock()
+_trimmed_at = 0.0
+
+
+def trim_now_and_then(every: float = TRIM_EVERY_S) -> bool:
+    """Give the arenas' free pages back (`malloc_trim`, without a collection of garbage: a few milliseconds) unless
+    that was done less than `every` seconds ago. True if it ran."""
+    global _trimmed_at
+    now = time.monotonic()
+    with _trim_lock:
+        if _LIBC is None or now - _trimmed_at < every:
+            return False
+        _trimmed_at = now
+    _LIBC.malloc_trim(ctypes.c_size_t(0))
+    return True

@@ -47,7 +47,7 @@ def decode_vector(data: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(data), dtype="<f4")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceInfo:
     """`source` of a file entry. mtime_ns/ctime_ns are ragd's optional extras (the ragjson tool omits them)."""
 
