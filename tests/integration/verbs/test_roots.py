@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from ragd.config import load_config
 from tests.integration.verbs.conftest import Running, config_text, write_tree
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process, control
+from tests.support.rm import rm_r
 
 
 def test_roots_list(running: Running) -> None:
@@ -124,7 +124,7 @@ def test_the_roots_added_survive_the_data_directory_deleted_just_before_a_stop(
     with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
         control(life, "roots", {"action": "add", "path": str(other)})
         home = life.agent.data_dir
-        shutil.rmtree(home)
+        rm_r(home)  # the agent may be writing a file in it meanwhile
     assert json.loads((home / "roots.json").read_text(encoding="utf-8"))["added"] == [str(other)]
     with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
         listed = [r["path"] for r in control(life, "roots")["roots"]]
