@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tests.e2e.agent import keyword_hits, ragctl, ragctl_json, running_agent, write_doc
 from tests.e2e.conftest import ragd_json
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 def _edit_in_place(path: Path, token: str) -> None:
@@ -18,9 +20,12 @@ def _edit_in_place(path: Path, token: str) -> None:
         fh.write(f"# {token}\n\nThe marker {token} appears here.\n")
 
 
+def _root(status: dict, root: Path) -> dict:
+    return next(r for r in status["roots"] if r["path"] == str(root))
+
+
 def _skipped(status: dict, root: Path) -> dict[str, str]:
-    summary = next(r for r in status["roots"] if r["path"] == str(root))
-    return {s["path"]: s["reason"] for s in summary["skipped"]}
+    return {s["path"]: s["reason"] for s in _root(status, root)["skipped"]}
 
 
 def test_a_symlinked_file_follows_an_edit_of_its_target_in_another_folder(
@@ -146,3 +151,29 @@ def test_a_link_is_judged_again_when_its_targets_root_is_removed_or_added(
         ragctl("wait")
         assert keyword_hits("roottoken") == [str(link), str(target)]
         assert _skipped(ragctl_json("status"), one) == {}
+
+
+def test_a_link_whose_target_goes_while_its_first_job_runs_ends_skipped(
+    tmp_path: Path, config: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Found by the model-based test (seed 748550650): a link's folder is queued when its target changes only once
+    a job there has listed the link. A target renamed away while the link's first job waited for its vectors left
+    the link EMBEDDED, its old text in search, and nothing to look at it again: the end of a job looks once more at
+    the links it listed."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    target = write_doc(two / "t.md", "firsttoken")
+    one.mkdir()
+    with running_agent(tmp_path / "agent.log", str(one), str(two), idle=True):
+        fake_openai_server.hold_next(2)  # the target's new text, asked for by its folder's job and the link's
+        try:
+            _edit_in_place(target, "secondtoken")
+            link = one / "l.md"
+            link.symlink_to(target)
+            poll(lambda: _root(ragctl_json("status"), one)["waiting_files"], 30, what="the link's job")
+            target.rename(two / "moved.md")
+        finally:
+            fake_openai_server.release()
+        ragctl("wait")
+        assert _skipped(ragctl_json("status"), one) == {str(link): f"dangling symbolic link to {target}"}
+        assert keyword_hits("secondtoken") == [str(two / "moved.md")]
+        assert ragctl_json("verify")["removed"] == 0

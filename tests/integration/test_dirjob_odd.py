@@ -12,6 +12,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,14 @@ import pytest
 from ragd.pipeline import mushroom, sidecar
 from ragd.pipeline.dirjob import FileOutcome, run_directory
 from ragd.pipeline.filejob import FileTask
-from ragd.pipeline.scan import Change, walk_dirs
+from ragd.pipeline.rounds import FILES_PER_ROUND
+from ragd.pipeline.scan import Change, Ignore, list_dir, walk_dirs
 from ragd.resident.tracker import Tracker
-from ragd.vocabulary import FileState
+from ragd.vocabulary import FileState, NoteStatus
 from tests.integration import helpers
 from tests.integration.helpers import all_json_valid, api_config, context, entry
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 BAD_FILE = b"caf\xe9.txt"
 BAD_DIR = b"d\xff"
@@ -401,3 +404,45 @@ def test_a_file_edited_after_its_job_was_planned_is_done_again_whole(
     assert now.source.md5_hash == out.md5 != planned.source.md5_hash
     assert "Other words entirely" in now.chunks[0].content and now.lead is not None
     assert "Other words entirely" in now.lead.content
+
+
+def test_a_touched_file_edited_before_its_job_got_to_it_is_announced_in_the_change_note(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Found by the model-based test (seed 748550650): a hard link made to a file changes only its stat (a touch:
+    no change note is planned for it); edited before the job got to it (through that link, outside every root), it
+    was done again whole and its new entry written, but the note planned before said nothing of it: the index kept
+    the old text until a verification removed it. The note names it now. (The job gets to its third round of files
+    only once the first round's vectors are back: held, the file is edited meanwhile.)"""
+    root = tmp_path / "kb"
+    root.mkdir()
+    for n in range(2 * FILES_PER_ROUND + 8):
+        (root / f"n{n:03d}.md").write_text(f"Note {n}: words of the first version.\n")
+    cfg = api_config(fake_openai_server, [root])
+    ctx, queue = context(cfg)
+    try:
+        run_directory(ctx, root)
+    finally:
+        queue.close()
+    helpers.clear_mushrooms(root)
+    names = list(list_dir(root, Ignore(cfg.ignore)).files)  # the order of the job's work
+    *edited, last = names
+    for name in edited:  # done again: they come first, in rounds
+        (root / name).write_text(f"{name}: words of the second version.\n")
+    os.link(root / last, tmp_path / "outside.md")  # `last` only touched (its ctime), as the plan sees it
+    fake_openai_server.hold_next(1)
+    asked = len(fake_openai_server.requests)
+    ctx, queue = context(cfg)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            job = pool.submit(run_directory, ctx, root)
+            poll(lambda: len(fake_openai_server.requests) > asked, 30, what="the first round's request held")
+            (tmp_path / "outside.md").write_text("Written through the other path: zyxedited.\n")
+            fake_openai_server.release()
+            result = job.result(timeout=120)
+    finally:
+        fake_openai_server.release()
+        queue.close()
+    assert _by_name(result.files)[last].state == FileState.EMBEDDED
+    assert "zyxedited" in entry(root, last).chunks[0].content
+    assert mushroom.Event(last, NoteStatus.UPSERT) in helpers.all_events(root)

@@ -57,6 +57,7 @@ from .mushroom import Event
 from .outcome import FileOutcome, JobContext
 from .rounds import FILES_PER_ROUND, run_files
 from .scan import (
+    Change,
     Expected,
     Listing,
     Shared,
@@ -116,7 +117,7 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
             outcomes += run_files(ctx, directory, plan, steps.round)
             final = [
                 ev for ev in steps.left() if ev.status != NoteStatus.UPSERT or (directory / ev.file).exists()
-            ]
+            ] + _done_again(plan, outcomes)
             note = _finish_mushroom(directory, note, plan.events, final)
         finally:
             mushroom.release(steps.notes)
@@ -170,7 +171,7 @@ class _Steps:
             for ev in by_name.get(n, ())
             if ev.status != NoteStatus.UPSERT or (d / n).exists()
         ]
-        self._hand(events, outcomes)
+        self._hand(events + _done_again(self._plan, outcomes), outcomes)
         self._handed.update(names)  # an upsert of a file gone meanwhile is in no note (no entry was written)
         return []
 
@@ -244,12 +245,23 @@ def _not_tracked(directory: Path, listing: Listing, roots: tuple[Path, ...]) -> 
     return [FileOutcome(name, FileState.SKIPPED, reason=why) for name, why in skipped.items()]
 
 
+def _done_again(plan: Plan, outcomes: list[FileOutcome]) -> list[Event]:
+    """Upserts for the files planned as only touched (a new stat, the same md5: no change note) that were edited
+    before the job got to them (FileTask._edited_since) and so were done again whole: their new entries need a note
+    as any change does, or the index keeps their old text."""
+    announced = {ev.file for ev in plan.events if ev.status == NoteStatus.UPSERT}
+    touched = {name for name, change in plan.work if change == Change.TOUCHED and name not in announced}
+    done = (FileState.EMBEDDED, FileState.SKIPPED, FileState.FAILED)
+    return [Event(f.name, NoteStatus.UPSERT) for f in outcomes if f.name in touched and f.state in done]
+
+
 def _finish_mushroom(
     directory: Path, note: Path | None, planned: list[Event], final: list[Event]
 ) -> Path | None:
-    if note is None or final == planned:
+    if final == planned:
         return note
     if not final:
-        note.unlink(missing_ok=True)
+        if note is not None:
+            note.unlink(missing_ok=True)
         return None
-    return mushroom.rewrite(note, final)
+    return mushroom.rewrite(note, final) if note is not None else mushroom.write(directory, final)

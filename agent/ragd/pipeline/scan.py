@@ -105,22 +105,44 @@ def _is_link(de: os.DirEntry[str]) -> bool:
 @dataclass(frozen=True)
 class Shared:
     """A file of a listing whose content another path can change: a symbolic link (`target`: the real path of the
-    file it leads to), or a file with more than one hard link (`inode`: its device and inode numbers)."""
+    file it leads to), or a file with more than one hard link (`inode`: its device and inode numbers); `seen`: its
+    stat when listed (symbolic links followed), to tell whether it changed since."""
 
     name: str
     target: str | None = None
     inode: tuple[int, int] | None = None
+    seen: tuple[int, ...] | None = field(default=None, compare=False)
 
 
 def shared_files(listing: Listing) -> tuple[Shared, ...]:
     """The listing's symbolic links and hard-linked files (only those: most files have one name, and none is kept)."""
-    out = [Shared(name, target=target) for name, target in listing.links.items()]
+    files = listing.files
+    out = [Shared(name, target=target, seen=seen_key(files[name])) for name, target in listing.links.items()]
     out += [
-        Shared(name, inode=(st.st_dev, st.st_ino))
-        for name, st in listing.files.items()
+        Shared(name, inode=(st.st_dev, st.st_ino), seen=seen_key(st))
+        for name, st in files.items()
         if st.st_nlink > 1 and name not in listing.links
     ]
     return tuple(out)
+
+
+def seen_key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def changed_since_listed(directory: Path, shared: tuple[Shared, ...]) -> bool:
+    """One of these links (of `directory`'s listing) leads elsewhere now, or its file changed or went, since it was
+    listed. The watcher reports such a change on the other path only, and the agent learns which paths share a file
+    from a job's listing at the job's end: a change made while the job ran reached no folder of the link."""
+    for s in shared:
+        path = os.path.join(directory, s.name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        if seen_key(st) != s.seen or (s.target is not None and os.path.realpath(path) != s.target):
+            return True
+    return False
 
 
 def outside_links(listing: Listing, roots: tuple[Path, ...]) -> dict[str, str]:

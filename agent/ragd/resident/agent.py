@@ -124,6 +124,7 @@ class Agent(Reactions, Recovery):
         self._served_roots = []
         self._entering = set()
         self._recovery_lock = threading.Lock()
+        self._rebuild_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------------------------------
     def open_index(self) -> bool:

@@ -8,8 +8,9 @@ served-roots.json are there) and compares them with what is there now: a handful
 loop at each tick, at the start of a verification and after a change note could not be applied. The agent
 (`Agent.check_data_dir`) names what vanished in one warning and rebuilds it.
 
-A loss is acted on only once the next check sees the same (a `rm -rf` under way is let finish, not raced); meanwhile
-the agent is not idle (`suspect`), so `ragctl wait` does not return before the rebuild is done.
+A loss is acted on only once the next check sees the same (a `rm -rf` under way is let finish, not raced); from the
+moment it is there (seen by a check or not) until what vanished is made again, the agent is not idle (`suspect`),
+so `ragctl wait` does not return before the rebuild is done.
 """
 
 from __future__ import annotations
@@ -110,8 +111,10 @@ class DataDirGuard:
 
     @property
     def suspect(self) -> bool:
-        """A loss was seen and is not acted on yet."""
-        return bool(self._seen)
+        """A loss is there and not made good yet: seen by a check and not acted on, being made again (until the
+        parts made again are remembered), or not seen by any check yet (the main loop's next tick may be late on a
+        loaded machine). A handful of stat calls: `ragctl wait` must not say idle before the rebuild is under way."""
+        return bool(self._seen) or bool(self.lost())
 
     def lost(self) -> frozenset[str]:
         """The keys of the parts vanished or replaced (every key, when the data directory itself was)."""

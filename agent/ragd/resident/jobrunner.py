@@ -17,6 +17,7 @@ import numpy as np
 
 from ..paths import is_under, under_any
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
+from ..pipeline.scan import changed_since_listed
 from ..pipeline.sidecar import RAG_DIR
 from . import memory
 from .jobs import real_roots
@@ -124,3 +125,5 @@ class JobRunner(AgentRuntime):
             self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
             if result is not None and result.directory.is_dir():
                 self.links.record(directory, result.shared)
+                if changed_since_listed(directory, result.shared):  # its target changed while the job ran
+                    self.debouncer.touch(directory)

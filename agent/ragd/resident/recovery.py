@@ -28,15 +28,31 @@ from .serving import IndexServing
 # the agent's log: its lines keep the name they have always had (docs/operations.md quotes them)
 log = logging.getLogger("ragd.resident.agent")
 
+REBUILD_POLL_S = 0.25  # a rebuild asked for while another runs looks this often whether it is done
+
 
 class Recovery(IndexServing):
     """The index rebuilt from the sidecars (`ragctl index --rebuild`, or after it vanished), and what vanished of
     the data directory made again."""
 
     def rebuild_index(self, progress: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """Drop the collection and refill it from the sidecars (on the writer thread); searches wait it out."""
-        self.rebuilding = True
+        """Drop the collection and refill it from the sidecars (on the writer thread); searches wait it out. A
+        rebuild under way (the agent's own, the index having vanished, or another one asked for) is waited for
+        first: this one follows it, it is not refused."""
         started = time.monotonic()
+        with self._rebuild_lock:  # one asked-for rebuild at a time
+            while True:
+                with self._recovery_lock:  # (a recovery sets `rebuilding` under it)
+                    if not self.rebuilding or self.state in ("stopping", "stopped"):
+                        self.ready()  # starting or stopping: refused
+                        self.rebuilding = True
+                        break
+                progress({"phase": "waiting for the rebuild under way",
+                          "elapsed_s": round(time.monotonic() - started, 1)})  # fmt: skip
+                time.sleep(REBUILD_POLL_S)
+            return self._rebuild_asked(progress, started)
+
+    def _rebuild_asked(self, progress: Callable[[dict[str, Any]], bool], started: float) -> dict[str, Any]:
         try:
             fut = self.indexer.call(self._rebuild)
             while True:

@@ -96,6 +96,7 @@ class AgentRuntime:
     _served_roots: list[Path]  # as last recorded in served-roots.json
     _entering: set[Path]  # roots whose sources the index may hold in part (rootstate.Served.entering)
     _recovery_lock: threading.Lock
+    _rebuild_lock: threading.Lock  # one rebuild asked for (`ragctl index --rebuild`) at a time
 
     # -- state ----------------------------------------------------------------------------------------------
     def is_idle(self) -> bool:

@@ -16,9 +16,9 @@ class IndexArgs(Args):
 def index(rt: Resident, args: IndexArgs | None = None, progress: Progress = no_progress) -> dict[str, Any]:
     """The backend's stats, or after `rebuild` {"chunks", "sources", "elapsed_s"} (streaming its progress)."""
     args = args or IndexArgs()
-    rt.ready()
-    if args.rebuild:
+    if args.rebuild:  # a rebuild under way is waited for, not refused
         return rt.rebuild_index(progress)
+    rt.ready()
     reader = rt.reader()
     stats = reader.stats()
     if args.sources:

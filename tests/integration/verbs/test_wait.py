@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ragctl import protocol as p
-from tests.integration.verbs.conftest import Running
+from tests.integration.verbs.conftest import DOCS, Running
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.poll import poll
 
@@ -88,3 +92,43 @@ def test_wait_for_paths_counts_only_the_work_there(running: Running, fake_openai
     running.ctl("wait", {"timeout": 60, "paths": [str(running.root / "sub")]})
     hits = running.ctl("search", {"query": "zyxheld", "mode": "keyword", "top_k": 1})["results"]
     assert [h["path"] for h in hits] == [str(running.root / "sub" / "held.md")]
+
+
+def test_wait_is_not_idle_while_a_vanished_index_is_not_rebuilt_yet(running: Running) -> None:
+    """Found by the model-based test (seed 748550650): `ragctl index --rebuild` right after `wait` returned was
+    refused with "the index is being rebuilt". The index had vanished just before, and `wait` said idle because the
+    main loop's check (late on a loaded machine: held back here) had not seen it yet: `wait` returns once the index
+    is made again, and what follows it finds the agent ready."""
+    agent = running.life.agent
+    with agent._recovery_lock:  # the main loop's check of the data directory held back (a late tick)
+        shutil.rmtree(agent.data_dir / "index")
+        err = running.refused("wait", {"timeout": 2})
+        assert err.code == p.TIMEOUT, err
+    running.wait()
+    assert running.ctl("index", {"rebuild": True})["sources"] == len(DOCS)
+    hits = running.ctl("search", {"query": "zyxdelta", "mode": "keyword", "top_k": 1})["results"]
+    assert [h["path"] for h in hits] == [str(running.root / "sub" / "deep" / "delta.md")]
+
+
+def test_a_rebuild_asked_for_while_the_agent_rebuilds_a_vanished_index_follows_it(running: Running) -> None:
+    """Found by the model-based test (seed 748550650): `ragctl index --rebuild` while the agent was rebuilding
+    the index it had seen vanish was refused ("the index is being rebuilt"): it waits for that rebuild (saying so
+    in its progress), then makes the index anew."""
+    agent = running.life.agent
+    hold = threading.Event()
+    agent.indexer.call(lambda sync: hold.wait(60))  # the writer busy: the agent's own rebuild waits behind it
+    try:
+        shutil.rmtree(agent.data_dir / "index")
+        poll(lambda: agent.rebuilding, 30, what="the agent's rebuild of the vanished index")
+        streamed: list[Any] = []
+        with ThreadPoolExecutor(1) as pool:
+            asked = pool.submit(running.ctl, "index", {"rebuild": True}, streamed)
+            poll(lambda: asked.done() or bool(streamed), 30, what="the rebuild answered, or waiting")
+            hold.set()
+            assert asked.result()["sources"] == len(DOCS)
+    finally:
+        hold.set()
+    assert streamed[0]["phase"] == "waiting for the rebuild under way", streamed
+    running.wait()
+    hits = running.ctl("search", {"query": "zyxdelta", "mode": "keyword", "top_k": 1})["results"]
+    assert [h["path"] for h in hits] == [str(running.root / "sub" / "deep" / "delta.md")]

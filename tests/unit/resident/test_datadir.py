@@ -25,10 +25,15 @@ def test_a_loss_is_acted_on_when_the_next_check_sees_the_same(tmp_path: Path) ->
     guard = _guard(tmp_path / "data")
     assert guard.check() == frozenset() and not guard.suspect
     (tmp_path / "data" / "history.sqlite3").unlink()
+    assert guard.suspect  # there, though no check saw it yet (the main loop's tick is late): not idle
     assert guard.check() == frozenset() and guard.suspect  # seen once: not idle, not acted on yet
     shutil.rmtree(tmp_path / "data" / "index")
     assert guard.check() == frozenset()  # still changing (a rm -rf under way)
     assert guard.check() == {datadir.INDEX, datadir.HISTORY}
+    assert guard.suspect  # acted on, not made again yet
+    (tmp_path / "data" / "index").mkdir()
+    (tmp_path / "data" / "history.sqlite3").write_text("")
+    guard.remember(_parts(tmp_path / "data"), made_again=True)
     assert not guard.suspect
 
 
