@@ -81,7 +81,7 @@ def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> d
     """Every FAILED and SKIPPED file the caller may see (of `state` only, if given; its path or reason containing
     `text`; under `root`), with its reason and next retry; and the directories that could not be read."""
     scope = access.scope()  # what the caller may see, as its status shows it (access/status.py)
-    wanted: set[str] = {state} if state in (FileState.FAILED, FileState.SKIPPED) else set(PROBLEMS)
+    wanted = {FileState(state)} if state in (FileState.FAILED, FileState.SKIPPED) else set(PROBLEMS)
     needle = text.casefold()
     top = Path(root) if root else None
     matching = [(path, st) for path, st in rt.tracker.problems(wanted)
