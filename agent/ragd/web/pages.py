@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragctl import explain
 from ragctl import protocol as p
-from ragctl import render
 
 from .. import access
 from ..errors import RagdError
@@ -114,8 +114,8 @@ def search(rt: Resident, asked: dict[str, Any]) -> dict[str, Any]:
     elapsed = round(1000 * (time.monotonic() - started), 1)
     if args.explain:
         for hit in [*found["results"], *(c for f in found.get("files", ()) for c in f["chunks"])]:
-            hit["why"] = render.why(hit, "").removeprefix("why: ").strip()
-        found["how"] = render.explained(found).strip()
+            hit["why"] = explain.why(hit, "").removeprefix("why: ").strip()
+        found["how"] = explain.explained(found).strip()
     return {**found, "elapsed_ms": elapsed}
 
 
