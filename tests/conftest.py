@@ -43,12 +43,45 @@ SLOW = frozenset({
 })  # fmt: skip
 
 
+# `make test` hands each of its processes one test file at a time (pytest-xdist, `--dist loadfile`), in the order
+# collected (`--no-loadscope-reorder`, pyproject.toml; xdist's own order puts the files with the fewest tests last,
+# and those are the longest: the model-based test alone ran its minutes after the other processes had finished).
+# So the files that take longest start first, heaviest first (measured: docs/testing.md), then the other slow
+# files, then the fast ones; a short file is what finishes last.
+FIRST = (
+    "tests/e2e/test_access.py",
+    "tests/e2e/test_model_sync.py",
+    "tests/e2e/test_agent.py",
+    "tests/e2e/test_run_once.py",
+    "tests/e2e/test_agent_sync.py",
+    "tests/integration/test_mcp_session.py",
+    "tests/e2e/test_data_dir.py",
+    "tests/e2e/test_stat_cache.py",
+    "tests/e2e/test_odd_files.py",
+    "tests/e2e/test_bigfolder.py",
+    "tests/unit/index/test_lexicon.py",
+    "tests/integration/verbs/test_search.py",
+    "tests/unit/index/test_index_zvec.py",
+    "tests/e2e/test_ocr.py",
+    "tests/e2e/test_search_cli.py",
+    "tests/e2e/test_index_migrate.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         test = item.nodeid.split("[")[0]
         if test.startswith(SLOW_DIRS) or test in SLOW or test.split("::")[0] in SLOW:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=_start_order)  # stable: a file's tests keep their order
+
+
+def _start_order(item: pytest.Item) -> tuple[int, int]:
+    file = item.nodeid.split("::")[0]
+    if file in FIRST:
+        return 0, FIRST.index(file)
+    return (1 if item.get_closest_marker("slow") else 2), 0
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .protocol import CHANGE_KINDS
 from .search_flags import Renamed, add_search_flags
 
 DEFAULT_TIMEOUT = 30.0  # seconds to connect and to wait for each answer (0: no limit)
@@ -100,8 +101,7 @@ def _add_jobs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     )
     ch.add_argument("--limit", type=int, default=100, help="at most this many events (default 100)")
     ch.add_argument("--kind", action="append", default=[], metavar="KIND",
-                    help="only these kinds (created, changed, moved, deleted, restored, failed, recovered, "
-                    "skipped, relabeled); repeatable")  # fmt: skip
+                    help=f"only these kinds ({', '.join(CHANGE_KINDS)}); repeatable")  # fmt: skip
     orph = sub.add_parser("orphans", parents=[common], help="indexed sources whose file or sidecar is gone")
     orph.add_argument("path", nargs="?", help="only under this folder")
     orph.add_argument("--clean", action="store_true", help="remove them from the index")

@@ -40,6 +40,27 @@ UNAVAILABLE = "unavailable"  # e.g. the index is being rebuilt; try again
 INTERNAL = "internal"
 USAGE_CODES = frozenset({BAD_REQUEST, UNKNOWN_VERB, VERSION_MISMATCH, TOO_LARGE})
 
+TOP_K = 5  # results of a search when none is asked for, on every surface (verb, MCP, web page, both command lines)
+
+# The names on the wire of a file's states (`status`'s counts, a file's `state`) and of the kinds of change
+# (`changes`): the values of the agent's FileState and ChangeKind (ragd/vocabulary.py, in the same order; a test
+# holds the two together).
+EMBEDDED, SKIPPED, FAILED_STATE = "EMBEDDED", "SKIPPED", "FAILED"
+SETTLED = (EMBEDDED, SKIPPED, FAILED_STATE)  # what a file's job ends with, in this order in `ragctl status`
+FILE_STATES = ("INITIAL", "CHUNKING", "CHUNKED", "EMBEDDING", *SETTLED, "UNCHANGED", "TOUCHED", "RELABELED",
+               "ABANDONED", "NEW", "CHANGED", "STALE", "PENDING", "DELETED", "TRACKED")  # fmt: skip
+CHANGE_KINDS = (
+    "created",
+    "changed",
+    "moved",
+    "deleted",
+    "restored",
+    "failed",
+    "recovered",
+    "skipped",
+    "relabeled",
+)
+
 
 class ProtocolError(Exception):
     """A message that breaks the protocol (either side)."""

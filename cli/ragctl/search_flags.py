@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-TOP_K = (
-    5  # results when none is asked for, on every surface (control verb, MCP, web page, both command lines)
-)
+from .protocol import TOP_K
+
 MODES = ("hybrid", "vector", "keyword")
 REACHES = ("agent", "all")  # this agent's files, or every agent's on an index shared by several (Milvus)
 

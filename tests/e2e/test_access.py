@@ -247,16 +247,18 @@ def test_a_chmod_while_indexed_applies_at_once(setup: Setup) -> None:
     assert setup.ragctl("bob", "search", "zqflip", "--mode", "keyword")["results"] == []
 
 
-@pytest.mark.parametrize(
-    "args",
-    [("pause",), ("resume",), ("sync",), ("reload",), ("verify",), ("index",), ("index", "--rebuild"),
-     ("config", "check"), ("orphans", "--clean"), ("roots", "add", "/tmp")],
-)  # fmt: skip
-def test_administration_is_refused_to_a_scoped_user(setup: Setup, args: tuple[str, ...]) -> None:
-    proc = setup.ragctl("bob", *args, check=None)
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    assert "for the agent's administrators" in proc.stdout + proc.stderr
-    assert setup.agent.call("status")["agent"]["paused"] is False
+ADMINISTRATION = [("pause",), ("resume",), ("sync",), ("reload",), ("verify",), ("index",), ("index", "--rebuild"),
+                  ("config", "check"), ("orphans", "--clean"), ("roots", "add", "/tmp")]  # fmt: skip
+
+
+def test_administration_is_refused_to_a_scoped_user(setup: Setup) -> None:
+    """Each administrative command, asked of one agent by bob in turn: each refused, none done (the agent is not
+    paused after any of them)."""
+    for args in ADMINISTRATION:
+        proc = setup.ragctl("bob", *args, check=None)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert "for the agent's administrators" in proc.stdout + proc.stderr, args
+        assert setup.agent.call("status")["agent"]["paused"] is False, args
 
 
 def test_a_group_admits_its_members_only(base: Path, users: tuple[dict[str, User], int],

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from ragctl.search_flags import TOP_K
+from ragctl.protocol import TOP_K
 from tests.e2e.agent import AgentProcess, ragctl, ragctl_json, running_agent, write_doc
 from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI

@@ -108,14 +108,18 @@ def agent(kb: Path, fake_openai_server: FakeOpenAI, tmp_path: Path) -> Iterator[
 
 both = pytest.mark.parametrize("transport", ["stdio", "http"])
 eras = pytest.mark.parametrize("era", ["legacy", "modern"])
+# every transport in every era, asked in turn of one agent by the tests that only read (an agent per pair cost
+# its start-up, and its indexing, four times over)
+EVERY_WAY = [(transport, era) for transport in ("stdio", "http") for era in ("legacy", "modern")]
 
 
 # -- tools ----------------------------------------------------------------------------------------------------
-@both
-@eras
-def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sources(
-    agent: Agent, transport: str, era: str
-) -> None:
+def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sources(agent: Agent) -> None:
+    for transport, era in EVERY_WAY:
+        _tools_and_links(agent, transport, era)
+
+
+def _tools_and_links(agent: Agent, transport: str, era: str) -> None:
     async def session(client: Client) -> tuple[Any, ...]:
         tools = await client.list_tools()  # the client then checks each structured result against its schema
         found = await client.call_tool("search", {"query": "ERR_CONN_RESET socket", "top_k": 5})
@@ -154,10 +158,8 @@ def test_every_tool_is_annotated_with_an_output_schema_and_search_links_its_sour
 
 
 # -- resources/list -------------------------------------------------------------------------------------------
-@both
-@eras
 def test_resources_list_pages_through_every_document(
-    kb: Path, fake_openai_server: FakeOpenAI, tmp_path: Path, transport: str, era: str
+    kb: Path, fake_openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
     for i in range(520):  # more than one page of 500
         (kb / "many" / f"d{i // 100}").mkdir(parents=True, exist_ok=True)
@@ -170,13 +172,14 @@ def test_resources_list_pages_through_every_document(
         return pages
 
     with running(kb, fake_openai_server, tmp_path / "bridge.log") as agent:
-        pages = agent.run(transport, era, session)
-    assert [len(p.resources) for p in pages] == [500, 22]
-    uris = [str(r.uri) for p in pages for r in p.resources]
-    assert len(set(uris)) == 522 and uri("file", kb / "a.md") in uris
-    assert uri("file", kb / "many" / "d5" / "n519.txt") in uris
-    if era == "modern":  # a cache hint on every page (SEP-2549)
-        assert all(p.ttl_ms == 10_000 and p.cache_scope == "private" for p in pages)
+        for transport, era in EVERY_WAY:
+            pages = agent.run(transport, era, session)
+            assert [len(p.resources) for p in pages] == [500, 22], (transport, era)
+            uris = [str(r.uri) for p in pages for r in p.resources]
+            assert len(set(uris)) == 522 and uri("file", kb / "a.md") in uris, (transport, era)
+            assert uri("file", kb / "many" / "d5" / "n519.txt") in uris, (transport, era)
+            if era == "modern":  # a cache hint on every page (SEP-2549)
+                assert all(p.ttl_ms == 10_000 and p.cache_scope == "private" for p in pages), transport
 
 
 # -- change announcements -------------------------------------------------------------------------------------
@@ -317,14 +320,17 @@ def test_reindex_runs_the_jobs_and_reports_progress(agent: Agent, transport: str
 
 
 # -- recent changes and prompts -------------------------------------------------------------------------------
-@both
-@eras
-def test_recent_changes_and_the_prompts(agent: Agent, transport: str, era: str) -> None:
+def test_recent_changes_and_the_prompts(agent: Agent) -> None:
     (agent.root / "notes" / "电池.md").unlink()
     poll(
         lambda: agent.ctl("status")["agent"]["state"] == "idle" and _no_entry(agent.root / "notes"),
         timeout=30,
     )
+    for transport, era in EVERY_WAY:
+        _changes_and_prompts(agent, transport, era)
+
+
+def _changes_and_prompts(agent: Agent, transport: str, era: str) -> None:
 
     async def session(client: Client) -> tuple[Any, ...]:
         changes = await client.call_tool("recent_changes", {"since_hours": 1})

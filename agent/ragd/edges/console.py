@@ -18,7 +18,7 @@ from ..config import Config
 from ..pipeline.dirjob import DirResult
 from ..resident.once import RunSummary
 from ..vocabulary import FileState as State
-from .filestatus import FileState, counts
+from .filestatus import FileStatus, counts
 
 # syslog priorities (sd-daemon(3)): a line that starts with one is filed by journald at that priority
 PRIORITIES = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
@@ -154,7 +154,7 @@ def print_summary(s: RunSummary, out: TextIO = sys.stdout) -> None:
         out.write(f"FAILED directory {path}: {reason}\n")
 
 
-def print_states(states: list[FileState], out: TextIO = sys.stdout) -> None:
+def print_states(states: list[FileStatus], out: TextIO = sys.stdout) -> None:
     for st in states:
         name = str(st.path) + ("/" if st.is_dir else "")
         extra = f"  ({st.reason})" if st.reason else f"  {st.note}" if st.note else ""

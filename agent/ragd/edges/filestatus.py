@@ -30,9 +30,9 @@ from ..vocabulary import FileState as State
 
 
 @dataclass(frozen=True)
-class FileState:
+class FileStatus:
     path: Path
-    state: str
+    state: State
     reason: str = ""
     chunks: int = 0
     is_dir: bool = False
@@ -81,25 +81,25 @@ def ocr_note(entry: FileEntry) -> str:
 
 def _file_state(
     path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str, now: float
-) -> FileState:
+) -> FileStatus:
     if entry is None:
-        return FileState(path, State.NEW)
+        return FileStatus(path, State.NEW)
     change = classify(entry, path, st, config.identity, policy, now)
     reason = str((entry.error or {}).get("message", ""))
     if change == Change.CHANGED:
-        return FileState(path, State.CHANGED)
+        return FileStatus(path, State.CHANGED)
     if entry.status in (State.FAILED, State.SKIPPED):
-        return FileState(path, entry.status, reason, len(entry.chunks))
+        return FileStatus(path, State(entry.status), reason, len(entry.chunks))
     if change == Change.RETRY:
         if entry.status != State.EMBEDDED:
-            return FileState(path, State.PENDING, f"processing stopped at {entry.status}")
-        return FileState(
+            return FileStatus(path, State.PENDING, f"processing stopped at {entry.status}")
+        return FileStatus(
             path,
             State.STALE,
             f"embedded with {entry.model_name}/{entry.dimension} ({entry.splitter or 'unknown splitter'})",
             len(entry.chunks),
         )
-    return FileState(path, State.EMBEDDED, chunks=len(entry.chunks), note=entry_note(entry), ocr=entry.ocr)
+    return FileStatus(path, State.EMBEDDED, chunks=len(entry.chunks), note=entry_note(entry), ocr=entry.ocr)
 
 
 def entry_note(entry: FileEntry) -> str:
@@ -110,10 +110,10 @@ def entry_note(entry: FileEntry) -> str:
 
 def directory_states(
     directory: Path, config: Config, ignore: Ignore, policy: str, roots: tuple[Path, ...] = ()
-) -> Iterator[FileState]:
+) -> Iterator[FileStatus]:
     """`roots` (real paths): a symbolic link to a folder outside all of them is SKIPPED, as the agent reports it."""
     if scan.unreadable(directory):  # nothing in it can be listed or read: the folder stands for its files
-        yield FileState(
+        yield FileStatus(
             directory, State.FAILED, f"{PERMISSION_DENIED}: its files are out of search", is_dir=True
         )
         return
@@ -123,22 +123,24 @@ def directory_states(
     now = time.time()
     for name in listing.dirs:
         tracked = name in live and live[name] is None
-        yield FileState(directory / name, State.TRACKED if tracked else State.NEW, is_dir=True)
+        yield FileStatus(directory / name, State.TRACKED if tracked else State.NEW, is_dir=True)
     for name, st in sorted(listing.files.items()):
         if name in unreadable:
-            yield FileState(directory / name, State.CHANGED, unreadable[name])
+            yield FileStatus(directory / name, State.CHANGED, unreadable[name])
         else:
             yield _file_state(directory / name, live.get(name), st, config, policy, now)
     for name, why in sorted(
         {**listing.undecodable, **listing.special, **outside_links(listing, roots)}.items()
     ):
-        yield FileState(directory / name, State.SKIPPED, why)  # display names: never recorded, safe in --json
+        yield FileStatus(
+            directory / name, State.SKIPPED, why
+        )  # display names: never recorded, safe in --json
     for name, entry in sorted(live.items()):
         if name not in listing.files and name not in listing.dirs:
-            yield FileState(directory / display_name(name), State.DELETED, "not yet recorded as deleted",
+            yield FileStatus(directory / display_name(name), State.DELETED, "not yet recorded as deleted",
                             is_dir=entry is None)  # fmt: skip
     for name in sorted(deleted - set(live) - set(listing.files) - set(listing.dirs)):
-        yield FileState(directory / display_name(name), State.DELETED)
+        yield FileStatus(directory / display_name(name), State.DELETED)
 
 
 def entry_path(path: Path) -> Path:
@@ -148,7 +150,7 @@ def entry_path(path: Path) -> Path:
     return full.parent.resolve() / full.name if full.name else full
 
 
-def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileState]:
+def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileStatus]:
     """The states of `path`'s entries: a folder's (and with `recursive` its subfolders'), or one file's or one
     symbolic link's own entry."""
     ignore = Ignore(config.ignore)
@@ -160,7 +162,7 @@ def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list
         return [s for s in directory_states(path.parent, config, ignore, policy, roots) if s.path == path]
     roots = _roots(config, path)
     dirs = walk_dirs(path, ignore) if recursive else iter([path])
-    states: list[FileState] = []
+    states: list[FileStatus] = []
     closed: list[Path] = []  # folders that cannot be read: those below them (mode 0644) are theirs
     for d in dirs:
         if not under_any(d, closed):
@@ -181,7 +183,7 @@ def _roots(config: Config, directory: Path) -> tuple[Path, ...]:
     return known if under_real_roots(directory, known) else (directory,)
 
 
-def counts(states: list[FileState]) -> dict[str, int]:
+def counts(states: list[FileStatus]) -> dict[str, int]:
     out = {str(s): 0 for s in SHOWN}  # in the order `ragd status` lists them
     for st in states:
         out[st.state] += 1

@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ContentBlock, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ragctl.search_flags import TOP_K
+from ragctl.protocol import TOP_K
 
 from ..errors import RagdError
 from ..index import MAX_K

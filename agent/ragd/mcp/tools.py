@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragctl.search_flags import TOP_K
+from ragctl.protocol import TOP_K
 
 from ..verbs import changes as changes_verb
 from ..verbs import documents

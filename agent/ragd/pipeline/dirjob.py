@@ -220,7 +220,7 @@ def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileO
     known = ctx.identify(str(directory / name), src.md5_hash, entry.document_id, True)
     error = entry.error or {}
     embedded = entry.status == FileState.EMBEDDED
-    return FileOutcome(name, FileState.UNCHANGED, recorded=entry.status, chunks=entry.chunk_count if embedded else 0,
+    return FileOutcome(name, FileState.UNCHANGED, recorded=FileState(entry.status), chunks=entry.chunk_count if embedded else 0,
                        reason="" if embedded else str(error.get("message", "")),
                        retry_at=None if embedded else error.get("retry_at"), md5=src.md5_hash,
                        document_id=known, size=src.size_bytes, parser=entry.parser,

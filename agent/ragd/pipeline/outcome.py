@@ -61,13 +61,15 @@ class JobContext:
 @dataclass(frozen=True)
 class FileOutcome:
     name: str
-    state: str  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED, RELABELED
+    state: FileState  # EMBEDDED, SKIPPED, FAILED, UNCHANGED, TOUCHED, RELABELED, ABANDONED
     chunks: int = 0
     embedded: int = 0  # texts sent to the embedder
     reused: int = 0  # chunk vectors taken from stored entries
     reason: str = ""
     md5: str = ""  # of the source, when the file ends EMBEDDED
-    recorded: str = ""  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
+    recorded: FileState | None = (
+        None  # for UNCHANGED: the state its entry records (EMBEDDED, SKIPPED, FAILED)
+    )
     retry_at: str | None = (
         None  # for FAILED (and UNCHANGED FAILED): when it will be retried (None: on change)
     )
@@ -77,7 +79,7 @@ class FileOutcome:
     recorded_at: str = ""  # for UNCHANGED: when its entry was written (modify_dt)
 
     @property
-    def final_state(self) -> str:
+    def final_state(self) -> FileState:
         """The state the file is in after the job: EMBEDDED, SKIPPED or FAILED."""
         if self.state == FileState.UNCHANGED:
             return self.recorded or FileState.EMBEDDED

@@ -54,7 +54,7 @@ class History(HistoryWrites):
         args.append(limit + 1)
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
-        events = [Event(*r) for r in rows]
+        events = [Event.from_row(r) for r in rows]
         return events[:limit], len(events) > limit
 
     def document(self, *, path: str | None = None, document_id: str | None = None) -> Document | None:
@@ -65,7 +65,7 @@ class History(HistoryWrites):
             else:
                 row = self._db.execute(f"SELECT * FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, "
                                        "deleted_at DESC LIMIT 1", (path,)).fetchone()  # fmt: skip
-        return Document(*row) if row is not None else None
+        return Document.from_row(row) if row is not None else None
 
     def versions(self, document_id: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -84,7 +84,7 @@ class History(HistoryWrites):
                 part = wanted[start : start + 500]
                 rows = self._db.execute(f"SELECT * FROM documents WHERE state != {GONE_SQL} AND path IN "
                                         f"({','.join('?' * len(part))})", part).fetchall()  # fmt: skip
-                out.update((row[1], Document(*row)) for row in rows)
+                out.update((row[1], Document.from_row(row)) for row in rows)
         return out
 
     def same_content(self, md5s: Iterable[str]) -> dict[str, list[str]]:

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,12 +69,18 @@ class Document:
     path: str
     md5: str
     size: int
-    state: str
+    state: FileState | ChangeKind  # EMBEDDED, SKIPPED or FAILED; `deleted` once it is gone
     first_seen: float
     changed_at: float | None
     indexed_at: float | None
     mtime: float | None
     deleted_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Document:
+        """A row of the documents table, its state named by the vocabulary."""
+        state = ChangeKind.DELETED if row[4] == ChangeKind.DELETED else FileState(row[4])
+        return cls(row[0], row[1], row[2], row[3], state, *row[5:])
 
     def to_json(self) -> dict[str, Any]:
         return {"document_id": self.id, "path": self.path, "md5": self.md5, "size": self.size,
@@ -88,10 +94,15 @@ class Event:
     seq: int
     document_id: str
     at: float
-    kind: str
+    kind: ChangeKind
     path: str
     old_path: str | None
     detail: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Event:
+        """A row of the events table, its kind named by the vocabulary."""
+        return cls(row[0], row[1], row[2], ChangeKind(row[3]), *row[4:])
 
     def to_json(self) -> dict[str, Any]:
         return {"document_id": self.document_id, "at": iso(self.at), "change": self.kind, "path": self.path,
@@ -125,7 +136,7 @@ def changes_of(
         if f.state == FileState.EMBEDDED:
             found.append(Change(at, path, recorded.get(str(path), ChangeKind.CHANGED)))
         elif f.state in _SETTLED_NOW:
-            found.append(Change(at, path, _SETTLED_NOW[FileState(f.state)], reason=f.reason))
+            found.append(Change(at, path, _SETTLED_NOW[f.state], reason=f.reason))
     for ev in result.events:
         if ev.status in (NoteStatus.DELETE, NoteStatus.DIR_DELETE):
             is_dir = ev.status == NoteStatus.DIR_DELETE

@@ -146,7 +146,7 @@ class HistoryWrites(HistoryFile):
             part = ids[i : i + _IDS_PER_QUERY]
             marks = ", ".join("?" * len(part))
             for row in db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", part):
-                known[row[0]] = Document(*row)
+                known[row[0]] = Document.from_row(row)
         return known
 
     def _file(
@@ -160,7 +160,7 @@ class HistoryWrites(HistoryFile):
         if seen_only and seen and (seen.path, seen.state, seen.md5) == (path, state, f.md5 or seen.md5):
             return  # known as it is (every rescan reports every file): nothing to write
         row = db.execute("SELECT * FROM documents WHERE id = ?", (f.document_id,)).fetchone()  # as it is now
-        doc = Document(*row) if row is not None else None
+        doc = Document.from_row(row) if row is not None else None
         at = (_stamp(f.recorded_at) or now) if seen_only else now
         mtime = _mtime(path) if state == FileState.EMBEDDED else None
         if doc is None:

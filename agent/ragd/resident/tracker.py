@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ STEP_PHASE = "folder"  # the phase a big folder's job starts when none is under 
 
 @dataclass(frozen=True)
 class FileStatus:
-    state: str  # EMBEDDED, SKIPPED, FAILED
+    state: FileState  # EMBEDDED, SKIPPED, FAILED (PENDING: its job was abandoned)
     reason: str = ""
     retry_at: str | None = None
 
@@ -242,7 +242,7 @@ class Tracker:
         with self._lock:
             return self._dirs.get(path.parent, {}).get(path.name)
 
-    def problems(self, states: set[str]) -> list[tuple[Path, FileStatus]]:
+    def problems(self, states: Collection[FileState]) -> list[tuple[Path, FileStatus]]:
         """Every file known in one of `states`, in path order."""
         with self._lock:
             found = [(d / name, st) for d, files in self._dirs.items() for name, st in files.items()

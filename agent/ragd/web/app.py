@@ -26,7 +26,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from ragctl import protocol as p
-from ragctl.search_flags import TOP_K
 
 from .. import access
 from ..errors import RagdError
@@ -207,11 +206,11 @@ class WebPage:
         # `?k=` and `?path=`: the older names, accepted for a version (SearchQuery logs their use)
         count = "k" if "k" in q and "top_k" not in q else "top_k"
         under = "path" if "path" in q and "path_prefix" not in q else "path_prefix"
-        k_text, path = q.get(count, str(TOP_K)), q.get(under, "")
+        k_text, path = q.get(count, str(p.TOP_K)), q.get(under, "")
         where_text, files = q.get("where", ""), q.get("files") == "1"
         explain = q.get("explain") == "1"
         form = {"q": text, "mode": mode, "top_k": k_text, "path_prefix": path, "where": where_text,
-                "files": files, "explain": explain, "default_top_k": str(TOP_K)}  # fmt: skip
+                "files": files, "explain": explain, "default_top_k": str(p.TOP_K)}  # fmt: skip
         if not text.strip():
             return await self._page(request, "search.html", _nothing, form=form, modes=pages.SEARCH_MODES)
         try:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragctl import explain
 from ragctl import protocol as p
-from ragctl import render
 
 from .. import access
 from ..errors import RagdError
@@ -81,7 +81,7 @@ def problems(rt: Resident, state: str = "", text: str = "", root: str = "") -> d
     """Every FAILED and SKIPPED file the caller may see (of `state` only, if given; its path or reason containing
     `text`; under `root`), with its reason and next retry; and the directories that could not be read."""
     scope = access.scope()  # what the caller may see, as its status shows it (access/status.py)
-    wanted: set[str] = {state} if state in (FileState.FAILED, FileState.SKIPPED) else set(PROBLEMS)
+    wanted = {FileState(state)} if state in (FileState.FAILED, FileState.SKIPPED) else set(PROBLEMS)
     needle = text.casefold()
     top = Path(root) if root else None
     matching = [(path, st) for path, st in rt.tracker.problems(wanted)
@@ -114,8 +114,8 @@ def search(rt: Resident, asked: dict[str, Any]) -> dict[str, Any]:
     elapsed = round(1000 * (time.monotonic() - started), 1)
     if args.explain:
         for hit in [*found["results"], *(c for f in found.get("files", ()) for c in f["chunks"])]:
-            hit["why"] = render.why(hit, "").removeprefix("why: ").strip()
-        found["how"] = render.explained(found).strip()
+            hit["why"] = explain.why(hit, "").removeprefix("why: ").strip()
+        found["how"] = explain.explained(found).strip()
     return {**found, "elapsed_ms": elapsed}
 
 

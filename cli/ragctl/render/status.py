@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..protocol import FAILED_STATE, SETTLED
 from .text import Obj, _count, _g, _int, _num, bar, duration, one_line, plural, show_path
 from .verify import _item, verify_line
 
 MAX_FAILURES = 5  # failed files listed per root before "… and N more"
 
 
-STATE_ORDER = ("EMBEDDED", "SKIPPED", "FAILED")  # then any other state in the agent's order
+STATE_ORDER = SETTLED  # then any other state in the agent's order
 
 
 def progress_line(progress: Obj | None, bar_width: int | None = None) -> str:
@@ -147,7 +148,7 @@ def _root_lines(root: Obj) -> list[str]:
     for fail in failures[:MAX_FAILURES]:
         retry = f" (retry at {fail['retry_at']})" if fail.get("retry_at") else ""
         lines.append(f"    {show_path(fail.get('path', '?'))}: {one_line(fail.get('reason', ''))}{retry}")
-    more = max(len(failures), _int(files.get("FAILED"))) - min(len(failures), MAX_FAILURES)
+    more = max(len(failures), _int(files.get(FAILED_STATE))) - min(len(failures), MAX_FAILURES)
     if failures and more > 0:
         lines.append(f"    … and {more} more")
     return (

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ragctl import protocol as p
 from ragd.mcp.outputs import ChangeName
 from ragd.resident.tracker import Tracker
 from ragd.vocabulary import KINDS, SETTLED, SHOWN, ChangeKind, FileState, NoteStatus
@@ -73,3 +74,23 @@ def test_no_module_spells_a_state_kind_or_status_out(module: str) -> None:
     found = [(line, text) for line, text in _literals(RAGD / module)
              if text in states or text in words or any(q in text for q in quoted)]  # fmt: skip
     assert found == [], f"name them from ragd.vocabulary: {found}"
+
+
+RAGCTL = RAGD.parents[1] / "cli" / "ragctl"
+
+
+def test_ragctl_knows_the_states_and_kinds_by_the_agents_names() -> None:
+    """`ragctl` imports nothing of the agent: it names a file's states and the kinds of change by ragctl.protocol's
+    wire names, which are the agent's enums' values, in the same order."""
+    assert tuple(s.value for s in FileState) == p.FILE_STATES
+    assert p.CHANGE_KINDS == tuple(k.value for k in ChangeKind) == KINDS
+    assert p.SETTLED == SETTLED and (p.EMBEDDED, p.SKIPPED, p.FAILED_STATE) == (
+        FileState.EMBEDDED, FileState.SKIPPED, FileState.FAILED)  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(str(m.relative_to(RAGCTL)) for m in RAGCTL.rglob("*.py")
+                                          if m.name != "protocol.py"))  # fmt: skip
+def test_no_ragctl_module_spells_a_state_out(module: str) -> None:
+    states = {s.value for s in FileState}
+    found = [(line, text) for line, text in _literals(RAGCTL / module) if text in states]
+    assert found == [], f"name them from ragctl.protocol: {found}"

@@ -73,7 +73,8 @@ def test_the_flags_choices_are_the_querys() -> None:
     """The command lines offer exactly the modes and reaches a SearchQuery takes, and its default count."""
     from typing import get_args
 
-    from ragctl.search_flags import MODES, REACHES, TOP_K
+    from ragctl.protocol import TOP_K
+    from ragctl.search_flags import MODES, REACHES
     from ragd.index.query.searchquery import SearchQuery
 
     fields = SearchQuery.model_fields

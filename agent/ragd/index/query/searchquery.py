@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragctl.search_flags import RENAMED_ARGS, TOP_K
+from ragctl.protocol import TOP_K
+from ragctl.search_flags import RENAMED_ARGS
 
 from ...errors import RagdError
 from ..backend import MAX_K
