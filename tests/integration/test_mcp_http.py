@@ -290,3 +290,18 @@ def test_the_endpoint_is_starting_until_it_is_bound_never_off(
         before = HttpEdge(agent.life.agent, McpService(agent.life.agent)).status()  # one not started yet
         assert (before["state"], before["url"], before["error"]) == ("starting", None, None)
         assert "mcp: HTTP starting" in render.status({"agent": {"state": "starting"}, "mcp": before})
+
+
+def test_the_mcp_stack_starts_after_what_it_is_told_to_wait_for(
+    kb: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A new agent starts its MCP stack once its copy of the model is loaded (`first`): both in one process, the
+    stack's import slowed the load that the first note's vectors waited for (docs/benchmarks.md, the first minute)."""
+    with running(kb, fake_openai_server) as agent:
+        service, order = McpService(agent.life.agent), []
+        service.start_in_background(then=lambda: order.append("then"), first=lambda: order.append("first"))
+        try:
+            assert service.wait_started() == "running"
+            assert order == ["first", "then"]
+        finally:
+            service.stop()

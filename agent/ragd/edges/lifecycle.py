@@ -23,6 +23,7 @@ import os
 import signal
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -54,6 +55,7 @@ STOP_GRACE_S = (
     3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
 )
 COVERAGE_CHECK_S = 30.0
+MODEL_FIRST_S = 3.0  # at most this long, the MCP stack's import waits for a new agent's model to load
 RECHECK_S = 10.0  # the folders a verification left busy are checked again this long after, while idle;
 RECHECK_MAX_S = 600.0  # the wait doubles up to this while some stay busy (a note the index cannot take yet)
 PROGRESS_EVERY_S = (
@@ -140,8 +142,11 @@ class Lifecycle:
         self.notifier.ready(self.status_text())
         log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),
                  self.socket_path, len(self.agent.roots))  # fmt: skip
-        # after READY, beside the main loop (importing the MCP stack takes ~0.7 s); then the port, on its loop
-        self.mcp.start_in_background(then=self.http.start)
+        # after READY, beside the main loop (importing the MCP stack takes ~0.7 s), once a new agent's copy of the
+        # model is loaded (or MODEL_FIRST_S has passed): both in this process, the import slowed the load that the
+        # first note's vectors wait for; then the port, on its loop
+        first = partial(self.agent.embed.wait_warm, MODEL_FIRST_S)
+        self.mcp.start_in_background(then=self.http.start, first=first)
 
     def main_loop(self) -> None:
         interval = self.config.watch.reconcile_interval

@@ -42,6 +42,7 @@ class McpService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._then: Callable[[], None] = lambda: None
+        self._first: Callable[[], object] = lambda: None
         self._sessions: set[Future[None]] = set()
         self._stop_announcing: Callable[[], None] = lambda: None
         self._starter: threading.Thread | None = None
@@ -58,12 +59,14 @@ class McpService:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     # -- life cycle -------------------------------------------------------------------------------------------
-    def start_in_background(self, then: Callable[[], None] = lambda: None) -> None:
+    def start_in_background(
+        self, then: Callable[[], None] = lambda: None, first: Callable[[], object] = lambda: None
+    ) -> None:
         """`start` on a thread of its own, then `then` on that thread (the HTTP edge), so that the caller (the
         agent's main loop, which pings systemd's watchdog) never waits for the MCP stack's imports: ~0.7 s on a
         quiet machine, far longer on a loaded one. Until it is up, calls get "not running, try again in a
         moment"; `stop` waits for it (and `then`) first."""
-        self._then = then
+        self._then, self._first = then, first
         self._starter = threading.Thread(target=self._start_logged, name="mcp-start", daemon=True)
         self._starter.start()
 
@@ -76,6 +79,7 @@ class McpService:
 
     def _start_logged(self) -> None:
         try:
+            self._first()
             self.start()
             self._then()
         except Exception as err:  # an MCP server that cannot start never stops the agent

@@ -155,6 +155,17 @@ def test_a_few_texts_are_embedded_here_while_the_workers_are_not_running() -> No
         queue.close()
 
 
+def test_waiting_for_the_copy_here_that_warm_loads() -> None:
+    queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=1))
+    try:
+        assert queue.wait_warm(0) and not queue.loaded  # nothing under way
+        queue.warm()
+        assert not queue.wait_warm(0), "the load was over before it could be waited for"
+        assert queue.wait_warm(120) and queue.loaded
+    finally:
+        queue.close()
+
+
 def test_without_run_settings_the_model_stays_in_this_process() -> None:
     queue = LazyEmbedQueue(EmbeddingConfig())
     try:

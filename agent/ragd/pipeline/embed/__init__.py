@@ -102,6 +102,8 @@ class LazyEmbedQueue:
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
         self._warming = False
+        self._warm_done = threading.Event()  # set when no load started by warm() is under way
+        self._warm_done.set()
         self._prepared = False  # prepare() was called
         self._closed = False
         self._few = Few(FEW_TEXTS, FEW_WINDOW_S)  # texts embedded here while the workers were not running
@@ -163,6 +165,7 @@ class LazyEmbedQueue:
             if self._pool is None or self._closed or self._query_model is not None or self._warming:
                 return
             self._warming = True
+            self._warm_done.clear()
         threading.Thread(target=self._warm, name="embed-warm", daemon=True).start()
 
     def prepare(self) -> None:
@@ -184,6 +187,11 @@ class LazyEmbedQueue:
         finally:
             with self._lock:
                 self._warming = False
+                self._warm_done.set()
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) for a load started by `warm()`; True if none is under way now."""
+        return self._warm_done.wait(timeout)
 
     def here(self) -> Embedder:
         """The copy of the model in this process (loaded now if need be: about 0.7 s; others wait for it)."""
