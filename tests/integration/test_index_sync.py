@@ -358,3 +358,55 @@ def test_a_documents_lead_is_embedded_with_it_and_held_by_each_of_its_chunks(
         kept.status == "EMBEDDED" and kept.lead is None and kept.chunks == first.chunks and kept.error is None
     )
     assert_index_equals_sidecars(cfg, root)  # still served, without a lead until the next job
+
+
+def test_a_note_in_a_folder_that_cannot_be_read_waits_and_fails_nothing() -> None:
+    """Found by the model-based test (seed 3092366387): a folder made unreadable (chmod 000) while its change note
+    waited for the index writer failed the whole batch the note was in (its stat raised PermissionError), and the
+    writer's retry died on the same stat. The note now waits on disk and the batch's other notes are applied. Run
+    where the process really cannot read the folder: as root, in a forked child that drops to `nobody`."""
+    import os
+    import pwd
+    import tempfile
+
+    from tests.integration.test_dirjob_odd import _in_child
+
+    as_nobody = os.geteuid() == 0
+    nobody = pwd.getpwnam("nobody")
+    base = Path(
+        tempfile.mkdtemp(prefix="ragd-note-perm-")
+    )  # not under pytest's 0700 tmp dir: nobody must get in
+    try:
+        kb, sub = base / "kb", base / "kb" / "sub"
+        for d in (kb, sub):
+            (d / ".rag" / "tmp").mkdir(parents=True)
+        readable = mushroom.write(kb, [mushroom.Event("gone.md", "delete")])
+        waiting = mushroom.write(sub, [mushroom.Event("gone.md", "delete")])
+        assert readable is not None and waiting is not None
+        for d, _dirs, files in os.walk(base) if as_nobody else ():
+            for path in (d, *(os.path.join(d, f) for f in files)):
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        sub.chmod(0o000)
+
+        def apply() -> dict[str, object]:
+            os.environ["RAGD_DATA_DIR"] = str(base / "data")  # the child's own: nobody writes the index there
+            cfg = Config()
+            idx = _open(cfg)
+            try:
+                report = IndexSync(idx, cfg.identity, [kb], Ignore(cfg.ignore)).apply_batch(
+                    [readable, waiting]
+                )
+            finally:
+                idx.close()
+            return {"failed": [str(p) for p, _ in report.failed], "mushrooms": report.mushrooms}
+
+        result = _in_child(apply, as_nobody=as_nobody)
+        assert result == {"failed": [], "mushrooms": 1}, result
+        assert not readable.exists()
+        sub.chmod(0o755)
+        assert waiting.exists()  # it waits on disk, applied once its folder can be read
+    finally:
+        for d, dirs, _files in os.walk(base):
+            for name in dirs:
+                os.chmod(os.path.join(d, name), 0o755)
+        shutil.rmtree(base, ignore_errors=True)

@@ -102,6 +102,15 @@ def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:
     return chunks
 
 
+def note_there(path: Path) -> bool | None:
+    """Whether the change note at `path` is there; None when its folder cannot be read now (chmod 000 made by the
+    user: the folder is out of search, and its notes wait on disk until it can be read)."""
+    try:
+        return path.exists()
+    except PermissionError:
+        return None
+
+
 class IndexSync:
     def __init__(
         self, index: IndexBackend, identity: EmbeddingIdentity, roots: Sequence[Path], ignore: Ignore
@@ -235,7 +244,13 @@ class IndexSync:
 
         The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
-        if not path.exists():  # consumed by someone else, and maybe its store removed: not made again
+        there = note_there(path)
+        if (
+            there is None
+        ):  # its folder cannot be read (chmod 000): out of search with it; applied once readable
+            log.debug("change note %s waits: its folder cannot be read", path)
+            return None
+        if not there:  # consumed by someone else, and maybe its store removed: not made again
             return None
         if mushroom.held_back(path):  # a big folder's job runs there: it offers the note again at its end
             log.debug("change note %s waits for the job in its folder", path)
@@ -268,8 +283,10 @@ class IndexSync:
                 try:
                     n = self.consume(p)
                 except (RagdError, OSError) as err:
-                    if not p.exists():  # its folder was deleted or moved meanwhile: the note went with it
-                        log.debug("mushroom %s gone before it was applied", p)
+                    if not note_there(
+                        p
+                    ):  # its folder deleted, moved or made unreadable meanwhile: not a failure
+                        log.debug("mushroom %s gone or out of reach before it was applied", p)
                         continue
                     log.error("mushroom %s not applied: %s", p, err)
                     report.failed.append((p, str(err)))

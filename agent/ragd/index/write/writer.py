@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ...errors import RagdError
 from ..backend import IndexBackend
-from .sync import BATCH, IndexSync, SyncReport
+from .sync import BATCH, IndexSync, SyncReport, note_there
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ class Indexer:
         with self._lock:
             due = [p for p, (_, t, _) in self._failed.items() if t <= now]
         for p in due:
-            if p.exists():
+            if note_there(p) is not False:  # there, or its folder unreadable: tried again (it waits there)
                 with self._lock:
                     reason, _, attempts = self._failed[p]
                     self._failed[p] = (reason, float("inf"), attempts)  # back in the queue; keep the count
