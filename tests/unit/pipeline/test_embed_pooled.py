@@ -192,7 +192,10 @@ def test_every_embed_worker_loads_its_model_as_it_starts() -> None:
     one) does not wait for that worker's model: each loads it as it starts."""
     queue = LazyEmbedQueue(EmbeddingConfig(), run=RunConfig(workers=2))
     try:
-        assert queue.embed(TEXTS[:1]).shape == (1, 512)  # a few texts: embedded here; the probes start the workers
+        assert queue.embed(TEXTS[:1]).shape == (
+            1,
+            512,
+        )  # a few texts: embedded here; the probes start the workers
         pool = queue._pool
         assert pool is not None
         probes = [pool.submit(model_in_this_worker, ()) for _ in range(4)]

@@ -246,7 +246,9 @@ class LazyEmbedQueue:
         for queue in queues:
             if queue is not None:
                 queue.close()
-        if self._pool is not None:  # started by a batch, or by whoever else was handed it: its workers stop too
+        if (
+            self._pool is not None
+        ):  # started by a batch, or by whoever else was handed it: its workers stop too
             self._pool.close()
 
 
