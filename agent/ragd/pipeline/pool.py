@@ -38,6 +38,7 @@ from . import tmpdirs
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the workers are not running
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 
 

@@ -32,7 +32,7 @@ from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, Extracted, OcrReport, SplitterSettings
 from .parse import TEXT_EXTENSIONS
-from .pool import Few, WorkerPool, worker_count, worker_death
+from .pool import FEW_WINDOW_S, Few, WorkerPool, worker_count, worker_death
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ PRELOAD = ("ragd.pipeline.parse", "ragd.pipeline.split", "langchain_text_splitte
 # folder: at most FEW_FILES in FEW_WINDOW_S seconds, each at most HERE_BYTES of .md, .txt, ...) are parsed in the
 # job's thread: decoding a few KiB needs no worker, and starting two (a process each, its imports: 1-2 s) held a
 # fresh agent's first note back (docs/benchmarks.md, the first minute). Every other file goes to a worker.
-FEW_FILES = 8
-FEW_WINDOW_S = 10.0
+FEW_FILES = 8  # in pool.FEW_WINDOW_S seconds
 HERE_BYTES = 64 * 1024
 
 

@@ -245,9 +245,8 @@ class IndexSync:
         The caller flushes the index, then deletes the mushroom (see apply_batch)."""
         directory = path.parent.parent
         there = note_there(path)
-        if (
-            there is None
-        ):  # its folder cannot be read (chmod 000): out of search with it; applied once readable
+        # None: its folder cannot be read (chmod 000), out of search with it; the note is applied once readable
+        if there is None:
             log.debug("change note %s waits: its folder cannot be read", path)
             return None
         if not there:  # consumed by someone else, and maybe its store removed: not made again
@@ -283,9 +282,8 @@ class IndexSync:
                 try:
                     n = self.consume(p)
                 except (RagdError, OSError) as err:
-                    if not note_there(
-                        p
-                    ):  # its folder deleted, moved or made unreadable meanwhile: not a failure
+                    # its folder deleted, moved or made unreadable meanwhile: not a failure
+                    if not note_there(p):
                         log.debug("mushroom %s gone or out of reach before it was applied", p)
                         continue
                     log.error("mushroom %s not applied: %s", p, err)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...config import EmbeddingConfig, RunConfig
-from ..pool import Few, WorkerPool, worker_count
+from ..pool import FEW_WINDOW_S, Few, WorkerPool, worker_count
 from .base import Embedder, shut_down_error
 from .queue import EmbedQueue, EmbedStats
 
@@ -36,12 +36,11 @@ POOLED_BATCH = 16
 # (the one that embeds questions): during an initial index both workers are busy with batches, and under load an
 # edit waited 0.5-1.1 s for one of them (docs/benchmarks.md, issue 14).
 EXPRESS_TEXTS = 16
-# While the workers are not running, a few texts (at most this many in FEW_WINDOW_S seconds: a new note, a small
+# While the workers are not running, a few texts (at most this many in 10 s, pool.FEW_WINDOW_S: a new note, a small
 # folder, a fresh agent's first file) are embedded by that copy too: starting the workers (a process each, its
 # imports and its model) took 2.4-4.6 s that a fresh agent's first note waited out (docs/benchmarks.md, the first
 # minute). More than that within the window is a bigger job: its texts start the workers.
-FEW_TEXTS = 64
-FEW_WINDOW_S = 10.0
+FEW_TEXTS = 64  # in pool.FEW_WINDOW_S seconds
 
 
 def make_embedder(
@@ -101,8 +100,7 @@ class LazyEmbedQueue:
         self._query_model: Embedder | None = None
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
-        self._warming = False
-        self._warm_done = threading.Event()  # set when no load started by warm() is under way
+        self._warm_done = threading.Event()  # clear while a load started by warm() is under way
         self._warm_done.set()
         self._prepared = False  # prepare() was called
         self._closed = False
@@ -162,9 +160,9 @@ class LazyEmbedQueue:
         """Load the copy of the model here in the background, if the bundled model runs in workers and it is not
         loaded yet: an edit's texts will need it (its load took 0.7-1.2 s that the first edit waited out)."""
         with self._lock:
-            if self._pool is None or self._closed or self._query_model is not None or self._warming:
+            warming = not self._warm_done.is_set()
+            if self._pool is None or self._closed or self._query_model is not None or warming:
                 return
-            self._warming = True
             self._warm_done.clear()
         threading.Thread(target=self._warm, name="embed-warm", daemon=True).start()
 
@@ -186,7 +184,6 @@ class LazyEmbedQueue:
             log.warning("could not load the bundled model ahead of an edit: %s", err)
         finally:
             with self._lock:
-                self._warming = False
                 self._warm_done.set()
 
     def wait_warm(self, timeout: float) -> bool:
@@ -246,9 +243,8 @@ class LazyEmbedQueue:
         for queue in queues:
             if queue is not None:
                 queue.close()
-        if (
-            self._pool is not None
-        ):  # started by a batch, or by whoever else was handed it: its workers stop too
+        # the pool, started by a batch or by whoever else was handed it: its workers stop too
+        if self._pool is not None:
             self._pool.close()
 
 
