@@ -510,3 +510,25 @@ def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it
     again = run(cfg)
     assert again.embedded == 1 and entry(root, "minutes.odt").status == FileState.EMBEDDED
     assert "budget review" in entry(root, "minutes.odt").chunks[0].content
+
+
+def test_a_run_of_text_files_does_not_wait_to_learn_whether_ocr_loads(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SKIPPED verdict records whether OCR loads (its policy), which takes a child process; a run of text files
+    waited for it before its first job (~0.3 s of the referee's 4 s run). It is found out when a verdict needs it."""
+    from ragd.pipeline.parse import ocr
+
+    monkeypatch.setattr(ocr, "_IMPORT_ERROR", None)  # not found out yet in this process
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "note.md").write_text("# Note\n\nsome words\n", encoding="utf-8")
+    cfg = api_config(fake_openai_server, [root])
+    assert run(cfg).embedded == 1
+    assert ocr._IMPORT_ERROR is None, "the run asked whether OCR loads, and nothing needed it"
+    (root / "blank.md").write_text("   \n", encoding="utf-8")
+    assert run(cfg).skipped == 1
+    assert (
+        ocr._IMPORT_ERROR is not None
+        and entry(root, "blank.md").error["policy"] == helpers.context(cfg)[0].policy
+    )

@@ -128,10 +128,12 @@ def _dispatch(args: argparse.Namespace, config: Config) -> int:
 
 def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     roots = [*args.roots, *args.extra_roots]
-    from ..pipeline.parse.ocr import probe_ahead
-
-    probe_ahead(config.parse)  # while the run starts up, not in its way
     if not args.once:  # the agent watches these on top of the config's roots (and keeps them across reloads)
+        from ..pipeline.parse.ocr import probe_ahead
+
+        probe_ahead(
+            config.parse
+        )  # whether OCR loads, for its status: while the agent starts up, not in its way
         return _cmd_agent(args, config, roots)
     if roots:
         config = config.with_roots(roots)

@@ -84,7 +84,7 @@ def _file_state(
 ) -> FileStatus:
     if entry is None:
         return FileStatus(path, State.NEW)
-    change = classify(entry, path, st, config.identity, policy, now)
+    change = classify(entry, path, st, config.identity, lambda: policy, now)
     reason = str((entry.error or {}).get("message", ""))
     if change == Change.CHANGED:
         return FileStatus(path, State.CHANGED)

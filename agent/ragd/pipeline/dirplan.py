@@ -80,7 +80,9 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             full = read_deleted(directory, name)
             entry = None if full is None else Digest.of(full, name)
         change = (
-            Change.RETRY if ctx.force else classify(entry, where + name, st, identity, ctx.policy, now, basis)
+            Change.RETRY
+            if ctx.force
+            else classify(entry, where + name, st, identity, lambda: ctx.policy, now, basis)
         )
         if change == Change.UNCHANGED and name in listing.links:
             change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change

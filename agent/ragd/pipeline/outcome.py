@@ -41,7 +41,9 @@ class JobContext:
     config: Config
     submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
     ignore: Ignore
-    policy: str  # what a SKIPPED verdict depended on; a different policy re-evaluates skipped files
+    # what a SKIPPED verdict depends on (`policy`), found out when a job first needs it: whether OCR loads takes a
+    # child process (parse/ocr.py), which a run of text files waited for before its first job (~0.3 s of 4)
+    skip_policy: Callable[[], str]
     reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
     force: bool = False
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
@@ -56,6 +58,11 @@ class JobContext:
     @cached_property
     def identity(self) -> EmbeddingIdentity:
         return self.config.identity
+
+    @cached_property
+    def policy(self) -> str:
+        """What a SKIPPED verdict depended on; a different policy re-evaluates skipped files."""
+        return self.skip_policy()
 
 
 @dataclass(frozen=True)

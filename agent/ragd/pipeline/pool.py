@@ -96,6 +96,11 @@ class Few:
             self._taken.append((now, n))
             return True
 
+    def fill(self) -> None:
+        """Count the window as full from now: nothing more is taken for `window` seconds."""
+        with self._lock:
+            self._taken.append((time.monotonic(), self.most))
+
 
 class WorkerPool:
     """`workers` processes, started on demand and closed when idle (see the module docstring)."""

@@ -68,6 +68,8 @@ def _rounds(
     _finish: Callable[[list[FileTask]], list[FileOutcome]],
 ) -> list[FileOutcome]:
     reuse = _ReusePool(ctx, directory, plan)
+    if ctx.parsers is not None:
+        ctx.parsers.expect(len(plan.work))
     outcomes: list[FileOutcome] = []
     embedding: list[FileTask] = []  # the previous round's files waiting for their vectors
     done: list[FileOutcome] = []  # the previous round's files that ended before their texts were submitted

@@ -8,7 +8,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -321,16 +321,17 @@ def classify(
     path: Path | str,
     st: os.stat_result,
     identity: EmbeddingIdentity,
-    policy: str,
+    policy: Callable[[], str],
     now: float,
     basis: str | None = None,
 ) -> Change:
-    """Decide what a file needs. Hashes the file only when the stat fast path cannot decide. `basis`: what the
+    """Decide what a file needs. Hashes the file only when the stat fast path cannot decide. `policy`: what a
+    SKIPPED verdict depends on now, asked only of a skipped file's entry (`JobContext.policy`); `basis`: what the
     metadata of the directory's entries is made with now (metadata.Labels.basis)."""
     if entry is None:
         return Change.NEW
     if entry.status == FileState.SKIPPED:
-        same = stat_matches(entry, st) and (entry.error or {}).get("policy") == policy
+        same = stat_matches(entry, st) and (entry.error or {}).get("policy") == policy()
         return Change.UNCHANGED if same else Change.RETRY
     settled = stat_matches(entry, st) and not is_racy(entry, st)
     if not settled and not _same_content(entry, path):

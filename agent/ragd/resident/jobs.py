@@ -21,6 +21,7 @@ directory stays failed until the next run.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -84,7 +85,7 @@ def job_context(
     parsers: Parsers | None = None,
     identify: Identify = fallback,
 ) -> JobContext:
-    return JobContext(config, submit, ignore, skip_policy(config), force=force, roots=real_roots(roots),
+    return JobContext(config, submit, ignore, functools.partial(skip_policy, config), force=force, roots=real_roots(roots),
                       stat_cache=stat_cache, parsers=parsers, identify=identify)  # fmt: skip
 
 

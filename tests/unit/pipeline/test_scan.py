@@ -82,16 +82,16 @@ def test_unchanged_by_stat_without_reading(tmp_path: Path) -> None:
     old = time.time() - 100
     os.utime(f, (old, old))
     e = _entry(f, md5="not-the-real-md5")  # if it hashed, it would call this CHANGED
-    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.UNCHANGED
+    assert classify(e, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.UNCHANGED
 
 
 def test_racy_stat_is_hashed(tmp_path: Path) -> None:
     f = tmp_path / "a.md"
     f.write_text("hello")
     racy = _entry(f, recorded=f.stat().st_mtime)  # recorded in the same second as the mtime
-    assert classify(racy, f, f.stat(), IDENT, "p", time.time()) == Change.TOUCHED
+    assert classify(racy, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.TOUCHED
     lying = _entry(f, recorded=f.stat().st_mtime, md5="0" * 32)
-    assert classify(lying, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
+    assert classify(lying, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.CHANGED
 
 
 def test_touched_vs_changed(tmp_path: Path) -> None:
@@ -99,10 +99,10 @@ def test_touched_vs_changed(tmp_path: Path) -> None:
     f.write_text("hello")
     e = _entry(f)
     os.utime(f, (time.time() - 50, time.time() - 50))
-    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.TOUCHED
+    assert classify(e, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.TOUCHED
     f.write_text("hello, world")
-    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
-    assert classify(None, f, f.stat(), IDENT, "p", time.time()) == Change.NEW
+    assert classify(e, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.CHANGED
+    assert classify(None, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.NEW
 
 
 def test_ragjson_tool_entry_uses_second_mtime(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_ragjson_tool_entry_uses_second_mtime(tmp_path: Path) -> None:
     old = time.time() - 100
     os.utime(f, (old, old))
     e = _entry(f, ns=False, md5="x")
-    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.UNCHANGED
+    assert classify(e, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.UNCHANGED
 
 
 def test_identity_mismatch_and_failed_retry(tmp_path: Path) -> None:
@@ -126,18 +126,18 @@ def test_identity_mismatch_and_failed_retry(tmp_path: Path) -> None:
     later = _entry(f, status=FileState.FAILED, error={"retry_at": sidecar.utc_stamp(now + 60)})
     never = _entry(f, status=FileState.FAILED, error={"retry_at": None})
     foreign = _entry(f, status=FileState.FAILED)
-    assert classify(due, f, f.stat(), IDENT, "p", now) == Change.RETRY
-    assert classify(later, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
-    assert classify(never, f, f.stat(), IDENT, "p", now) == Change.UNCHANGED
-    assert classify(foreign, f, f.stat(), IDENT, "p", now) == Change.RETRY
+    assert classify(due, f, f.stat(), IDENT, lambda: "p", now) == Change.RETRY
+    assert classify(later, f, f.stat(), IDENT, lambda: "p", now) == Change.UNCHANGED
+    assert classify(never, f, f.stat(), IDENT, lambda: "p", now) == Change.UNCHANGED
+    assert classify(foreign, f, f.stat(), IDENT, lambda: "p", now) == Change.RETRY
 
 
 def test_skipped_reevaluated_when_policy_changes(tmp_path: Path) -> None:
     f = tmp_path / "a.bin"
     f.write_text("x")
     e = _entry(f, status=FileState.SKIPPED, md5="", error={"policy": "p1"})
-    assert classify(e, f, f.stat(), IDENT, "p1", time.time()) == Change.UNCHANGED
-    assert classify(e, f, f.stat(), IDENT, "p2", time.time()) == Change.RETRY
+    assert classify(e, f, f.stat(), IDENT, lambda: "p1", time.time()) == Change.UNCHANGED
+    assert classify(e, f, f.stat(), IDENT, lambda: "p2", time.time()) == Change.RETRY
 
 
 def _bytes_name(directory: Path, name: bytes) -> bytes:
@@ -252,7 +252,7 @@ def test_an_unreadable_file_is_changed_not_an_error(tmp_path: Path) -> None:
     e = _entry(f)
     f.unlink()
     os.mkfifo(f)
-    assert classify(e, f, f.stat(), IDENT, "p", time.time()) == Change.CHANGED
+    assert classify(e, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.CHANGED
 
 
 LEAD = sidecar.StoredLead("A title\nits first words", "h", "AAAAAA==")
@@ -271,7 +271,7 @@ def test_an_entry_without_a_lead_gets_one_and_nothing_else(tmp_path: Path) -> No
 
     def verdict(**kw: object) -> Change:
         kw.setdefault("chunks", (chunk,))
-        return classify(_entry(f, **kw), f, f.stat(), IDENT, "p", time.time())
+        return classify(_entry(f, **kw), f, f.stat(), IDENT, lambda: "p", time.time())
 
     assert verdict(parser="text") == Change.LEAD
     assert verdict(parser="text", lead=LEAD) == Change.UNCHANGED
@@ -283,7 +283,7 @@ def test_an_entry_without_a_lead_gets_one_and_nothing_else(tmp_path: Path) -> No
     assert verdict(parser="text", lead=LEAD, recorded=old - 10) == Change.TOUCHED
     digest = Digest.of(_entry(f, chunks=(chunk,), parser="text"), "a.md")
     assert not digest.has_lead and Digest.from_json(digest.to_json()) == digest
-    assert classify(digest, f, f.stat(), IDENT, "p", time.time()) == Change.LEAD
+    assert classify(digest, f, f.stat(), IDENT, lambda: "p", time.time()) == Change.LEAD
     with_lead = Digest.of(_entry(f, chunks=(chunk,), parser="text", lead=LEAD), "a.md")
     assert with_lead.has_lead and Digest.from_json(with_lead.to_json()) == with_lead
 
@@ -301,7 +301,7 @@ def test_entries_of_older_split_rules_are_split_again_only_where_they_differ(tmp
         os.utime(f, (old, old))
         chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==", {"heading_path": heading} if heading else {})
         e = _entry(f, chunks=(chunk,), lead=LEAD, **kw)
-        return classify(e, f, f.stat(), IDENT, "p", time.time())
+        return classify(e, f, f.stat(), IDENT, lambda: "p", time.time())
 
     assert verdict("a.rst", parser="text") == Change.RETRY
     assert verdict("a.org", parser="text") == Change.RETRY
@@ -330,7 +330,7 @@ def test_entries_of_split_revision_3_are_split_again_where_a_chunk_is_markup_alo
         meta = {"heading_path": list(heading)} if heading else {}
         chunks = tuple(sidecar.StoredChunk(t, f"h{i}", 0, "AAAAAA==", meta) for i, t in enumerate(texts))
         e = _entry(f, chunks=chunks, split_revision=3, lead=LEAD, **kw)
-        return classify(e, f, f.stat(), IDENT, "p", time.time())
+        return classify(e, f, f.stat(), IDENT, lambda: "p", time.time())
 
     assert verdict("a.html", "# Files", "|  |  |\n| --- | --- |", "text", parser="html") == Change.RETRY
     assert verdict("b.md", "text", "---", parser="text") == Change.RETRY
@@ -356,7 +356,9 @@ def test_pdf_entries_of_split_revision_4_are_split_again_at_page_breaks(tmp_path
         f.write_text("text")
         os.utime(f, (old, old))
         chunk = sidecar.StoredChunk("text", "h", 0, "AAAAAA==", {"page": 1})
-        return classify(_entry(f, chunks=(chunk,), lead=LEAD, **kw), f, f.stat(), IDENT, "p", time.time())
+        return classify(
+            _entry(f, chunks=(chunk,), lead=LEAD, **kw), f, f.stat(), IDENT, lambda: "p", time.time()
+        )
 
     assert SPLIT_REVISION == 5
     assert verdict("a.pdf", parser="pdfium", split_revision=4) == Change.RETRY
@@ -378,7 +380,7 @@ def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp
         os.utime(f, (old, old))
         chunk = sidecar.StoredChunk(first, "h", 0, "AAAAAA==", {})
         e = _entry(f, chunks=(chunk,), split_revision=2, lead=LEAD, **kw)
-        return classify(e, f, f.stat(), IDENT, "p", time.time())
+        return classify(e, f, f.stat(), IDENT, lambda: "p", time.time())
 
     assert verdict("a.md", "---\ntags: [x]\n---\n# A", parser="text") == Change.RETRY
     assert verdict("b.md", "+++\ntitle = 'B'\n+++", parser="text") == Change.RETRY

@@ -239,6 +239,21 @@ def test_a_few_small_text_files_are_parsed_here_while_the_workers_are_not_runnin
     assert q.running, "a text file over HERE_BYTES was parsed outside the workers"
 
 
+def test_a_job_of_more_than_a_few_files_starts_the_workers_for_its_first(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    """Its first few files were parsed one by one in the job's thread, the rest waiting behind them and the splitter's
+    imports (a run of 400 text files began ~0.8 s later); a job of a few still parses them here."""
+    note = docgen.write_text(tmp_path / "note.md", "# Note\n\n笔记 body\n")
+    few = pool(parsers_of, few=FEW_FILES)
+    few.expect(FEW_FILES)
+    assert few.start(note, SPLIT).result().chunks and not few.running
+    many = pool(parsers_of, few=FEW_FILES)
+    many.expect(FEW_FILES + 1)
+    assert many.start(note, SPLIT).result().chunks
+    assert many.running and many.started == 1, "the first file of a big job was parsed outside the workers"
+
+
 def test_idle_workers_exit_and_come_back_for_the_next_file(tmp_path: Path, parsers_of: list[Parsers]) -> None:
     p = pool(parsers_of, workers=2, worker_idle=0.3)
     ok = docgen.write_text(tmp_path / "ok.md", "# fine\n\nsmall file\n")
