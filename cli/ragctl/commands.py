@@ -28,7 +28,7 @@ from .context import (
     Ctx,
 )
 from .protocol import USAGE_CODES, Client, ProtocolError, RemoteError, Unreachable, socket_path
-from .search_flags import search_request
+from .protocol.search_flags import search_request
 
 Obj = Mapping[str, Any]
 CONNECT_POLL_S = 0.1  # `wait`: how often an agent that is not listening yet is looked for

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .protocol import CHANGE_KINDS
-from .search_flags import Renamed, add_search_flags
+from .protocol.search_flags import Renamed, add_search_flags
 
 DEFAULT_TIMEOUT = 30.0  # seconds to connect and to wait for each answer (0: no limit)
 MCP_CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")  # `mcp-config`'s (clients.py knows them)

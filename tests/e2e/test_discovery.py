@@ -25,7 +25,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
-from ragctl import discovery, protocol
+from ragctl import protocol
+from ragctl.protocol import discovery
 from tests.e2e.agent import RAGCTL, AgentProcess, running_agent
 
 T = TypeVar("T")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ragctl.protocol import BAD_REQUEST
-from ragctl.search_flags import Renamed, add_search_flags
+from ragctl.protocol.search_flags import Renamed, add_search_flags
 
 from .. import __version__
 from ..config import Config, data_dir, load_config

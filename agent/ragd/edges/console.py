@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ragctl import render
+from ragctl.protocol import answer
 
 from ..config import Config
 from ..pipeline.dirjob import DirResult
@@ -167,7 +167,7 @@ def print_states(states: list[FileStatus], out: TextIO = sys.stdout) -> None:
 
 def run_search(args: Any, config: Config) -> int:
     """`ragd search`: the `search` verb over the index opened read-only; results printed."""
-    from ragctl.search_flags import search_request
+    from ragctl.protocol.search_flags import search_request
 
     from ..verbs.arguments import parse
     from ..verbs.search import SearchQuery, search
@@ -179,7 +179,7 @@ def run_search(args: Any, config: Config) -> int:
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0
-    print(render.search(found), end="")
+    print(answer.search(found), end="")
     return 0
 
 

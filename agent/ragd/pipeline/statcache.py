@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ragctl.discovery import pid_alive
+from ragctl.protocol.discovery import pid_alive
 
 from .. import __version__
 from ..atomic import atomic_write

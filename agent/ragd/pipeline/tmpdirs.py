@@ -25,7 +25,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ragctl.discovery import pid_alive
+from ragctl.protocol.discovery import pid_alive
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@
   refused, the socket created 0600 from the start.
 - `write_discovery_record` / `remove_discovery_record`: `$HOME/.local/state/ragd/agent-socket` names the socket
   and the pid, so that a client started with a minimal environment (an AI tool's `ragctl mcp`) finds this agent
-  (ragctl/discovery.py reads it). Written atomically, 0600 in a 0700 directory; removed only while it names us.
+  (ragctl/protocol/discovery.py reads it). Written atomically, 0600 in a 0700 directory; removed only while it names us.
 - `bind_control_socket(path, admission)`: the modes of the socket and its directory follow `admission.py` (who else
   may connect: docs/access.md); who is on the other end of a connection: `peer.py` (SO_PEERCRED), which
   `admission.py` uses too.
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragctl import discovery
+from ragctl.protocol import discovery
 from ragd.atomic import atomic_write
 from ragd.errors import RagdError, StorageError
 

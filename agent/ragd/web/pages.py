@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragctl import explain
 from ragctl import protocol as p
+from ragctl.protocol import explain
 
 from .. import access
 from ..errors import RagdError

@@ -4,17 +4,27 @@ Every function takes the result (or stream) dict as the agent sent it and return
 newline unless it is a one-line progress display. Fields may be missing (an older or newer agent): they render as
 "?" or are left out, never as an exception.
 
-One module per verb's output (`status`, `verify`, `search`, and `verbs` for the others) over `text`, the small
-pieces they share; this module re-exports them.
+One module per verb's output (`status`, `verify`, and `verbs` for the others) over `protocol.text`, the small
+pieces they share; a search's answer is `protocol.answer`, which `ragd search` prints too. This module re-exports
+them.
 """
 
-from .search import (
+from ..protocol.answer import (
     citation,
     explained,
     labels,
     search,
     search_files,
     why,
+)
+from ..protocol.text import (
+    MAX_REASON,
+    Obj,
+    bar,
+    duration,
+    one_line,
+    plural,
+    show_path,
 )
 from .status import (
     HEALTH_LABELS,
@@ -24,15 +34,6 @@ from .status import (
     health_lines,
     progress_line,
     status,
-)
-from .text import (
-    MAX_REASON,
-    Obj,
-    bar,
-    duration,
-    one_line,
-    plural,
-    show_path,
 )
 from .verbs import (
     changes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..protocol import FAILED_STATE, SETTLED
-from .text import Obj, _count, _g, _int, _num, bar, duration, one_line, plural, show_path
+from ..protocol.text import Obj, _count, _g, _int, _num, bar, duration, one_line, plural, show_path
 from .verify import _item, verify_line
 
 MAX_FAILURES = 5  # failed files listed per root before "… and N more"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .text import Obj, _count, _int, _num, one_line, plural, show_path
+from ..protocol.text import Obj, _count, _int, _num, one_line, plural, show_path
 
 
 def wait_progress(data: Obj) -> str:

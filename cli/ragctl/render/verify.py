@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .text import Obj, _count, _int, _num, one_line, plural, show_path
+from ..protocol.text import Obj, _count, _int, _num, one_line, plural, show_path
 
 
 def verify_line(verify: Obj | None) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from ragctl.commands import REQUESTS, request_for
 from ragctl.main import build_parser
-from ragctl.search_flags import RENAMED_ARGS
+from ragctl.protocol.search_flags import RENAMED_ARGS
 from ragd.edges.control_verbs import TABLE
 
 # every command line that makes a request, with every flag of its verb at a value other than its default

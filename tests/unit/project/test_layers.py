@@ -62,3 +62,44 @@ def test_the_core_modules_import_no_package(module: str) -> None:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ragd."):
             imported.add((node.module or "").split(".")[1])
     assert imported & packages == set()
+
+
+RAGCTL = RAGD.parents[1] / "cli" / "ragctl"
+
+
+def ragctl_modules_imported(files: list[Path]) -> dict[str, set[str]]:
+    """For each module of ragctl that these files import (absolutely, `ragctl.X...`): the files."""
+    found: dict[str, set[str]] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith("ragctl")
+            ):
+                module = node.module or ""
+                names = [f"{module}.{a.name}" for a in node.names] if module == "ragctl" else [module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("ragctl")]
+            for name in names:
+                found.setdefault(name, set()).add(str(path.relative_to(RAGD.parent)))
+    return found
+
+
+def test_the_agent_takes_from_ragctl_only_its_protocol() -> None:
+    """What both sides of the socket and both command lines agree on is `ragctl.protocol`; the rest of ragctl (its
+    rendering, commands, MCP bridge) is the client's own, and the agent borrowed from it (`pid_alive`, the console's
+    search output, the web page's explanations)."""
+    imported = ragctl_modules_imported(list(RAGD.rglob("*.py")))
+    borrowed = {m: f for m, f in imported.items() if not (m + ".").startswith("ragctl.protocol.")}
+    assert imported and borrowed == {}
+
+
+def test_the_protocol_package_imports_nothing_else_of_ragctl() -> None:
+    relative = set()
+    for path in (RAGCTL / "protocol").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                relative.add(f"{path.name}: {'.' * node.level}{node.module or ''}")
+    assert relative == set()

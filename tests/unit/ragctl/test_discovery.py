@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ragctl import discovery, protocol
+from ragctl import protocol
+from ragctl.protocol import discovery
 
 Bind = Callable[[Path], Path]  # a listening unix socket bound at the path (its directories made)
 
@@ -231,7 +232,7 @@ def test_without_home_the_password_database_gives_it(tmp_path: Path) -> None:
 def test_a_zombie_is_not_alive() -> None:
     """A process that exited and was not reaped yet (an orphan under a PID 1 that does not reap) is gone: its
     temp directories and records may be removed."""
-    from ragctl.discovery import pid_alive
+    from ragctl.protocol.discovery import pid_alive
     from tests.support.poll import poll
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

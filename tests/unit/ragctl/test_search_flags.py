@@ -1,4 +1,4 @@
-"""`ragctl search` and `ragd search` take one set of flags (ragctl/search_flags.py) and make one request of them;
+"""`ragctl search` and `ragd search` take one set of flags (ragctl/protocol/search_flags.py) and make one request of them;
 the flags' older names still work for a version, each with a warning."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_both_command_lines_define_the_same_search_flags() -> None:
 
 
 def test_both_make_the_same_request() -> None:
-    from ragctl.search_flags import search_request
+    from ragctl.protocol.search_flags import search_request
 
     ragd_ns = ragd_cli._parser().parse_args(ARGV)
     assert search_request(ragd_ns) == request_for(build_parser().parse_args(ARGV))[1]
@@ -74,7 +74,7 @@ def test_the_flags_choices_are_the_querys() -> None:
     from typing import get_args
 
     from ragctl.protocol import TOP_K
-    from ragctl.search_flags import MODES, REACHES
+    from ragctl.protocol.search_flags import MODES, REACHES
     from ragd.index.query.searchquery import SearchQuery
 
     fields = SearchQuery.model_fields

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ragctl import discovery
+from ragctl.protocol import discovery
 from ragd.resident.instance import (
     SUN_PATH_MAX,
     AlreadyRunning,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragctl.protocol import TOP_K
-from ragctl.search_flags import RENAMED_ARGS
+from ragctl.protocol.search_flags import RENAMED_ARGS
 
 from ...errors import RagdError
 from ..backend import MAX_K

@@ -9,6 +9,11 @@ and the agent answers each with zero or more stream lines, then one final reply 
     {"v": 1, "id": 7, "stream": {...}}                                  (progress of a long operation)
     {"v": 1, "id": 7, "ok": true, "result": {...}}
     {"v": 1, "id": 7, "ok": false, "error": {"code": "...", "message": "...", "hint": "..."}}
+
+This package is all the agent takes from `ragctl`: what both sides of the socket, and both command lines, must
+agree on. Beside the wire (this module): `discovery` (where a running agent is found: its record and socket),
+`search_flags` (the search flags of `ragctl search` and `ragd search`, and the request they make), `explain` and
+`answer` (a search's answer as text, over `text`'s small pieces). Standard library only, as the rest of `ragctl`.
 """
 
 from __future__ import annotations

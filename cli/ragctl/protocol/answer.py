@@ -1,11 +1,12 @@
-"""`ragctl search`: passages or documents found, with their citations, labels and scores, and `--explain`'s
-account of why each ranks where it does (explain.py, shared with the agent's web page)."""
+"""A search's answer as text (`ragctl search`, `ragd search`): passages or documents found, with their citations,
+labels and scores, and `--explain`'s account of why each ranks where it does (explain.py, shared with the agent's
+web page)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..explain import explained, why
+from .explain import explained, why
 from .text import Obj, _int, one_line, plural, show_path
 
 

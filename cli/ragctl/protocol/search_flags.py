@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .protocol import TOP_K
+from . import TOP_K
 
 MODES = ("hybrid", "vector", "keyword")
 REACHES = ("agent", "all")  # this agent's files, or every agent's on an index shared by several (Milvus)
