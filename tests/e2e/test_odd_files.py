@@ -100,26 +100,32 @@ def test_fifos_sockets_and_broken_links_are_skipped_while_watching(agent: AgentP
     assert sorted(p.name for p in (odd / ".rag").glob("*.ragjson")) == ["fine.md.ragjson"]
 
 
-def test_a_sidecar_write_failure_is_retried_until_it_succeeds(agent: AgentProcess, root: Path) -> None:
+def test_a_sidecar_write_failure_is_retried_until_it_succeeds(
+    tmp_path: Path, config: Path, root: Path
+) -> None:
     """The entry's path is taken (a non-empty directory: rename() fails even for root), so neither the entry nor its
     FAILED record can be written. The file is FAILED with the reason and a retry time; once the way is clear, the
-    agent's timed retry indexes it with no further change to the file."""
-    agent.wait_idle()
-    (root / ".rag" / "blocked.md.ragjson" / "in-the-way").mkdir(parents=True)
-    write_doc(root / "blocked.md", "blockedtoken")
-    ragctl("wait")
-    failures = ragctl_json("status")["roots"][0]["failures"]
-    assert [f["path"] for f in failures] == [str(root / "blocked.md")]
-    assert "cannot write" in failures[0]["reason"] and failures[0]["retry_at"]
-    assert keyword_hits("blockedtoken") == []
-    (root / ".rag" / "blocked.md.ragjson" / "in-the-way").rmdir()
-    (root / ".rag" / "blocked.md.ragjson").rmdir()
-    poll(lambda: keyword_hits("blockedtoken") == [str(root / "blocked.md")], timeout=180, every=0.5,
-         what="the timed retry (first back-off: 60 s)")  # fmt: skip
-    ragctl("wait")
-    assert ragctl_json("status")["roots"][0]["failures"] == []
-    entry = sidecar.read_entry(sidecar.entry_path(root, "blocked.md"))
-    assert entry is not None and entry.status == "EMBEDDED"
+    agent's timed retry (`run.retry_after`, 60 s by default, 3 s here) indexes it with no further change to the
+    file."""
+    with config.open("a") as f:
+        f.write("\n[run]\nretry_after = 3\n")
+    with running_agent(tmp_path / "agent.log", str(root)) as agent:
+        agent.wait_idle()
+        (root / ".rag" / "blocked.md.ragjson" / "in-the-way").mkdir(parents=True)
+        write_doc(root / "blocked.md", "blockedtoken")
+        ragctl("wait")
+        failures = ragctl_json("status")["roots"][0]["failures"]
+        assert [f["path"] for f in failures] == [str(root / "blocked.md")]
+        assert "cannot write" in failures[0]["reason"] and failures[0]["retry_at"]
+        assert keyword_hits("blockedtoken") == []
+        (root / ".rag" / "blocked.md.ragjson" / "in-the-way").rmdir()
+        (root / ".rag" / "blocked.md.ragjson").rmdir()
+        poll(lambda: keyword_hits("blockedtoken") == [str(root / "blocked.md")], timeout=60, every=0.2,
+             what="the timed retry (run.retry_after: 3 s)")  # fmt: skip
+        ragctl("wait")
+        assert ragctl_json("status")["roots"][0]["failures"] == []
+        entry = sidecar.read_entry(sidecar.entry_path(root, "blocked.md"))
+        assert entry is not None and entry.status == "EMBEDDED"
 
 
 def _with_file_size_limit(limit: int, argv: list[str]) -> list[str]:

@@ -389,6 +389,30 @@ def test_a_file_past_the_parse_deadline_fails_alone_and_is_retried_later(
     )
 
 
+def test_a_passing_failure_is_tried_again_after_run_retry_after_doubled_at_each_failure(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A file the embeddings API failed is FAILED with a retry time `run.retry_after` seconds on (60 s by default),
+    twice that after its second failure; a failure that no waiting mends (an empty file's) has none."""
+    from ragd.pipeline.sidecar import parse_stamp
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "note.md").write_text("# Note\n\n" + PARA.format(n=1))
+    cfg = api_config(fake_openai_server, [root])
+    cfg = cfg.model_copy(update={"run": RunConfig(retry_after=7)})
+    fake_openai_server.fail_next(100, status=400)
+
+    def waited() -> float:
+        error = entry(root, "note.md").error or {}
+        return (parse_stamp(error["retry_at"]) or 0) - (parse_stamp(error["at"]) or 0)
+
+    assert [p.name for p, _ in run(cfg).failed] == ["note.md"]
+    assert 6 <= waited() <= 8
+    assert [p.name for p, _ in run(cfg, force=True).failed] == ["note.md"]
+    assert 13 <= waited() <= 15 and (entry(root, "note.md").error or {})["attempts"] == 2
+
+
 def test_files_of_a_root_removed_while_their_job_runs_are_left_alone(
     tmp_path: Path, fake_openai_server: FakeOpenAI
 ) -> None:

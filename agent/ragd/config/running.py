@@ -34,6 +34,9 @@ class RunConfig(_Section):
     rest_after: float = Field(
         default=120.0, ge=0
     )  # seconds unused before the agent rests (lifecycle.py); 0: never
+    # seconds before a file failed by a passing cause (BACKOFF_CODES: the embeddings API, the disk, a worker) is
+    # tried again; doubled at each further failure, up to RETRY_MAX_S (pipeline/outcome.py)
+    retry_after: float = Field(default=60.0, ge=1, le=86400)
     # MiB free below which disk space is shown degraded (resident/capabilities.py); 0: not checked
     min_free_space: int = Field(default=1024, ge=0)
 

@@ -23,7 +23,6 @@ from . import sidecar
 from .metadata import Labels
 from .outcome import (
     BACKOFF_CODES,
-    RETRY_BASE_S,
     RETRY_MAX_S,
     ROOT_REMOVED,
     VANISHED,
@@ -144,7 +143,8 @@ class FileRecord:
         attempts = (
             int((old.error or {}).get("attempts", 0)) + 1 if old and old.status == FileState.FAILED else 1
         )
-        backoff = sidecar.utc_stamp(time.time() + min(RETRY_BASE_S * 2 ** (attempts - 1), RETRY_MAX_S))
+        first = self.ctx.config.run.retry_after
+        backoff = sidecar.utc_stamp(time.time() + min(first * 2 ** (attempts - 1), RETRY_MAX_S))
         retry_at = backoff if isinstance(err, EmbedError) or err.code in BACKOFF_CODES else None
         if self.st is None:  # nothing known about the file to record
             return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=backoff)

@@ -1,6 +1,6 @@
 """What a directory job gives each of its files and gets back: the job's context (`JobContext`), a file's
 outcome (`FileOutcome`) and the states beyond an entry's (ABANDONED, RELABELED), and when a FAILED file is
-retried (`BACKOFF_CODES`, with a backoff from RETRY_BASE_S to RETRY_MAX_S; any other code waits for a change)."""
+retried (`BACKOFF_CODES`, with a backoff from `run.retry_after` (60 s) to RETRY_MAX_S; any other code waits for a change)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ ReuseFn = Callable[[Sequence[str]], dict[str, str]]
 # job ran (or the agent stopped): redone at the next start, or when the root is added again
 ROOT_REMOVED = "its root was removed while its directory's job ran"
 VANISHED = "vanished during the job"
-RETRY_BASE_S = 60.0
 RETRY_MAX_S = 6 * 3600.0
 # FAILED with one of these is retried by time (with a backoff); any other waits for a change to the file
 BACKOFF_CODES = frozenset({EmbedError.code, StorageError.code, "internal", *WORKER_FAILURES})
