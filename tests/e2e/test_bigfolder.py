@@ -15,13 +15,13 @@ from tests.e2e.conftest import FAST_WATCH, write_api_config
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.poll import poll
 
-FILES = 600
+FILES = 400  # rounds of 64 files: seven steps, each seen by the polls below
 
 
 @pytest.fixture
 def slow_config(tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Small batches and a slow embeddings API: the folder's one job takes many seconds."""
-    fake_openai_server.delay = 0.15
+    fake_openai_server.delay = 0.1
     cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch=FAST_WATCH, batch_size=4,
                            concurrency=2)  # fmt: skip
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))
@@ -57,7 +57,7 @@ def test_a_rescan_during_a_big_folders_job_holds_back_none_of_its_rounds(
 ) -> None:
     """A rescan (every 2 s here; hourly, or after a watch queue overflow, as an export unpacks) applies the notes it
     finds: the index writer waited for the running job's planned note, and no round's note was applied meanwhile."""
-    fake_openai_server.delay = 0.15
+    fake_openai_server.delay = 0.1
     cfg = write_api_config(tmp_path / "ragd.toml", fake_openai_server, watch={**FAST_WATCH,
                            "reconcile_interval": 2}, batch_size=4, concurrency=2)  # fmt: skip
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))

@@ -1,6 +1,6 @@
 """A search's `explain` object in words (docs/protocol.md, `search`): the one account of why a result ranks where
 it does, said alike by `ragctl search --explain` and the agent's web page. Part of the wire protocol the agent and
-`ragctl` share, like protocol.py: standard library only, and nothing of ragctl's other output.
+`ragctl` share (the package `ragctl.protocol`): standard library only, and nothing of ragctl's other output.
 
 A field missing (an older or newer agent) reads as "?" or is left out, never as an exception.
 """

@@ -89,7 +89,7 @@ def test_ragctl_knows_the_states_and_kinds_by_the_agents_names() -> None:
 
 
 @pytest.mark.parametrize("module", sorted(str(m.relative_to(RAGCTL)) for m in RAGCTL.rglob("*.py")
-                                          if m.name != "protocol.py"))  # fmt: skip
+                                          if m != RAGCTL / "protocol" / "__init__.py"))  # fmt: skip
 def test_no_ragctl_module_spells_a_state_out(module: str) -> None:
     states = {s.value for s in FileState}
     found = [(line, text) for line, text in _literals(RAGCTL / module) if text in states]
