@@ -1,7 +1,7 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -131,6 +131,26 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
             "requests": emb.get("requests", 0)}  # fmt: skip
 
 
+def rested(agent: Agent) -> None:
+    """Wait for the agent to rest (`run.rest_after` without a search or a change: the index closed, the question
+    model dropped, memory given back), then print its RSS: the idle agent as a user's machine mostly has it."""
+    t0 = time.monotonic()
+    poll(lambda: status(agent.env).get("index", {}).get("resting"), 600, "the agent to rest")
+    time.sleep(3)
+    a, w = memory(agent.proc.pid)
+    anon = rss_kib(agent.proc.pid, "RssAnon") / 1024
+    print(f"  rested after {time.monotonic() - t0:.0f} s more: agent {a:.0f} MiB (anonymous {anon:.0f}), "
+          f"workers {w:.0f} MiB")  # fmt: skip
+
+
+def poll(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(2)
+
+
 def texts_of(folder: Path) -> list[str]:
     """What the agent embedded: each file's chunks and lead, from its sidecar."""
     out = []
@@ -167,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=30000)
     ap.add_argument("--every", type=float, default=5.0, help="seconds between status samples")
     ap.add_argument("--no-alone", action="store_true", help="skip the embedder-alone figure")
+    ap.add_argument(
+        "--rested",
+        action="store_true",
+        help="once idle, wait for the agent to rest (run.rest_after) and say its RSS",
+    )
     args = ap.parse_args(argv)
     print(f"load: {os.getloadavg()}, cores: {len(os.sched_getaffinity(0))}, files: {args.files}")
     with tempfile.TemporaryDirectory(prefix="ragd-bigfolder-") as tmp:
@@ -184,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             moved = root / folder.name
             shutil.move(folder, moved)
             r = watch(agent, time.monotonic(), args.every)
+            if args.rested:
+                rested(agent)
         finally:
             agent.stop()
         per_request = r["texts"] / r["requests"] if r["requests"] else 0.0
