@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 
+from ...atomic import atomic_make
 from . import fts
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,8 @@ def _stored(path: Path, key: str) -> _Stored | None:
 
 def _store(path: Path, key: str, table: dict[str, str]) -> bool:
     """Write `table` to `path` (whole or not at all). False if it cannot be written."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
+
+    def build(tmp: Path) -> None:
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
                              "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
@@ -165,12 +166,12 @@ def _store(path: Path, key: str, table: dict[str, str]) -> bool:
             db.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
             db.executemany("INSERT INTO words VALUES (?, ?)", table.items())
             db.commit()
-        os.replace(tmp, path)
+
+    try:  # (a table lost with its folder's entry is made again: the folder is not flushed for it)
+        atomic_make(path, build, tmp=path.with_name(f"{path.name}.{os.getpid()}.tmp"), sync_folder=False)
         return True
     except (OSError, sqlite3.Error) as err:
         log.debug("cannot keep the parsed dictionary in %s: %s", path, err)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
 
 
