@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 EXPRESS_SLOTS = 1  # jobs of express directories that may run beyond `jobs`
 JOBS = 2  # `run.jobs = 0` (auto): directory jobs at a time...
 API_JOBS = 8  # ... and once texts have gone to an embeddings API
+WAKE_S = 0.2  # a wait for the jobs wakes this often, so that the main thread runs a signal's handler (`_wait`)
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
 
@@ -246,10 +247,22 @@ class Scheduler:
         """Wait up to `timeout` s (None: as long as it takes) until nothing is queued or running. True when so.
 
         Paused (or closed) with directories queued, it is not idle before `timeout`."""
-        with self._cond:
-            return self._cond.wait_for(self._idle, timeout)
+        return self._wait(self._idle, timeout)
 
     def wait_running(self, timeout: float | None) -> bool:
         """Wait up to `timeout` s until no job runs. True when none does."""
+        return self._wait(lambda: not self._running, timeout)
+
+    def _wait(self, done: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait for `done` in slices of WAKE_S: Python runs a signal's handler (Ctrl-C) in the main thread only, and a
+        main thread asleep on a lock wakes for a signal only if the kernel gave the signal to that thread, not to
+        one of the jobs'. `ragd run --once` then heard its Ctrl-C only when the running job ended, and the next
+        directory's job had started meanwhile (CI)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            return self._cond.wait_for(lambda: not self._running, timeout)
+            while not done():
+                left = WAKE_S if deadline is None else min(WAKE_S, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True

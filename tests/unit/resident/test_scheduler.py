@@ -6,6 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ragd.pipeline.dirjob import DirResult
 from ragd.resident.scheduler import Scheduler, job_slots
 from tests.support.poll import poll
@@ -227,3 +229,43 @@ def test_a_bulk_job_no_longer_counts_as_an_edit_nor_does_its_rerun_until_it_ends
     jobs.gates[big].set()
     _poll(lambda: len(jobs.done) == 2)
     assert not s.express_busy() and s.close(1.0)
+
+
+def test_a_signal_given_to_a_jobs_thread_interrupts_the_wait_for_idle_at_once() -> None:
+    """Python runs a signal's handler in the main thread, which, asleep on a lock, woke for it only if the kernel
+    gave the signal to that thread: `ragd run --once` heard its Ctrl-C, delivered to a job's thread, only when the
+    running job ended, and the next directory's job had started meanwhile (CI). The wait wakes every WAKE_S now."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set in the main thread")
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    jobs = Jobs()
+    jobs.gates[Path("/r/slow")] = threading.Event()  # the job runs until released (or 5 s)
+    running: list[int] = []
+    orig = jobs.run
+
+    def run(d: Path) -> DirResult:
+        running.append(threading.get_ident())
+        return orig(d)
+
+    s = Scheduler(run, jobs.on_done, jobs=1)
+    previous = signal.signal(signal.SIGUSR1, interrupted)
+    try:
+        s.enqueue([Path("/r/slow"), Path("/r/next")])
+        _poll(lambda: running)
+        threading.Timer(0.3, signal.pthread_kill, (running[0], signal.SIGUSR1)).start()
+        with pytest.raises(Interrupted):
+            s.wait_idle()
+        assert jobs.done == [], "the wait heard the signal only once the job had ended"
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        jobs.gates[Path("/r/slow")].set()
+        s.close(timeout=5)
+    assert jobs.started == [Path("/r/slow")], "a job started after the interruption"
