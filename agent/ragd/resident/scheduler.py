@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 EXPRESS_SLOTS = 1  # jobs of express directories that may run beyond `jobs`
 JOBS = 2  # `run.jobs = 0` (auto): directory jobs at a time...
 API_JOBS = 8  # ... and once texts have gone to an embeddings API
-WAKE_S = 0.2  # a wait for the jobs wakes this often, so that the main thread runs a signal's handler (`_wait`)
+WAKE_S = 0.2  # a wait for the jobs wakes this often: the main thread runs a signal's handler (`_wait`)
 JobFn = Callable[[Path], DirResult]
 DoneFn = Callable[[Path, DirResult | None, BaseException | None], None]
 
