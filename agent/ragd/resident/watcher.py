@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from watchdog import events as wde
 from watchdog.observers.api import BaseObserver, ObservedWatch
@@ -180,9 +181,11 @@ class Watcher:
     def _inotify_observer(self) -> BaseObserver:
         if self._inotify is None:
             try:
+                from watchdog.observers import inotify
                 from watchdog.observers.inotify import InotifyObserver
             except (ImportError, UnsupportedLibcError) as err:  # a libc without inotify
                 raise OSError(errno.ENOSYS, f"inotify unavailable: {err}") from None
+            inotify.InotifyWatchGroup._remove_watch_internally = forget_watch  # type: ignore[method-assign]
             observer = InotifyObserver(generate_full_events=True)  # tells moves in/out from creations
             observer.start()
             self._inotify = observer
@@ -286,3 +289,16 @@ class Watcher:
         if self._logger_level is not None:
             self._logger.setLevel(self._logger_level)
             self._logger_level = None
+
+
+def forget_watch(group: Any, wd: Any) -> None:
+    """watchdog 7.1's `InotifyWatchGroup._remove_watch_internally`, with a watch already forgotten let be. Its own
+    raised KeyError when a deleted folder's path no longer named a watch (a `.rag/tmp` removed while its folder
+    was moved and made again), and the exception ended watchdog's thread that reads inotify: the agent saw no
+    change any more while it said idle (the model-based test, CI seed 3340511851)."""
+    path = group._active_callbacks_by_watch.pop(wd, None)
+    if path is None:
+        return
+    other = group._active_callbacks_by_path.pop(path, None)
+    if other is not None and other != wd:  # the path belongs to a newer watch: it stays
+        group._active_callbacks_by_path[path] = other
