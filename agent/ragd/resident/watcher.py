@@ -185,7 +185,7 @@ class Watcher:
                 from watchdog.observers.inotify import InotifyObserver
             except (ImportError, UnsupportedLibcError) as err:  # a libc without inotify
                 raise OSError(errno.ENOSYS, f"inotify unavailable: {err}") from None
-            inotify.InotifyWatchGroup._remove_watch_internally = forget_watch  # type: ignore[method-assign]
+            inotify.InotifyWatchGroup._remove_watch_internally = forget_watch  # type: ignore[method-assign,assignment]
             observer = InotifyObserver(generate_full_events=True)  # tells moves in/out from creations
             observer.start()
             self._inotify = observer
