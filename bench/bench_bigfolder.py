@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_agent import Agent
+from bench.bench_first_minute import resting
 from bench.corpus import EN, ZH
 
 COMMON = "bigfoldertoken"
@@ -135,20 +136,15 @@ def rested(agent: Agent) -> None:
     """Wait for the agent to rest (`run.rest_after` without a search or a change: the index closed, the question
     model dropped, memory given back), then print its RSS: the idle agent as a user's machine mostly has it."""
     t0 = time.monotonic()
-    poll(lambda: status(agent.env).get("index", {}).get("resting"), 600, "the agent to rest")
+    while not resting(status(agent.env)):
+        if time.monotonic() - t0 > 600:
+            raise SystemExit("the agent did not rest within 600 s")
+        time.sleep(2)
     time.sleep(3)
     a, w = memory(agent.proc.pid)
     anon = rss_kib(agent.proc.pid, "RssAnon") / 1024
     print(f"  rested after {time.monotonic() - t0:.0f} s more: agent {a:.0f} MiB (anonymous {anon:.0f}), "
           f"workers {w:.0f} MiB")  # fmt: skip
-
-
-def poll(cond: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(2)
 
 
 def texts_of(folder: Path) -> list[str]:

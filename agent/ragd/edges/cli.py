@@ -131,9 +131,8 @@ def _cmd_run(args: argparse.Namespace, config: Config) -> int:
     if not args.once:  # the agent watches these on top of the config's roots (and keeps them across reloads)
         from ..pipeline.parse.ocr import probe_ahead
 
-        probe_ahead(
-            config.parse
-        )  # whether OCR loads, for its status: while the agent starts up, not in its way
+        # whether OCR loads, for its status: found out while the agent starts up, not in its way
+        probe_ahead(config.parse)
         return _cmd_agent(args, config, roots)
     if roots:
         config = config.with_roots(roots)

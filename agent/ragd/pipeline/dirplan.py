@@ -73,6 +73,10 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
         if name not in entries and (name in deleted or _moved_in(directory / name)):
             plan.events.append(Event(name, NoteStatus.DIR_RECOVER))
     now, where, identity, basis = time.time(), path_prefix(directory), ctx.identity, labels.basis
+
+    def policy() -> str:  # asked only of a skipped file's entry (JobContext.policy: found out once)
+        return ctx.policy
+
     for name, st in listing.files.items():
         entry = entries.get(name)
         recovered = entry is None and name in deleted
@@ -80,9 +84,7 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             full = read_deleted(directory, name)
             entry = None if full is None else Digest.of(full, name)
         change = (
-            Change.RETRY
-            if ctx.force
-            else classify(entry, where + name, st, identity, lambda: ctx.policy, now, basis)
+            Change.RETRY if ctx.force else classify(entry, where + name, st, identity, policy, now, basis)
         )
         if change == Change.UNCHANGED and name in listing.links:
             change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change

@@ -85,8 +85,9 @@ def job_context(
     parsers: Parsers | None = None,
     identify: Identify = fallback,
 ) -> JobContext:
-    return JobContext(config, submit, ignore, functools.partial(skip_policy, config), force=force, roots=real_roots(roots),
-                      stat_cache=stat_cache, parsers=parsers, identify=identify)  # fmt: skip
+    return JobContext(config, submit, ignore, functools.partial(skip_policy, config), force=force,
+                      roots=real_roots(roots), stat_cache=stat_cache, parsers=parsers,
+                      identify=identify)  # fmt: skip
 
 
 @dataclass(frozen=True)
