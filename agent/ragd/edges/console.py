@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,9 +58,20 @@ def setup_logging(verbosity: int) -> None:
     formatter = JournalFormatter if journal else logging.Formatter
     handler.setFormatter(formatter(fmt if under_systemd else "%(asctime)s " + fmt))
     logging.basicConfig(level=level, handlers=[handler])
+    threading.excepthook = log_thread_death
     if level > logging.DEBUG:
         for name in CHATTY:
             logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def log_thread_death(args: threading.ExceptHookArgs) -> None:
+    """A thread ended by an exception (a library's: ragd's own threads catch theirs) is logged as an error with its
+    traceback, where Python's default printed it to stderr unlevelled (journald filed it as info)."""
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)
+    logging.getLogger(__name__).error("thread %s ended by an exception", name, exc_info=exc_info)
 
 
 class Progress:

@@ -176,6 +176,7 @@ class Lifecycle:
                 if not self.agent.verifier.skipped:
                     recheck_wait = RECHECK_S
                 self._rest()
+                self.agent.watcher.check_alive()  # watchdog's threads: one that died is replaced (watcher.py)
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S

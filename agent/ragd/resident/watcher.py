@@ -8,7 +8,10 @@ watchdog event of a root becomes `WatchEvent`s for the agent (watchevents.py: "d
 - the per-user watch limit fails silently for subdirectories: `check_coverage()` probes the limit (inotify.py) and,
   when it is exhausted, compares the directories of each root with the inodes this process watches; a root with unwatched directories is switched to polling and rescanned;
 - a directory moved out of a root stays watched under its old path: events below a path reported gone are dropped
-  while that path does not exist.
+  while that path does not exist;
+- watchdog's threads end on an exception they do not expect (7.1 ended its inotify reader on a KeyError), after
+  which no event arrives: `check_alive()` sees a dead thread, starts inotify anew for the roots and rescans them (a
+  third death in a run leaves them polled).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ WATCHDOG_INOTIFY_LOGGER = "watchdog.observers.inotify_c"
 # watchdog 7.x logs "Inotify queue overflowed; filesystem events were lost" (a warning) on this logger, once
 OVERFLOW_MESSAGE = "Inotify queue overflowed"
 GONE_MEMORY = 4096  # directories remembered as gone (oldest forgotten first)
+RESTARTS = 2  # inotify watching started anew after its threads died; the next death leaves the roots polled
 # The events that can mean work. watchdog derives the inotify mask from them, so opening, reading and closing a file
 # unwritten (the agent reads every file it indexes) never even reaches the event queue.
 EVENT_FILTER: list[type[wde.FileSystemEvent]] = [
@@ -106,6 +110,7 @@ class Watcher:
         self._roots: dict[Path, _Root] = {}
         self.fallbacks: dict[Path, str] = {}  # roots polled because inotify could not cover them, and why
         self._inotify: BaseObserver | None = None
+        self.restarts = 0  # times inotify watching was started anew after a thread of it died
         self._gone: dict[Path, None] = {}  # insertion-ordered set of directories reported gone
         self._gone_lock = threading.Lock()
         self._overflow = _OverflowHandler(self._on_overflow)
@@ -147,6 +152,34 @@ class Watcher:
         for root in lost:
             self._sink(WatchEvent(root, RESCAN))
         return lost
+
+    def check_alive(self) -> list[Path]:
+        """Roots whose inotify watching died with a thread of watchdog's (its reader of the inotify descriptor,
+        the dispatcher or a root's emitter): inotify is started anew for them, or after RESTARTS they are polled,
+        and a "rescan" is emitted for each (what changed meanwhile was never reported). Cheap: a few `is_alive`."""
+        with self._lock:
+            observer = self._inotify
+            if observer is None or not (dead := _dead_threads(observer)):
+                return []
+            entries = [e for e in self._roots.values() if e.mode == INOTIFY]
+            self._inotify = None
+            for e in entries:
+                e.handler.active = False
+            self.restarts += 1
+            polled = self.restarts > RESTARTS
+            log.warning("file watching by inotify stopped (watchdog's thread %s ended); %s %s and rescanned",
+                        ", ".join(dead), "polling" if polled else "watching anew",
+                        ", ".join(str(e.path) for e in entries) or "no root")  # fmt: skip
+            for e in entries:
+                entry = None if polled else self._try_inotify(e.path, e.poll_interval)
+                if entry is None and polled:
+                    self.fallbacks[e.path] = f"inotify watching died {self.restarts} times (see the log)"
+                self._roots[e.path] = entry or self._start_polling(e.path, e.poll_interval)
+        # stopped on a thread of its own: a half-dead watchdog may block in its joins, never the agent's main loop
+        threading.Thread(target=_retire, args=(observer,), name="ragd-retire-watch", daemon=True).start()
+        for e in entries:
+            self._sink(WatchEvent(e.path, RESCAN))
+        return [e.path for e in entries]
 
     def stop(self) -> None:
         with self._lock:
@@ -289,6 +322,20 @@ class Watcher:
         if self._logger_level is not None:
             self._logger.setLevel(self._logger_level)
             self._logger_level = None
+
+
+def _dead_threads(observer: BaseObserver) -> list[str]:
+    """The names of an inotify observer's threads that ended while it should run."""
+    threads = [observer, getattr(observer, "_inotify_fd", None), *observer.emitters]
+    return [t.name for t in threads if isinstance(t, threading.Thread) and not t.is_alive()]
+
+
+def _retire(observer: BaseObserver) -> None:
+    """Stop what is left of a dead observer (its descriptor closed, its live threads ended), never raising."""
+    try:
+        observer.stop()
+    except Exception:  # a half-dead watchdog may fail to stop: its descriptor is left to the process's end
+        log.debug("a dead inotify observer did not stop cleanly", exc_info=True)
 
 
 def forget_watch(group: Any, wd: Any) -> None:

@@ -411,3 +411,38 @@ def test_a_chmod_of_a_folder_makes_it_dirty(tree: Tree, sink: Sink) -> None:
     tree.barrier()
     (tree.docs / ".rag").chmod(0o700)
     assert tree.barrier() == []
+
+
+def test_inotify_watching_whose_reader_thread_died_is_started_anew_and_rescanned(
+    tree: Tree, watcher: Watcher, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert watcher.check_alive() == []
+    reader = watcher._inotify._inotify_fd  # type: ignore[union-attr]  # watchdog's thread that reads inotify
+
+    def die(event: object) -> None:
+        raise KeyError("as watchdog 7.1's _remove_watch_internally raised")
+
+    monkeypatch.setattr(reader, "handle_event", die)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # pytest's own hook would fail the test
+    (tree.docs / "lost.md").write_text("seen by the dying thread only\n")
+    poll(lambda: not reader.is_alive(), timeout=5, what="watchdog's reader thread to end")
+    sink.clear()
+    (tree.docs / "unseen.md").write_text("no thread reads this event\n")
+    assert watcher.check_alive() == [tree.root]
+    assert sink.got("rescan", tree.root) and watcher.mode(tree.root) == "inotify" and watcher.restarts == 1
+    (tree.docs / "after.md").write_text("watched again\n")
+    sink.wait("dirty", tree.docs)
+    assert watcher.check_alive() == []
+
+
+def test_inotify_watching_that_keeps_dying_leaves_its_roots_polled(
+    tree: Tree, watcher: Watcher, sink: Sink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    for n in range(3):
+        reader = watcher._inotify._inotify_fd  # type: ignore[union-attr]
+        monkeypatch.setattr(reader, "handle_event", lambda event: 1 / 0)
+        (tree.docs / f"kill{n}.md").write_text("x\n")
+        poll(lambda r=reader: not r.is_alive(), timeout=5, what="watchdog's reader thread to end")
+        assert watcher.check_alive() == [tree.root]
+    assert watcher.mode(tree.root) == "polling" and "died 3 times" in watcher.fallbacks[tree.root]
