@@ -215,6 +215,7 @@ class Lifecycle:
                      f", {failed} failed (see `ragctl status`)" if failed else "")  # fmt: skip
             self._busy_since = None
             self._idle_at = now
+            self.agent.embed.unmap_pages()  # the model's mapped weights: in the page cache, not in the agent's RSS
             memory.release()  # what indexing freed goes back to the system
 
     def _rest(self) -> None:

@@ -109,8 +109,10 @@ class JobRunner(AgentRuntime):
         (docs/benchmarks.md, the big folder's memory and throughput); nor does the index writer take it for an
         edit on its way (`Scheduler.no_longer_express`): it writes the folder in big batches and flushes seldom.
         Such a job leaves the agent busy for minutes: what its steps freed goes back to the system as it runs
-        (`memory.trim_now_and_then`), not once the agent is idle."""
-        memory.trim_now_and_then()
+        (`memory.trim_now_and_then`), with the pages of the model's weights its own copy touched, not once the
+        agent is idle."""
+        if memory.trim_now_and_then():
+            self.embed.unmap_pages()  # what the agent's copy of the model touched (pipeline/embed/shared.py)
         self._job_dir.express = False
         self.scheduler.no_longer_express(directory)
         with self._roots_lock:

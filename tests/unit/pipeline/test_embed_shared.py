@@ -5,6 +5,7 @@ be used. The real model, real worker processes."""
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_the_weights_are_unpacked_once_then_mapped_with_the_same_vectors(
 
     again = load_model(1, models)  # a second process's load: maps what is there, writes nothing
     arrays = mapped_arrays(again)
-    assert len(arrays) > 20 and all(isinstance(a, np.memmap) and not a.flags.writeable for a in arrays)
+    assert len(arrays) > 20 and all(isinstance(a.base, mmap.mmap) and not a.flags.writeable for a in arrays)
     assert sum(a.nbytes for a in arrays) > 70 * 2**20  # the 64 MB table among them
     np.testing.assert_array_equal(again.encode(TEXTS), private)
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == written
@@ -88,7 +89,7 @@ def test_a_data_directory_that_cannot_hold_the_folder_leaves_a_private_copy(
     with caplog.at_level(logging.INFO, logger="ragd.pipeline.embed.shared"):
         model = load_model(1, blocked / "models")
     assert "this process keeps its own copy" in caplog.text
-    assert not any(isinstance(a, np.memmap) for a in mapped_arrays(model))
+    assert not any(isinstance(a.base, mmap.mmap) for a in mapped_arrays(model))
     np.testing.assert_array_equal(model.encode(TEXTS), private)
 
 
@@ -124,3 +125,35 @@ def test_two_embed_workers_map_one_copy_of_the_weights(tmp_path: Path, private: 
         assert table in Path("/proc/self/maps").read_text()
     finally:
         queue.close()
+
+
+def resident_kib(folder: Path) -> int:
+    """This process's resident pages of the maps of files in `folder` (/proc/self/smaps)."""
+    total, current = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            current = len(head) > 5 and head[5].startswith(str(folder))
+        elif current and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_the_mapped_weights_touched_leave_the_resident_set_and_still_give_the_same_vectors(
+    tmp_path: Path, private: np.ndarray
+) -> None:
+    models = tmp_path / "models"
+    model = LocalEmbedder(models=models)
+    assert model.unmap_pages() == 0  # not loaded yet
+    many = [
+        f"段落 {i} 说的是 {chr(0x4E00 + 97 * i)}{chr(0x4E80 + 31 * i)} and word{i} of a note"
+        for i in range(300)
+    ]
+    model.embed(many)
+    folder = only_folder(models)
+    touched = resident_kib(folder)
+    assert touched > 8 * 1024, touched  # the vocabulary table's rows and their neighbours (fault-around)
+    assert model.unmap_pages() >= sum(p.stat().st_size for p in folder.glob("*.npy")) // 2
+    assert resident_kib(folder) < touched / 4
+    np.testing.assert_array_equal(model.embed(TEXTS), private)  # read again from the page cache

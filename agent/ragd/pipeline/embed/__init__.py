@@ -201,6 +201,14 @@ class LazyEmbedQueue:
     def loaded(self) -> bool:
         return self._queue is not None or self._query_model is not None
 
+    def unmap_pages(self) -> int:
+        """The pages of this process's copy of the bundled model taken out of its resident set (shared.py): when
+        the agent becomes idle, and now and then during a big folder's job. Bytes advised (0: none loaded)."""
+        with self._query_lock:
+            model = self._query_model
+        unmap = getattr(model, "unmap_pages", None)
+        return unmap() if unmap is not None else 0
+
     def rest(self) -> bool:
         """Drop this process's copy of the model (the next question loads it again). True if one was loaded."""
         with self._query_lock:

@@ -65,6 +65,16 @@ class LocalEmbedder:
         # shape only: a zero or NaN row (the embed queue refuses those per text) fails its own file, not the batch
         return check_vectors(np.asarray(vectors), len(batch), self.dimension, self.source)
 
+    def unmap_pages(self) -> int:
+        """Take the pages of the weights mapped from the data directory out of this process's resident set
+        (shared.py, `unmap_pages`); bytes advised, 0 when not loaded or not mapped."""
+        with self._lock:
+            if self._model is None:
+                return 0
+            from .shared import unmap_pages
+
+            return unmap_pages(self._model)
+
     def _prepare(self, text: str) -> str:
         if len(text) > self.max_chars:
             if self.truncated == 0:
