@@ -5,6 +5,7 @@ older server or an interrupted creation leaves it) is refused with what it lacks
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -75,3 +76,10 @@ def test_config_check_says_the_server_and_the_collection(
         server.stop()
     said = ragd("--config", str(cfg), "config", "check").stdout  # a server down: said, not a failure
     assert "UNREACHABLE" in said
+    # nor at `run --once`: the sidecars are written, the change notes wait for the server
+    write_doc(tmp_path / "kb" / "b.md", "beta")
+    proc = ragd("--config", str(cfg), "run", "--once", "--json")
+    ran = json.loads(proc.stdout)
+    assert ran["embedded"] == 1 and ran["index"]["unavailable"] is True, ran
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert (tmp_path / "kb" / ".rag" / "b.md.ragjson").exists()

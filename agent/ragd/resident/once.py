@@ -273,15 +273,24 @@ def _open_and_sync(
         except IndexBusy as err:
             log.warning("%s; the running agent will apply the changes", err.message)
             return {"held_by_agent": True, "message": err.message}
-        opened = Opened(idx, rebuilt, idx.count() == 0)
+        try:
+            opened = Opened(idx, rebuilt, idx.count() == 0)
+        except IndexUnavailable as err:
+            idx.close()
+            return _unavailable(err)
     idx = opened.index
     try:
         return _sync_opened(config, roots, dirs, expected, opened)
-    except IndexUnavailable as err:  # a Milvus server down: the sidecars are current, the change notes wait
-        log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
-        return {"unavailable": True, "message": err.message}
+    except IndexUnavailable as err:
+        return _unavailable(err)
     finally:
         idx.close()
+
+
+def _unavailable(err: IndexUnavailable) -> dict[str, object]:
+    """A Milvus server down: the sidecars are current, the change notes wait for it."""
+    log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
+    return {"unavailable": True, "message": err.message}
 
 
 def _sync_opened(
