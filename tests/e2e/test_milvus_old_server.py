@@ -59,7 +59,7 @@ def write_config(path: Path, api: FakeOpenAI, root: Path, uri: str, backend: str
 def refused(proc: subprocess.CompletedProcess[str], server: OldMilvusServer) -> str:
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0, said
-    assert REFUSED in said and "v2.3.5" in said and server.uri in said, said
+    assert said.count(REFUSED) == 1 and "v2.3.5" in said and server.uri in said, said  # said once
     assert "BM25" in said and "nullable" in said, said  # what it lacks
     assert "Traceback" not in said, said
     return said
@@ -75,6 +75,8 @@ def test_config_check_run_once_and_migrate_refuse_an_old_server_and_leave_nothin
     refused(ragd("--config", str(cfg), "config", "check", check=None), old_milvus)
     refused(ragd("--config", str(cfg), "run", "--once", check=None), old_milvus)
     assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+    # refused before any file was parsed or embedded, not after the run's work
+    assert fake_openai_server.texts == [] and not (root / ".rag").exists()
 
     zvec = write_config(tmp_path / "zvec.toml", fake_openai_server, root, old_milvus.uri, backend="zvec")
     ragd("--config", str(zvec), "run", "--once")  # sidecars and a zvec index to migrate from
@@ -91,6 +93,7 @@ def test_the_agent_does_not_start_on_an_old_server(
     cfg = write_config(tmp_path / "ragd.toml", fake_openai_server, root, old_milvus.uri)
     refused(ragd("--config", str(cfg), "run", check=None, timeout=120), old_milvus)
     assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+    assert fake_openai_server.texts == []  # nothing embedded for an index it cannot write
 
 
 def test_a_collection_made_on_an_old_server_is_named_for_what_it_lacks(old_milvus: OldMilvusServer) -> None:
