@@ -3,7 +3,7 @@ message at `ragd config check`, `ragd index migrate`, `ragd run --once` and the 
 left on it: such a server accepts `create_collection` and silently drops the BM25 function, the analyzer and
 `nullable`, so a collection made there could never be searched (docs/scale-out.md, "Which server"). Behind a
 relay that hides its version, the same server lets ragd create its collection and then refuses an index: the
-collection is dropped again and the refusal says so."""
+collection is dropped again and the refusal says so. Stopped, the server leaves none of its processes running."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.e2e.agent import write_doc
 from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.milvus_proxy import VersionRelay
-from tests.support.milvus_servers import OldMilvusServer, free_port, old_milvus_missing
+from tests.support.milvus_servers import OldMilvusServer, alive, free_port, old_milvus_missing, tree
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
@@ -28,6 +28,21 @@ if (why := old_milvus_missing()) is not None:
 
 PREFIX = "ragd_"
 REFUSED = "ragd needs Milvus 2.5 or newer"
+
+
+def test_a_stopped_server_leaves_none_of_its_processes(tmp_path: Path) -> None:
+    """`milvus-server` (a Python wrapper) runs the server as its child, `milvus run standalone`, which keeps running
+    when the wrapper alone is stopped: a test's server is stopped whole (here, before the module's own starts)."""
+    server = OldMilvusServer(tmp_path / "data", free_port(), tmp_path / "milvus.log")
+    server.start(timeout=180)
+    try:
+        assert server.proc is not None
+        running = tree(server.proc.pid)
+        assert any("milvus run standalone" in cmd for cmd in running.values()), running
+    finally:
+        server.stop()
+    assert {pid: cmd for pid, cmd in running.items() if alive(pid)} == {}
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)  # its unpacked binaries
 
 
 @pytest.fixture(scope="module")
