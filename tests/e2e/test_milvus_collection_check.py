@@ -1,10 +1,11 @@
 """A Milvus collection with ragd's name but not made as ragd needs it (here: its indexes never created, as an
-older server or an interrupted creation leaves it) is refused with what it lacks, at `ragd config check`,
-`ragd run --once` and `ragd index migrate`, and left as it is: ragd drops only a collection it created itself
-(on a `milvus-lite server`)."""
+older server or an interrupted creation leaves it) is refused with one message naming what it lacks, at `ragd
+config check`, `ragd run --once`, the agent's start and `ragd index migrate`, and left as it is: ragd drops only a
+collection it created itself (on a `milvus-lite server`)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -22,7 +23,7 @@ pytest.importorskip("milvus_lite")
 def lacks_indexes(proc: subprocess.CompletedProcess[str], name: str) -> None:
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0, said
-    assert f"the Milvus collection {name} was not made as ragd needs it" in said, said
+    assert said.count(f"the Milvus collection {name} was not made as ragd needs it") == 1, said
     assert "the BM25 index on sparse" in said and "INVERTED indexes on agent, source_path, ext" in said, said
     assert "Traceback" not in said, said
 
@@ -48,6 +49,7 @@ def test_a_collection_without_its_indexes_is_refused_and_kept(
             client.create_collection(name, schema=build_schema(config.identity.dimension))  # no index
             lacks_indexes(ragd("--config", str(cfg), "config", "check", check=None), name)
             lacks_indexes(ragd("--config", str(cfg), "run", "--once", check=None), name)
+            lacks_indexes(ragd("--config", str(cfg), "run", check=None), name)  # the agent does not start
             zvec = tmp_path / "zvec.toml"
             zvec.write_text(cfg.read_text().replace('backend = "milvus"', 'backend = "zvec"'))
             ragd("--config", str(zvec), "run", "--once")
@@ -75,3 +77,10 @@ def test_config_check_says_the_server_and_the_collection(
         server.stop()
     said = ragd("--config", str(cfg), "config", "check").stdout  # a server down: said, not a failure
     assert "UNREACHABLE" in said
+    # nor at `run --once`: the sidecars are written, the change notes wait for the server
+    write_doc(tmp_path / "kb" / "b.md", "beta")
+    proc = ragd("--config", str(cfg), "run", "--once", "--json")
+    ran = json.loads(proc.stdout)
+    assert ran["embedded"] == 1 and ran["index"]["unavailable"] is True, ran
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert (tmp_path / "kb" / ".rag" / "b.md.ragjson").exists()

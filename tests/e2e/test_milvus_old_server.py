@@ -3,7 +3,7 @@ message at `ragd config check`, `ragd index migrate`, `ragd run --once` and the 
 left on it: such a server accepts `create_collection` and silently drops the BM25 function, the analyzer and
 `nullable`, so a collection made there could never be searched (docs/scale-out.md, "Which server"). Behind a
 relay that hides its version, the same server lets ragd create its collection and then refuses an index: the
-collection is dropped again and the refusal says so."""
+collection is dropped again and the refusal says so. Stopped, the server leaves none of its processes running."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.e2e.agent import write_doc
 from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.milvus_proxy import VersionRelay
-from tests.support.milvus_servers import OldMilvusServer, free_port, old_milvus_missing
+from tests.support.milvus_servers import OldMilvusServer, alive, free_port, old_milvus_missing, tree
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
@@ -28,6 +28,21 @@ if (why := old_milvus_missing()) is not None:
 
 PREFIX = "ragd_"
 REFUSED = "ragd needs Milvus 2.5 or newer"
+
+
+def test_a_stopped_server_leaves_none_of_its_processes(tmp_path: Path) -> None:
+    """`milvus-server` (a Python wrapper) runs the server as its child, `milvus run standalone`, which keeps running
+    when the wrapper alone is stopped: a test's server is stopped whole (here, before the module's own starts)."""
+    server = OldMilvusServer(tmp_path / "data", free_port(), tmp_path / "milvus.log")
+    server.start(timeout=180)
+    try:
+        assert server.proc is not None
+        running = tree(server.proc.pid)
+        assert any("milvus run standalone" in cmd for cmd in running.values()), running
+    finally:
+        server.stop()
+    assert {pid: cmd for pid, cmd in running.items() if alive(pid)} == {}
+    shutil.rmtree(tmp_path / "data", ignore_errors=True)  # its unpacked binaries
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +74,7 @@ def write_config(path: Path, api: FakeOpenAI, root: Path, uri: str, backend: str
 def refused(proc: subprocess.CompletedProcess[str], server: OldMilvusServer) -> str:
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0, said
-    assert REFUSED in said and "v2.3.5" in said and server.uri in said, said
+    assert said.count(REFUSED) == 1 and "v2.3.5" in said and server.uri in said, said  # said once
     assert "BM25" in said and "nullable" in said, said  # what it lacks
     assert "Traceback" not in said, said
     return said
@@ -75,6 +90,8 @@ def test_config_check_run_once_and_migrate_refuse_an_old_server_and_leave_nothin
     refused(ragd("--config", str(cfg), "config", "check", check=None), old_milvus)
     refused(ragd("--config", str(cfg), "run", "--once", check=None), old_milvus)
     assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+    # refused before any file was parsed or embedded, not after the run's work
+    assert fake_openai_server.texts == [] and not (root / ".rag").exists()
 
     zvec = write_config(tmp_path / "zvec.toml", fake_openai_server, root, old_milvus.uri, backend="zvec")
     ragd("--config", str(zvec), "run", "--once")  # sidecars and a zvec index to migrate from
@@ -91,6 +108,7 @@ def test_the_agent_does_not_start_on_an_old_server(
     cfg = write_config(tmp_path / "ragd.toml", fake_openai_server, root, old_milvus.uri)
     refused(ragd("--config", str(cfg), "run", check=None, timeout=120), old_milvus)
     assert [c for c in collections(old_milvus) if c.startswith(PREFIX)] == []
+    assert fake_openai_server.texts == []  # nothing embedded for an index it cannot write
 
 
 def test_a_collection_made_on_an_old_server_is_named_for_what_it_lacks(old_milvus: OldMilvusServer) -> None:

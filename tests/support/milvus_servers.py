@@ -1,6 +1,6 @@
-"""Milvus servers the tests start on 127.0.0.1, each stopped whole: its process group, not only the process the
-test started (the `milvus` wheel's `milvus-server` wrapper leaves its `milvus run standalone` child running when
-it is terminated; `milvus-lite server` runs its own children too)."""
+"""Milvus servers the tests start on 127.0.0.1, each stopped whole: its process group and every process it started,
+not only the process the test started (the `milvus` wheel's `milvus-server` wrapper leaves its `milvus run
+standalone` child running when it is terminated alone)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,46 @@ def answers(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every process: its state, parent and process group (Linux's /proc)."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        out[int(stat.parent.name)] = (state, int(ppid), int(pgrp))
+    return out
+
+
+def tree(pid: int) -> dict[int, str]:
+    """The process `pid` and all its descendants, each with its command line."""
+    children: dict[int, list[int]] = {}
+    for child, (_state, ppid, _pgrp) in _processes().items():
+        children.setdefault(ppid, []).append(child)
+    found, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        said = command_line(p)
+        if said is not None:
+            found[p] = said
+            todo += children.get(p, [])
+    return found
+
+
+def command_line(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, ended and not yet reaped, does not)."""
+    said = _processes().get(pid)
+    return said is not None and said[0] != "Z"
 
 
 def old_milvus_missing() -> str | None:
@@ -76,28 +116,35 @@ class ServerProcess:
             raise AssertionError(f"the {self.name} exited:\n{self.log.read_text(errors='replace')}")
         return True
 
-    def _group_alive(self) -> bool:
+    def _left(self, started: dict[int, str]) -> list[int]:
+        """What still runs of the server: its process group, and whatever it started (even in a group of its own)."""
         assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+        group = self.proc.pid  # its session's, and its group's, id
+        return sorted(pid for pid, (state, _ppid, pgrp) in _processes().items() if state != "Z" and (
+            pgrp == group or (pid in started and command_line(pid) == started[pid])))  # fmt: skip
+
+    def _signal(self, pids: list[int], sig: signal.Signals) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def stop(self) -> None:
-        """The whole process group: terminated, killed after 30 s; then the port closed."""
+        """The whole server: its process group and every process it started, terminated, killed after 30 s; then the
+        port closed. AssertionError if any of them is still there."""
         if self.proc is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        started = tree(self.proc.pid)
+        self._signal(list(started), signal.SIGTERM)
         try:
             self.proc.wait(30)
-            poll(lambda: not self._group_alive(), 30, what=f"the {self.name}'s processes to end")
+            poll(lambda: not self._left(started), 30, what=f"the {self.name}'s processes to end")
         except (subprocess.TimeoutExpired, AssertionError):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            self._signal(self._left(started), signal.SIGKILL)
             self.proc.wait(30)
-            poll(lambda: not self._group_alive(), 30, what=f"the {self.name}'s processes to be killed")
+            poll(lambda: not self._left(started), 30, what=f"the {self.name}'s processes to be killed")
         poll(lambda: not answers(self.port), 30, what=f"the {self.name}'s port to close")
 
 

@@ -210,11 +210,10 @@ def _cmd_config_check(args: argparse.Namespace, config: Config) -> int:
     else:
         print(f"# effective configuration (from {config.source}); secrets redacted")
         print(json.dumps(data, ensure_ascii=False, indent=2))
-    if (
-        config.index.backend == "milvus"
-    ):  # the server's version and the collection: refused here, not at start
-        from ..index.milvus.connection import check_server_of
+    # a Milvus server's version and its collection: a server ragd cannot use is refused here, not at start
+    from ..index import check_index
 
-        said = check_server_of(data_dir(config), config.identity, config.index)
+    said = check_index(data_dir(config), config.identity, config.index)
+    if said is not None:
         print(f"# index: {said}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK

@@ -19,7 +19,7 @@ from .backend import (
     collection_dir,
     collection_name,
 )
-from .factory import destroy_index, open_index, open_or_rebuild
+from .factory import check_index, destroy_index, open_index, open_or_rebuild
 
 __all__ = [
     "MAX_K",
@@ -28,6 +28,7 @@ __all__ = [
     "IndexChunk",
     "SourceSummary",
     "SourceWrite",
+    "check_index",
     "collection_dir",
     "collection_name",
     "destroy_index",

@@ -35,6 +35,18 @@ def open_index(
     return ZvecIndex.open(collection_dir(data_dir, identity), identity, cfg, read_only=read_only)
 
 
+def check_index(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig) -> str | None:
+    """What a shared index says of itself, checked without creating anything: on a Milvus server its version and the
+    state of the identity's collection, in a line (IndexError_ when the server is too old or the collection was not
+    made as ragd needs it; a server that does not answer is said, not raised). None for zvec, which is checked when
+    it is opened."""
+    if cfg.backend != "milvus":
+        return None
+    from .milvus.connection import check_server_of
+
+    return check_server_of(data_dir, identity, cfg)
+
+
 def destroy_index(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfig | None = None) -> bool:
     """Delete the identity's collection from disk (it must not be open). Returns whether there was one.
 

@@ -80,16 +80,19 @@ class IndexAhead:
         from ..index.write.sync import IndexSync
 
         checked.forget(data_dir(self._config), self._config.identity)  # the index changes from now on
+        index: IndexBackend | None = None
         try:
             index, rebuilt = open_or_rebuild(
                 data_dir(self._config), self._config.identity, self._config.index
             )
+            opened = Opened(index, rebuilt, index.count() == 0)
         except Exception as err:  # an agent holding it, a server down: the final sync meets it and says so
             log.debug("index not opened ahead of the run's end: %s", err)
+            if index is not None:  # opened, then the server stopped answering
+                index.close()
             return
-        opened = Opened(index, rebuilt, index.count() == 0)
         self._opened = opened
-        sync = IndexSync(index, self._config.identity, self._roots, Ignore(self._config.ignore))
+        sync = IndexSync(opened.index, self._config.identity, self._roots, Ignore(self._config.ignore))
         while not self._closing.is_set():
             self._wake.wait()
             self._wake.clear()

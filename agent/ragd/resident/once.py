@@ -122,6 +122,8 @@ def run_once(
     index: bool = True,
 ) -> RunSummary:
     roots = check_roots(config.roots)
+    if index:
+        _check_index(config)
     started = time.monotonic()
     ignore = Ignore(config.ignore)
     dirs = [d for root in roots for d in walk_dirs(root, ignore)]
@@ -159,6 +161,17 @@ def run_once(
         opened = ahead.finish() if ahead is not None else None
         synced = sync_index(config, roots, dirs, phase.expected if not phase.failed_dirs else None, opened)
     return RunSummary.of(phase, roots, elapsed=time.monotonic() - started, index=synced)
+
+
+def _check_index(config: Config) -> None:
+    """A Milvus server too old for ragd, or a collection not made as ragd needs it, refuses the run before any file is
+    parsed or embedded (IndexError_), not at its end; a server that does not answer does not (the sidecars are
+    written and the change notes wait for it)."""
+    from ..index import check_index
+
+    said = check_index(data_dir(config), config.identity, config.index)
+    if said is not None:
+        log.debug("index: %s", said)
 
 
 def _reporter(progress: Progress | None, tracker: Tracker, roots: list[Path]) -> Report:
@@ -273,15 +286,24 @@ def _open_and_sync(
         except IndexBusy as err:
             log.warning("%s; the running agent will apply the changes", err.message)
             return {"held_by_agent": True, "message": err.message}
-        opened = Opened(idx, rebuilt, idx.count() == 0)
+        try:
+            opened = Opened(idx, rebuilt, idx.count() == 0)
+        except IndexUnavailable as err:
+            idx.close()
+            return _unavailable(err)
     idx = opened.index
     try:
         return _sync_opened(config, roots, dirs, expected, opened)
-    except IndexUnavailable as err:  # a Milvus server down: the sidecars are current, the change notes wait
-        log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
-        return {"unavailable": True, "message": err.message}
+    except IndexUnavailable as err:
+        return _unavailable(err)
     finally:
         idx.close()
+
+
+def _unavailable(err: IndexUnavailable) -> dict[str, object]:
+    """A Milvus server down: the sidecars are current, the change notes wait for it."""
+    log.warning("%s; the change notes wait for it (the next run or the agent applies them)", err.message)
+    return {"unavailable": True, "message": err.message}
 
 
 def _sync_opened(

@@ -60,6 +60,11 @@ def _unreachable(err: BaseException) -> bool:
                                    "failed to connect", "timed out", "timeout"))  # fmt: skip
 
 
+def said(err: BaseException, limit: int = 300) -> str:
+    """What an error of the server or the client says, in a line (pymilvus's own message, not its repr)."""
+    return (str(getattr(err, "message", "") or err or type(err).__name__).splitlines() or [""])[0][:limit]
+
+
 def client_ready(data_dir: Path, cfg: IndexConfig) -> str:
     """Import the client (IndexError_ naming the extra when it is missing) and quiet it; the uri to use."""
     try:
@@ -101,9 +106,9 @@ def check_server_of(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfi
         client = _client(uri, cfg)
     except Exception as err:
         if not _unreachable(err):
-            raise IndexError_(f"cannot connect to the Milvus server at {uri}: {err}",
+            raise IndexError_(f"cannot connect to the Milvus server at {uri}: {said(err)}",
                               "check [index] uri and token") from err  # fmt: skip
-        return f"Milvus server {uri}: UNREACHABLE ({str(err).splitlines()[0][:300]}); not checked"
+        return f"Milvus server {uri}: UNREACHABLE ({said(err)}); not checked"
     try:
         version = check_server(client, uri)
         if not client.has_collection(name):
@@ -116,8 +121,10 @@ def check_server_of(data_dir: Path, identity: EmbeddingIdentity, cfg: IndexConfi
         raise
     except Exception as err:
         if not _unreachable(err):
-            raise IndexError_(f"the Milvus server at {uri} refused a check: {err}", "see its log") from err
-        return f"Milvus server {uri}: UNREACHABLE ({str(err).splitlines()[0][:300]}); not checked"
+            raise IndexError_(
+                f"the Milvus server at {uri} refused a check: {said(err)}", "see its log"
+            ) from err
+        return f"Milvus server {uri}: UNREACHABLE ({said(err)}); not checked"
     finally:
         _close(client)
 
@@ -190,8 +197,7 @@ class MilvusConnection:
         self._failures += 1
         delay = min(BACKOFF[0] * 2 ** (self._failures - 1), BACKOFF[1])
         self._retry_at = time.monotonic() + delay
-        said = str(getattr(err, "message", "") or err or type(err).__name__)
-        self._last_error = said.splitlines()[0][:300]
+        self._last_error = said(err)
         return IndexUnavailable(f"the Milvus server at {self._uri} is unreachable ({self._last_error})",
                                 "the agent keeps its change notes and tries again; check the server")  # fmt: skip
 
@@ -229,9 +235,8 @@ class MilvusConnection:
             left = self._drop_unfinished(client, err)
             if _unreachable(err) and not isinstance(err, IndexError_):
                 raise  # the server went away meanwhile: tried again later, as any connection
-            said = str(getattr(err, "message", "") or err).splitlines()[0][:300]
             raise IndexError_(f"the Milvus server at {self._uri} could not make the collection {self._name} as "
-                              f"ragd needs it ({said}); {left}", UNFINISHED) from err  # fmt: skip
+                              f"ragd needs it ({said(err)}); {left}", UNFINISHED) from err  # fmt: skip
 
     def _drop_unfinished(self, client: Any, err: BaseException) -> str:
         """Drop the collection `_prepare` created and could not finish; what is left on the server, said."""
@@ -240,7 +245,7 @@ class MilvusConnection:
             client.drop_collection(self._name)
         except Exception as drop:
             log.warning("could not drop the unfinished collection %s at %s: %s", self._name, self._uri, drop)
-            return f"dropping it again failed too ({str(drop).splitlines()[0][:200]}): drop it on the server"
+            return f"dropping it again failed too ({said(drop, 200)}): drop it on the server"
         return "ragd dropped it again (nothing is left on the server)"
 
     # -- health ---------------------------------------------------------------------------------------------------

@@ -182,6 +182,30 @@ def _names(said: Any) -> list[str]:
     return [str(n) for n in said or []]
 
 
+def _type_name(kind: Any) -> str:
+    from pymilvus import DataType
+
+    try:
+        return DataType(int(kind)).name
+    except ValueError:
+        return str(kind)
+
+
+def _unlike(fields: dict[str, dict[str, Any]], dimension: int) -> list[str]:
+    """The fields of another type than ragd's, or a VARCHAR shorter than ragd writes (for vectors of `dimension`), as
+    what the collection lacks."""
+    out = []
+    for want in build_schema(dimension).to_dict()["fields"]:
+        name, kind, has = want["name"], want["type"], fields[want["name"]]
+        if int(has.get("type", -1)) != int(kind):
+            out.append(f"{name} as {_type_name(kind)} (it is {_type_name(has.get('type'))})")
+            continue
+        longest = int((want.get("params") or {}).get("max_length", 0))
+        if longest and int(_params(has).get("max_length", 0)) < longest:
+            out.append(f"{name} of up to {longest} bytes (it holds {_params(has).get('max_length')})")
+    return out
+
+
 def collection_problems(client: Any, name: str, dimension: int) -> list[str]:
     """What the existing collection `name` lacks of what ragd relies on (empty: it is right)."""
     described = client.describe_collection(name)
@@ -189,8 +213,10 @@ def collection_problems(client: Any, name: str, dimension: int) -> list[str]:
     missing = REQUIRED - set(fields)
     if missing:
         return [f"the fields {sorted(missing)}"]
-    out = []
     dim = int(_params(fields[EMBEDDING]).get("dim", 0))
+    # the fields as ragd makes them for the dimension the collection holds (a lead's length follows it): a wrong
+    # dimension is said once, below
+    out = _unlike(fields, dim or dimension)
     if dim != dimension:
         out.append(f"vectors of dimension {dimension} (it holds {dim})")
     fts = _params(fields[FTS_TEXT])
@@ -216,8 +242,9 @@ def collection_problems(client: Any, name: str, dimension: int) -> list[str]:
     sparse = indexed.get(SPARSE)
     if sparse is None or str(sparse.get("metric_type", "")).upper() != "BM25":
         out.append(f"the BM25 index on {SPARSE}")
-    if EMBEDDING not in indexed:
-        out.append(f"the vector index on {EMBEDDING}")
+    vector = indexed.get(EMBEDDING)
+    if vector is None or str(vector.get("metric_type", "")).upper() != "COSINE":
+        out.append(f"the COSINE vector index on {EMBEDDING}")
     unindexed = [f for f in SCALAR_INDEXED if f not in indexed]
     if unindexed:
         out.append(f"INVERTED indexes on {', '.join(unindexed)}")
