@@ -122,7 +122,8 @@ def table(report: dict[str, Any]) -> None:
         cells = "".join(" | " + " ".join(f"{report['modes'][m]['groups'][g][k]:.3f}" for k in METRICS) + "  "
                         for m in modes)  # fmt: skip
         print(f"{g:<11} {n:>3}{cells}")
-    print("\nmedian query time: " + ", ".join(f"{m} {report['modes'][m]['median_ms']:.1f} ms" for m in modes))
+    print("\nmedian query time: " + ", ".join(f"{m} {report['modes'][m]['median_ms']:.1f} ms (p95 "
+                                            f"{report['modes'][m]['p95_ms']:.1f})" for m in modes))  # fmt: skip
 
 
 def worst(report: dict[str, Any], base: Path, mode: str = "hybrid") -> None:

@@ -268,7 +268,9 @@ def print_eval(report: Any, base: Path | None, out: TextIO = sys.stdout) -> None
         for group, s in rep["groups"].items():
             out.write(f"{mode:<8} {group:<12} {s['queries']:>7} {s['recall@1']:>9.3f} {s['recall@5']:>9.3f} "
                       f"{s['hit@5']:>6.3f} {s[f'mrr@{k}']:>8.3f} {s[f'ndcg@{k}']:>8.3f}\n")  # fmt: skip
-    lat = ", ".join(f"{m} {r['median_ms']:.1f} ms" for m, r in report["modes"].items())
+    lat = ", ".join(
+        f"{m} {r['median_ms']:.1f} ms (p95 {r['p95_ms']:.1f})" for m, r in report["modes"].items()
+    )
     out.write(f"\nmedian query time: {lat}\n")
     for mode, rep in report["modes"].items():
         if not rep["worst"]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import RagdError
 from ..index import MAX_K
-from ..index.query.evaluate import Outcome, Scores, by_group, documents, median_ms, worst
+from ..index.query.evaluate import Outcome, Scores, by_group, documents, median_ms, p95_ms, worst
 from .arguments import Args, describe
 from .runtime import Runtime
 from .search import SearchQuery, search
@@ -60,6 +60,7 @@ class EvalArgs(Args):
 class ModeReport(TypedDict):
     groups: dict[str, dict[str, float | int]]
     median_ms: float
+    p95_ms: float
     worst: list[dict[str, Any]]
     results: list[dict[str, Any]]
 
@@ -145,6 +146,7 @@ def evaluate(rt: Runtime, args: EvalArgs) -> EvalResult:
                 for g, s in by_group(outcomes).items()
             },
             "median_ms": round(median_ms(outcomes), 2),
+            "p95_ms": round(p95_ms(outcomes), 2),
             "worst": [_worst(o) for o in worst(outcomes, args.worst)],
             "results": [_result(o, args.top_k) for o in outcomes],
         }

@@ -121,3 +121,9 @@ def worst(outcomes: Sequence[Outcome], n: int) -> list[Outcome]:
 
 def median_ms(outcomes: Sequence[Outcome]) -> float:
     return statistics.median(o.seconds for o in outcomes) * 1000 if outcomes else 0.0
+
+
+def p95_ms(outcomes: Sequence[Outcome]) -> float:
+    """The 95th percentile of the queries' times (the slowest one's with fewer than 20 queries)."""
+    times = sorted(o.seconds for o in outcomes)
+    return times[min(len(times) - 1, int(0.95 * len(times)))] * 1000 if times else 0.0
