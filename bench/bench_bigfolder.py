@@ -1,7 +1,7 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -80,6 +80,25 @@ def children(pid: int) -> list[int]:
 def memory(pid: int) -> tuple[float, float]:
     """(the agent's RSS, its worker processes' RSS together), in MiB."""
     return rss_kib(pid) / 1024, sum(rss_kib(c) for c in children(pid)) / 1024
+
+
+def smaps(pid: int, top: int = 12) -> None:
+    """Print a process's resident memory by what it maps (its own memory, glibc's heap, each mapped file), largest
+    first (`/proc/PID/smaps`)."""
+    rows: dict[str, int] = {}
+    name = "[anon]"
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and "-" in parts[0] and not parts[0].endswith(":"):
+            name = parts[5] if len(parts) > 5 else "[anon]"
+        elif parts and parts[0] == "Rss:":
+            rows[name] = rows.get(name, 0) + int(parts[1])
+    for name, kib in sorted(rows.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {kib / 1024:7.1f} MiB  {name}")
 
 
 def status(env: dict[str, str]) -> dict[str, Any]:
@@ -184,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=float, default=5.0, help="seconds between status samples")
     ap.add_argument("--no-alone", action="store_true", help="skip the embedder-alone figure")
     ap.add_argument(
+        "--smaps",
+        action="store_true",
+        help="once idle, print the agent's resident memory by map (its own, the heap, each mapped file)",
+    )
+    ap.add_argument(
         "--rested",
         action="store_true",
         help="once idle, wait for the agent to rest (run.rest_after) and say its RSS",
@@ -205,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
             moved = root / folder.name
             shutil.move(folder, moved)
             r = watch(agent, time.monotonic(), args.every)
+            if args.smaps:
+                print("  the idle agent's resident memory by map:")
+                smaps(agent.proc.pid)
             if args.rested:
                 rested(agent)
         finally:
