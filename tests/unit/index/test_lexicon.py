@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from ragd.index.keyword.lexicon import MAX_WORDS, PER_WORD, Lexicon, load, parse, prepare, shared, use_cache
+from ragd.index.keyword.lexicon import (
+    EN_MAX_WORDS,
+    MAX_WORDS,
+    PER_WORD,
+    Lexicon,
+    load,
+    parse,
+    prepare,
+    shared,
+    use_cache,
+)
 
 LINES = [
     "# CC-CEDICT-like header",
@@ -165,3 +175,47 @@ def test_a_table_file_left_half_written_by_a_stopped_process_is_removed(tmp_path
     finally:
         live.kill()
         live.wait()
+
+
+EN_LINES = [
+    "打印機 打印机 [da3 yin4 ji1] /printer/",
+    "印刷所 印刷所 [yin4 shua1 suo3] /printing house/printer/",
+    "印表機 印表机 [yin4 biao3 ji1] /printer/",
+    "域名 域名 [yu4 ming2] /domain name/",
+    "領域 领域 [ling3 yu4] /domain/sphere/field/",
+    "密碼 密码 [mi4 ma3] /password/code/",
+    "口令 口令 [kou3 ling4] /password/command/",
+    "暗號 暗号 [an4 hao4] /secret signal/password/",
+    "備份 备份 [bei4 fen4] /to back up/backup/",
+    "某字 某字 [mou3 zi4] /see 某某[mou3 mou3]/",
+    *(f"清{chr(0x4E00 + i)} 清{chr(0x4E00 + i)} [qing1] /clear/" for i in range(12)),
+]
+EN_COUNTS = {"打印机": 153, "印刷所": 27, "印表机": 3, "密码": 1022, "口令": 157, "暗号": 115, "领域": 9771}
+
+
+def test_an_english_question_gets_the_chinese_words_of_which_its_words_are_a_whole_sense() -> None:
+    lex = Lexicon(parse(EN_LINES, frequencies=EN_COUNTS))
+    # the most frequent headwords first, at most EN_PER_WORD; a sense among the first EN_SENSES only
+    assert lex.chinese("my printer prints nothing") == ["打印机", "印刷所"]
+    assert lex.chinese("forgot the passwords") == [
+        "密码",
+        "口令",
+    ]  # the singular, when the plural is no sense
+    assert lex.chinese("the domain name of a site") == ["域名"]  # a pair before its words
+    assert lex.chinese("the domain") == ["领域"]
+    assert lex.chinese("back up my notes") == ["备份"]  # "to back up": the pair, "to" left out
+    assert lex.chinese("clear it") == []  # the whole sense of more than EN_AMBIGUOUS headwords: too vague
+    assert lex.chinese("打印机 password") == []  # a question with Chinese in it goes the other way
+    assert lex.english("my printer") == []
+    terms = lex.terms("printer password")
+    assert [t.text for t in terms] == ["打印机", "印刷所", "密码", "口令"] and not any(
+        t.phrase for t in terms
+    )
+    assert lex.query_string("printer") is None  # the zvec query string of the Chinese direction only
+
+
+def test_the_shipped_dictionary_glosses_english_questions_in_chinese() -> None:
+    lex = Lexicon()
+    assert {"打印机", "备份"} <= set(lex.chinese("printer backup"))
+    assert "域名" in lex.chinese("look up the DNS records of a domain name")
+    assert len(lex.chinese(" ".join(["network", "printer", "calendar", "backup"] * 50))) <= EN_MAX_WORDS

@@ -86,6 +86,9 @@ def test_modes(env: Env) -> None:
     assert rels(search(svc, "piano scales arpeggios", mode="vector", top_k=1)) == ["notes/music.md"]
     # the Chinese page by its words, the English one by their glosses (piano, scale)
     assert set(rels(search(svc, "钢琴 音阶", mode="hybrid", top_k=2))) == {"中文/音乐.md", "notes/music.md"}
+    # and the reverse: the English page by its words, the Chinese one by its words' Chinese glosses (钢琴, 数据库)
+    assert set(rels(search(svc, "piano", mode="hybrid", top_k=2))) == {"中文/音乐.md", "notes/music.md"}
+    assert "中文/数据库.md" in rels(search(svc, "the database", mode="hybrid", top_k=3))
     assert search(svc, "?!", mode="keyword") == []
 
 

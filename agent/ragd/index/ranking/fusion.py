@@ -29,7 +29,8 @@ Measured on the development set (bench/devset, `python -m bench.bench_eval`; doc
   one title line ("Add local dictionary sources") was the right answer to its own words on the desktop-help set.
 - A question with Chinese text also brings the keyword hits of its words' English glosses (`lexicon`: the
   answer is often an English document the vector side misses), fused like the keyword side at TRANSLATED_WEIGHT
-  (its evidence only).
+  (its evidence only); a question in English only, those of its words' Chinese glosses (the answer a Chinese
+  page), at CHINESE_GLOSSES_WEIGHT.
 - A document's lead (its title and opening prose, embedded once: pipeline/lead.py) says what the whole document is
   about, which none of a long document's chunks may say alone. The documents found (by any list) are ranked by
   their lead's cosine to the question; the first LEAD_DEPTH add a share at LEAD_WEIGHT, as one more list. Only
@@ -67,6 +68,7 @@ DENSE_SIZE_PENALTY = 0.01  # cosine taken off per ln(chunks) of a document
 KEYWORD_SIZE_PENALTY = 0.2
 PASSAGE_DECAY = 0.5
 TRANSLATED_WEIGHT = 1.0  # the share of the keyword hits of a Chinese question's English glosses
+CHINESE_GLOSSES_WEIGHT = 0.5  # and of an English question's Chinese glosses (1.0 lowered English questions)
 TRANSLATED_DEPTH = (
     30  # glosses hits asked for: deeper ones are noise (30 scored 0.747, 100 0.740) and cost 3x
 )
@@ -229,6 +231,7 @@ def fuse_documents(
     translated: list[Hit] | None = None,
     leads: Mapping[str, float] | None = None,
     explain: Explanation | None = None,
+    translated_weight: float = TRANSLATED_WEIGHT,
 ) -> list[Hit]:
     """The best `k` passages of a hybrid query: `dense` (cosine similarities), `keyword` and `translated` (BM25
     evidence, see `keyword_evidence`; `translated`: the hits of the question's English glosses) fused per document,
@@ -246,7 +249,7 @@ def fuse_documents(
     sizes = {h.source_path: _size(h) for h in [*dense, *keyword, *translated]}
     for name, hits, weight in (
         ("keyword", keyword, keyword_weight),
-        ("glosses", translated, TRANSLATED_WEIGHT),
+        ("glosses", translated, translated_weight),
     ):
         best = _best(hits) if explain is not None else {}
         for rank, path in enumerate(dict.fromkeys(h.source_path for h in hits), 1):
@@ -271,7 +274,8 @@ def fuse_documents(
               for i, hit in enumerate(hits)]  # fmt: skip
     ranked.sort(key=lambda t: t[0], reverse=True)  # (stable: ties keep the order above)
     if explain is not None:
-        _explain_fused(explain, doc_score, passages, [hit for _, hit in ranked], keyword_weight, empty)
+        _explain_fused(explain, doc_score, passages, [hit for _, hit in ranked], keyword_weight, empty,
+                       translated_weight)  # fmt: skip
     return [replace(hit, score=score) for score, hit in ranked[:k]]
 
 
@@ -284,12 +288,13 @@ def _best(hits: list[Hit]) -> dict[str, float]:
 
 
 def _explain_fused(explain: Explanation, doc_score: dict[str, float], passages: dict[str, list[Hit]],
-                   ranked: list[Hit], keyword_weight: float, empty: set[str]) -> None:  # fmt: skip
+                   ranked: list[Hit], keyword_weight: float, empty: set[str],
+                   translated_weight: float = TRANSLATED_WEIGHT) -> None:  # fmt: skip
     explain.method = "hybrid"
     explain.params.update(
         fusion="rrf",  # each side's share: weight / (rank_constant + rank), summed per document
         rank_constant=DOC_RANK_CONSTANT,
-        weights={"vector": 1.0, "keyword": keyword_weight, "glosses": TRANSLATED_WEIGHT, "lead": LEAD_WEIGHT},
+        weights={"vector": 1.0, "keyword": keyword_weight, "glosses": translated_weight, "lead": LEAD_WEIGHT},
         lead_depth=LEAD_DEPTH,
         size_penalty={"vector": DENSE_SIZE_PENALTY, "keyword": KEYWORD_SIZE_PENALTY},
         passage_decay=PASSAGE_DECAY,

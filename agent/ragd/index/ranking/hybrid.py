@@ -1,4 +1,5 @@
-"""One hybrid query over any backend: the dense list, the keyword evidence and the glosses of a Chinese question,
+"""One hybrid query over any backend: the dense list, the keyword evidence and the glosses of the question (English
+words for a Chinese one, Chinese words for an English one),
 fused by document with the leads of the documents found (fusion.py). The backends differ only in how they run one
 dense or one keyword search.
 
@@ -17,8 +18,10 @@ from ..backend import MAX_K, Hit
 from ..keyword import fts, lexicon
 from ..records import lead_bytes
 from .fusion import (
+    CHINESE_GLOSSES_WEIGHT,
     LOOKUP_WEIGHT,
     TRANSLATED_DEPTH,
+    TRANSLATED_WEIGHT,
     Explanation,
     Side,
     fuse_documents,
@@ -67,13 +70,16 @@ def query(
     if explain is not None:
         explain.params["rare"] = exact
     translated: list[Hit] = []
-    if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words
+    gloss_weight = TRANSLATED_WEIGHT
+    if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words, or the reverse
+        if not glosses[0].phrase:  # Chinese words, of an English question
+            gloss_weight = CHINESE_GLOSSES_WEIGHT
         glossed = keyword(glosses, min(depth, TRANSLATED_DEPTH), True)
         translated = keyword_evidence(glossed, explain, "glosses")
         if explain is not None:
             explain.params["glosses"] = [t.text for t in glosses]
     leads = lead_cosines(vector, [*cosine, *found, *translated]) if vector is not None else None
-    return fuse_documents(cosine, found, k, weight, translated, leads, explain)
+    return fuse_documents(cosine, found, k, weight, translated, leads, explain, gloss_weight)
 
 
 def _alone(explain: Explanation | None, side: str, hits: list[Hit]) -> list[Hit]:
