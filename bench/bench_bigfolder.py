@@ -114,12 +114,15 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
     """Poll until idle: first searchable, status samples, memory."""
     first: float | None = None
     peak_agent = peak_workers = 0.0
+    peak_at = 0.0
     next_sample = moved_at
     samples = []
     while True:
         now = time.monotonic()
         a, w = memory(agent.proc.pid)
-        peak_agent, peak_workers = max(peak_agent, a), max(peak_workers, w)
+        if a > peak_agent:
+            peak_agent, peak_at = a, now - moved_at
+        peak_workers = max(peak_workers, w)
         if first is None:
             hits = agent.call("search", {"query": COMMON, "mode": "keyword", "k": 1})["results"]
             if hits:
@@ -146,7 +149,7 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
         f"  idle: agent {a:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f}), workers {w:.0f} MiB"
     )
     emb = status(agent.env).get("embedder", {})
-    return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_workers": peak_workers,
+    return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_at": peak_at, "peak_workers": peak_workers,
             "idle_agent": a, "idle_workers": w, "texts": emb.get("texts", 0),
             "requests": emb.get("requests", 0)}  # fmt: skip
 
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         per_request = r["texts"] / r["requests"] if r["requests"] else 0.0
         print(f"first searchable: {r['first_s']:.1f} s; idle after {r['idle_s']:.1f} s "
               f"({args.files / r['idle_s']:.1f} files/s)")  # fmt: skip
-        print(f"agent RSS: peak {r['peak_agent']:.0f} MiB, idle {r['idle_agent']:.0f} MiB; workers: peak "
+        print(f"agent RSS: peak {r['peak_agent']:.0f} MiB (at +{r['peak_at']:.0f} s), idle {r['idle_agent']:.0f} MiB; workers: peak "
               f"{r['peak_workers']:.0f} MiB, idle {r['idle_workers']:.0f} MiB")  # fmt: skip
         print(
             f"embedder: {r['texts']} texts in {r['requests']} requests ({per_request:.1f} texts per request)"
