@@ -326,7 +326,11 @@ class Watcher:
 
 def _dead_threads(observer: BaseObserver) -> list[str]:
     """The names of an inotify observer's threads that ended while it should run."""
-    threads = [observer, getattr(observer, "_inotify_fd", None), *observer.emitters]
+    try:  # watchdog's own set, changed under its lock by a root added or removed meanwhile: looked at next time
+        emitters = list(observer.emitters)
+    except RuntimeError:
+        return []
+    threads = [observer, getattr(observer, "_inotify_fd", None), *emitters]
     return [t.name for t in threads if isinstance(t, threading.Thread) and not t.is_alive()]
 
 
