@@ -191,12 +191,12 @@ class Tracker:
         failures: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
         why_skipped: Counter[str] = Counter()
-        with self._lock:
-            dirs = [(d, files) for d, files in self._dirs.items() if is_under(d, root)]
+        with self._lock:  # copied: a big folder's job adds to its directory's files in place (record_step)
+            dirs = [(d, list(files.items())) for d, files in self._dirs.items() if is_under(d, root)]
             dir_errors = [(d, r) for d, r in self.dir_errors.items() if is_under(d, root)]
             denied = {d: since for d, since in self.denied.items() if is_under(d, root)}
-        for d, files in dirs:
-            for name, st in files.items():
+        for d, items in dirs:
+            for name, st in items:
                 counts[st.state] = counts.get(st.state, 0) + 1
                 if st.state == FileState.FAILED and len(failures) < MAX_FAILURES_LISTED:
                     failures.append({"path": str(d / name), "reason": st.reason, "retry_at": st.retry_at})

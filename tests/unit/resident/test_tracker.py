@@ -178,3 +178,31 @@ def test_skipped_files_are_counted_by_reason_without_what_is_particular_to_each(
     assert t.skipped_reasons()["empty file (N bytes)"] == 2
     t.record(_result("/r", FileOutcome("e.md", "EMBEDDED")))  # the others deleted
     assert t.skipped_reasons() == {} and t.root_summary(Path("/r"))["skipped_reasons"] == []
+
+
+def test_a_roots_summary_read_while_a_big_folders_steps_come_in_is_whole() -> None:
+    """`ragctl status` during a folder of 100,000 notes failed with "dictionary changed size during iteration": the
+    summary read the folder's files outside the lock while a step added to them in place."""
+    import threading
+
+    t = Tracker()
+    d = Path("/r/big")
+    t.record_step(DirResult(d, tuple(FileOutcome(f"n{i}.md", "EMBEDDED") for i in range(10_000)), step=1,
+                            planned=400_000))  # fmt: skip
+    stop = threading.Event()
+
+    def steps() -> None:
+        n, step = 10_000, 2
+        while not stop.is_set():
+            t.record_step(DirResult(d, tuple(FileOutcome(f"n{n + i}.md", "EMBEDDED") for i in range(50)), step=step,
+                                    planned=400_000))  # fmt: skip
+            n, step = n + 50, step + 1
+
+    writer = threading.Thread(target=steps)
+    writer.start()
+    try:
+        seen = [t.root_summary(Path("/r"))["files"]["EMBEDDED"] for _ in range(30)]
+    finally:
+        stop.set()
+        writer.join()
+    assert seen == sorted(seen) and seen[0] >= 10_000
