@@ -117,7 +117,7 @@ def bench_latency(tmp: Path, edits: int) -> None:
                 f.write(f"\n\nA new paragraph mentions {word} today.\n")
             t0 = time.perf_counter()
             while True:
-                hits = agent.call("search", {"query": word, "mode": "keyword", "k": 3})["results"]
+                hits = agent.call("search", {"query": word, "mode": "keyword", "top_k": 3})["results"]
                 if any(h["path"] == str(target) for h in hits):
                     break
                 time.sleep(0.01)

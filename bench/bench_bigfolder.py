@@ -124,7 +124,7 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
             peak_agent, peak_at = a, now - moved_at
         peak_workers = max(peak_workers, w)
         if first is None:
-            hits = agent.call("search", {"query": COMMON, "mode": "keyword", "k": 1})["results"]
+            hits = agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 1})["results"]
             if hits:
                 first = now - moved_at
                 print(f"first file searchable after {first:.1f} s", flush=True)

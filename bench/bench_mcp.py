@@ -159,7 +159,7 @@ def bench_control(sock: Path, n: int) -> None:
     with Client(sock, timeout=None) as client:
 
         def one(i: int) -> None:
-            client.call("search", {"query": QUERIES[i % len(QUERIES)], "k": 5, "mode": "hybrid"})
+            client.call("search", {"query": QUERIES[i % len(QUERIES)], "top_k": 5, "mode": "hybrid"})
 
         for i in range(len(QUERIES)):  # warm up: the agent embeds each query once, then caches its vector
             one(i)

@@ -46,6 +46,10 @@ def test_the_earlier_argument_names_are_accepted_with_a_warning(
     warned = " ".join(r.getMessage() for r in caplog.records)
     for name, now in (("k", "top_k"), ("path", "path_prefix"), ("scope", "reach")):
         assert f"search argument {name!r} is deprecated" in warned and repr(now) in warned, warned
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "ragd.index.query.searchquery"):
+        again = running.ctl("search", {"query": "zyxalpha", "k": 1, "mode": "keyword"})
+    assert again["results"] and not caplog.records  # said once per process and name
     both = running.refused("search", {"query": "x", "k": 1, "top_k": 2})
     assert both.code == p.BAD_REQUEST and "give only 'top_k'" in both.message
     mcp = running.tool("search", {"query": "zyxalpha", "top_k": 1, "scope": "agent", "mode": "keyword"})

@@ -34,6 +34,9 @@ def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+_WARNED: set[str] = set()  # the older argument names already warned about in this process
+
+
 class SearchQuery(BaseModel):
     """A search as asked: strict (a number is not a string), unknown arguments refused, frozen."""
 
@@ -54,7 +57,8 @@ class SearchQuery(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, raw: Any) -> Any:
-        """The older names as the new ones, each with a warning in the log (accepted for one version)."""
+        """The older names as the new ones, each with a warning in the log, once per process and name (a client
+        that searches with `k` every few seconds filled the journal with it), accepted for one version."""
         if not isinstance(raw, dict) or not RENAMED_ARGS.keys() & raw.keys():
             return raw
         raw = dict(raw)
@@ -63,8 +67,10 @@ class SearchQuery(BaseModel):
                 if new in raw:
                     raise _usage(f"search arguments {old!r} and {new!r} are the same: give only {new!r}",
                                  f"{old!r} is the older name (docs/protocol.md)")  # fmt: skip
-                log.warning("search argument %r is deprecated and will be removed with the next version: use %r",
-                            old, new)  # fmt: skip
+                if old not in _WARNED:
+                    _WARNED.add(old)
+                    log.warning("search argument %r is deprecated and will be removed with the next version: use "
+                                "%r (said once)", old, new)  # fmt: skip
                 raw[new] = raw.pop(old)
         return raw
 
