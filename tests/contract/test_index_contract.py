@@ -351,7 +351,8 @@ def test_a_vector_query_ranks_by_cosine_similarity(ix: IndexBackend) -> None:
         ix.replace_source(path, f"m{order}", "/q", [chunk(path, 0, f"text {order}", vector=vec)])
     hits = ix.query(vector=basis(0), text=None, k=5)
     assert paths_of(hits) == list(cosines)
-    assert [h.score for h in hits] == pytest.approx([c for _, c in cosines.values()], abs=1e-4)
+    # zvec keeps the vectors in half precision (11 significant bits): a cosine within 1e-3
+    assert [h.score for h in hits] == pytest.approx([c for _, c in cosines.values()], abs=1e-3)
     assert paths_of(ix.query(vector=basis(0) * 7.5, text=None, k=2)) == ["/q/same.md", "/q/near.md"]
     assert hits[0].content == "text 4" and hits[0].root == "/q"
 

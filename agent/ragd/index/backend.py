@@ -26,8 +26,11 @@ from .where import Where
 # filled from the sidecars. 3: Chinese cut with ragd's trimmed jieba dictionary (jiebadict.py). 4: document metadata
 # (`meta_terms` for filters, `metadata` for results: where.py). 5: the keyword index moved out of zvec into tantivy
 # beside the collection (keywords.py); `fts_text` is a plain field. 6: `lead`, the vector of the document's lead on
-# each of its chunks (hybrid.py).
-SCHEMA_VERSION = 6
+# each of its chunks (hybrid.py). 7: the vectors in half precision (zvec/schema.py, VECTOR_TYPE).
+SCHEMA_VERSION = 7
+# A Milvus collection's name keeps the version whose fields it has (6): version 7 changed only the zvec collection,
+# and a new name would leave every agent sharing a server to fill a new collection.
+MILVUS_SCHEMA_VERSION = 6
 MAX_K = 100  # the largest number of hits one query returns
 BUSY_HINT = "stop the other process, or talk to the running agent with `ragctl`"  # an index held elsewhere
 

@@ -21,7 +21,7 @@ from typing import Any
 from ...config import IndexConfig
 from ...errors import IndexError_
 from ...model import EmbeddingIdentity
-from ..backend import Hit, SourceWrite, collection_name
+from ..backend import MILVUS_SCHEMA_VERSION, Hit, SourceWrite, collection_name
 from ..keyword.fts import normalize
 from ..records import (
     HEADING_SEP,
@@ -67,7 +67,7 @@ def agent_key(agent_id: str) -> str:
 
 def milvus_name(prefix: str, identity: EmbeddingIdentity) -> str:
     """Milvus allows letters, digits and underscores in a collection's name (at most 255, not a digit first)."""
-    return (prefix + re.sub(r"[^A-Za-z0-9_]", "_", collection_name(identity)))[:255]
+    return (prefix + re.sub(r"[^A-Za-z0-9_]", "_", collection_name(identity, MILVUS_SCHEMA_VERSION)))[:255]
 
 
 def checked_text(value: str, limit: int, what: str) -> str:
