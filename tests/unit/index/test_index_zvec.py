@@ -420,6 +420,39 @@ def test_incompatible_or_corrupt_collection_is_rebuilt(tmp_path: Path) -> None:
     assert not destroy_index(tmp_path, IDENTITY)
 
 
+def test_the_vectors_are_kept_in_half_precision_and_a_full_precision_collection_is_made_anew(
+    tmp_path: Path,
+) -> None:
+    import zvec
+
+    from ragd.index.zvec import schema
+
+    ix = open_index(tmp_path, IDENTITY, IndexConfig())
+    load_corpus(ix, tmp_path / "kb")
+    assert ix.stats()["documents"] > 0
+    ix.close()
+    coll = zvec.open(str(collection_dir(tmp_path, IDENTITY)), zvec.CollectionOption(read_only=True))
+    assert coll.schema.vector("embedding").data_type == zvec.DataType.VECTOR_FP16
+    del coll
+    other = tmp_path / "other"
+    made = schema.build_schema(
+        IDENTITY, IndexConfig()
+    )  # as version 6 made it (FP32), under this version's name
+    fp32 = zvec.VectorSchema("embedding", zvec.DataType.VECTOR_FP32, dimension=IDENTITY.dimension,
+                             index_param=schema.vector_param(IndexConfig()))  # fmt: skip
+    path = collection_dir(other, IDENTITY)
+    path.parent.mkdir(parents=True)
+    old = zvec.create_and_open(
+        str(path), zvec.CollectionSchema(name="ragd", fields=made.fields, vectors=[fp32])
+    )
+    del old
+    with pytest.raises(IndexError_, match="VECTOR_FP32, not VECTOR_FP16"):
+        open_index(other, IDENTITY, IndexConfig())
+    ix, rebuilt = open_or_rebuild(other, IDENTITY, IndexConfig())
+    assert rebuilt and ix.count() == 0
+    ix.close()
+
+
 # -- locking ------------------------------------------------------------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys
