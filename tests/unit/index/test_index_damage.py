@@ -184,9 +184,11 @@ def test_the_collections_of_earlier_index_schemas_are_removed_and_others_kept(tm
     older.mkdir(parents=True)
     (older / "data.bin").write_bytes(b"old segments")
     older.with_name(older.name + ".verified").write_text("{}")
+    older.with_name(older.name + ".checked").write_text("{}")
     other = tmp_path / "index" / collection_name(EmbeddingIdentity("another-model", 8), SCHEMA_VERSION - 1)
     other.mkdir()
     ix, rebuilt = open_or_rebuild(tmp_path, IDENTITY, IndexConfig())
     ix.close()
     assert not older.exists() and not older.with_name(older.name + ".verified").exists()
+    assert not older.with_name(older.name + ".checked").exists()
     assert other.exists() and collection_dir(tmp_path, IDENTITY).exists() and not rebuilt
