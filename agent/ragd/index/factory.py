@@ -76,7 +76,8 @@ def _drop_older_schemas(data_dir: Path, identity: EmbeddingIdentity) -> None:
             if destroy(old):
                 log.info("removed the index of an earlier ragd (schema %d) at %s; the new one (schema %d) is "
                          "filled from the sidecars", schema, old, SCHEMA_VERSION)  # fmt: skip
-            for stamp in (".verified", ".checked"):  # its verification's stamp, what the last run found it to hold
+            # its verification's stamp, and what the last run --once found it to hold
+            for stamp in (".verified", ".checked"):
                 old.with_name(old.name + stamp).unlink(missing_ok=True)
         except (IndexBusy, OSError) as err:  # kept for now; tried again at the next start
             log.warning("cannot remove the index of an earlier ragd at %s: %s", old, err)
