@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+# before any test imports grpc (pymilvus): fork without gRPC's handler, as the agent does (ragd/index/milvus/__init__)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 from collections.abc import Iterator
 from pathlib import Path
 

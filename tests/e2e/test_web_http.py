@@ -154,7 +154,10 @@ def test_a_token_is_asked_for_and_kept_in_a_cookie_that_is_not_the_token(
 def test_views_show_the_knowledge_base(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with agent_with(tmp_path, fake_openai_server, monkeypatch) as (agent, kb, url), httpx.Client() as http:
+    with (
+        agent_with(tmp_path, fake_openai_server, monkeypatch) as (agent, kb, url),
+        httpx.Client(timeout=60) as http,
+    ):
         base = origin_of(url)
         overview = http.get(url).text
         assert str(kb) in overview and 'id="chunks"' in overview
@@ -214,7 +217,10 @@ def test_views_show_the_knowledge_base(
 def test_retry_now_runs_a_failed_file_again(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with agent_with(tmp_path, fake_openai_server, monkeypatch) as (agent, kb, url), httpx.Client() as http:
+    with (
+        agent_with(tmp_path, fake_openai_server, monkeypatch) as (agent, kb, url),
+        httpx.Client(timeout=60) as http,
+    ):
         base = origin_of(url)
         before = _attempts(agent, kb / "broken.pdf")
         done = http.post(f"{base}/ui/retry", data={"path": str(kb / "broken.pdf"), "back": "/ui/failures?state=FAILED"},
