@@ -54,7 +54,10 @@ def origin_of(url: str) -> str:
 def test_every_answer_is_guarded_and_carries_the_strict_headers(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with agent_with(tmp_path, fake_openai_server, monkeypatch) as (_, kb, url), httpx.Client() as http:
+    with (
+        agent_with(tmp_path, fake_openai_server, monkeypatch) as (_, kb, url),
+        httpx.Client(timeout=60) as http,
+    ):
         base = origin_of(url)
         assert http.get(f"{base}/").headers["location"] == "/ui/"
         for view in VIEWS:
@@ -112,7 +115,7 @@ def test_a_token_is_asked_for_and_kept_in_a_cookie_that_is_not_the_token(
 ) -> None:
     with agent_with(tmp_path, fake_openai_server, monkeypatch, mcp=f'token = "{TOKEN}"') as (_, _kb, url):
         base = origin_of(url)
-        with httpx.Client() as http:
+        with httpx.Client(timeout=60) as http:
             first = http.get(f"{base}/ui/failures?state=FAILED")
             assert first.status_code == 303
             assert parse_qs(urlsplit(first.headers["location"]).query)["next"] == [
@@ -129,7 +132,7 @@ def test_a_token_is_asked_for_and_kept_in_a_cookie_that_is_not_the_token(
         told = ragctl_json("ui")
         assert told["token_in_link"] is True and told["link"] == f"{url}?token={TOKEN}"
         assert "keep it private" in ragctl("ui").stdout
-        with httpx.Client() as http:
+        with httpx.Client(timeout=60) as http:
             signed = http.get(told["link"].replace("/ui/?", "/ui/failures?state=FAILED&"))
             assert signed.status_code == 303 and signed.headers["location"] == "/ui/failures?state=FAILED"
             cookie = http.cookies["ragd_ui"]
@@ -141,7 +144,7 @@ def test_a_token_is_asked_for_and_kept_in_a_cookie_that_is_not_the_token(
             out = http.post(f"{base}/ui/logout", headers={"Origin": base})
             assert out.status_code == 303 and "ragd_ui" not in http.cookies
             assert http.get(f"{base}/ui/").status_code == 303
-        with httpx.Client() as http:  # the sign-in form
+        with httpx.Client(timeout=60) as http:  # the sign-in form
             back = http.post(f"{base}/ui/login", data={"token": TOKEN, "next": "/ui/changes"},
                              headers={"Origin": base})  # fmt: skip
             assert back.status_code == 303 and back.headers["location"] == "/ui/changes"

@@ -219,3 +219,15 @@ def test_the_shipped_dictionary_glosses_english_questions_in_chinese() -> None:
     assert {"打印机", "备份"} <= set(lex.chinese("printer backup"))
     assert "域名" in lex.chinese("look up the DNS records of a domain name")
     assert len(lex.chinese(" ".join(["network", "printer", "calendar", "backup"] * 50))) <= EN_MAX_WORDS
+
+
+def test_an_english_question_does_not_wait_for_the_dictionary_the_agent_is_preparing() -> None:
+    from ragd.index.keyword import lexicon
+
+    lex = Lexicon(package="no_such_dictionary_package")  # its table would be read on first use
+    lexicon.PREPARING.set()
+    try:
+        assert lex.chinese("printer password") == [] and lex._entries is None  # not read: glosses skipped
+    finally:
+        lexicon.PREPARING.clear()
+    assert Lexicon(parse(EN_LINES, frequencies=EN_COUNTS)).chinese("printer") == ["打印机", "印刷所"]

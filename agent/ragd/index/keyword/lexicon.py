@@ -252,6 +252,11 @@ def load(package: str = PACKAGE, cache: Path | None = None) -> Mapping[str, str]
     return table
 
 
+# Set while `prepare` parses the dictionary (an agent's first start): an English question meanwhile goes without its
+# Chinese glosses rather than parse the dictionary again in its own thread (2-3 CPU-seconds a first search waited).
+PREPARING = threading.Event()
+
+
 def prepare(cache: Path, package: str = PACKAGE) -> bool:
     """Make `cache` current for `package`'s dictionary unless it is: True if it was (re)written. The agent does this
     in the background at its start, so that even its first Chinese question finds the table ready."""
@@ -261,10 +266,13 @@ def prepare(cache: Path, package: str = PACKAGE) -> bool:
     if (stored := _stored(cache, key)) is not None:
         stored.close()
         return False
+    PREPARING.set()
     try:
         table = parse(package=package)
     except (ImportError, OSError, UnicodeDecodeError):
         return False  # the first question reports it
+    finally:
+        PREPARING.clear()
     return _store(cache, key, table)
 
 
@@ -327,7 +335,7 @@ class Lexicon:
         """The Chinese words for the English words of `text`, a question with no Chinese in it (none otherwise): each
         pair of neighbouring words that is a whole sense (`domain name` -> 域名), else each word (a plural also as
         its singular)."""
-        if _HAN.search(text):
+        if _HAN.search(text) or (self._entries is None and PREPARING.is_set()):
             return []
         words = [w.lower() for w in _WORD.findall(fts.normalize(text))]
         table, out, i = self._table(), list[str](), 0
