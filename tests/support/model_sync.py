@@ -439,7 +439,13 @@ class Tree:
         dirs, files, links, inodes = set(), {}, {}, {}
         for dirpath, dirnames, filenames in os.walk(self.top):
             dirnames[:] = [d for d in dirnames if d != ".rag"]
-            dirs.update(self.rel(os.path.join(dirpath, d)) for d in dirnames)
+            for d in list(dirnames):
+                path = os.path.join(dirpath, d)
+                if os.path.islink(path):  # a link whose target is a folder (now): a link, as the model has it
+                    links[self.rel(path)] = self.rel(os.readlink(path))
+                    dirnames.remove(d)
+                else:
+                    dirs.add(self.rel(path))
             for name in filenames:
                 path = os.path.join(dirpath, name)
                 if os.path.islink(path):
