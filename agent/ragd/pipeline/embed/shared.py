@@ -89,39 +89,19 @@ def load(folder: Path, vocabulary: Any, threads: int) -> Any:
     state: dict[str, Any] = dict(manifest["values"])
     for name, files in manifest["arrays"].items():
         if isinstance(files, list):
-            state[name] = [_map(folder / f) for f in files]
+            state[name] = [np.load(folder / f, mmap_mode="r", allow_pickle=False) for f in files]
         else:
-            state[name] = _map(folder / files)
+            state[name] = np.load(folder / files, mmap_mode="r", allow_pickle=False)
     state.update(sp=vocabulary, threads=threads, _threadpool=_threadpool())
     model = NumpyBackend.__new__(NumpyBackend)
     model.__dict__.update(state)
     return model
 
 
-def _map(path: Path) -> np.ndarray:
-    """A read-only array over a map of the `.npy` file `path`; the map is the array's `base` (`unmap_pages`)."""
-    with open(path, "rb") as f:
-        major, _ = np.lib.format.read_magic(f)
-        read_header = (
-            np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-        )
-        shape, fortran, dtype = read_header(f)
-        offset = f.tell()
-        if dtype.hasobject:
-            raise ValueError(f"{path.name} holds Python objects")
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if size == 0:
-            return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    if offset + size > len(mapped):
-        mapped.close()
-        raise ValueError(f"{path.name} is cut short ({len(mapped)} bytes, {offset + size} needed)")
-    return np.ndarray(shape, dtype=dtype, buffer=mapped, offset=offset, order="F" if fortran else "C")
-
-
 def unmap_pages(model: Any) -> int:
     """Take the pages of `model`'s mapped weights out of this process's resident set (they stay in the page cache,
-    shared with the other processes). Returns the bytes of the maps advised; 0 for a model with a copy of its own."""
+    shared with the other processes): each array `np.load(mmap_mode="r")` made has its `mmap` as its `base`. Returns
+    the bytes of the maps advised; 0 for a model with a copy of its own."""
     done = 0
     for value in vars(model).values():
         for array in value if isinstance(value, list) else [value]:
