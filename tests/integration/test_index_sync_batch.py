@@ -3,6 +3,8 @@ reconcile repairing what the per-source record cannot see."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from ragd.config import Config, data_dir
 from ragd.index import open_index
+from ragd.index.keyword import keywords
 from ragd.index.write import writer
 from ragd.index.write.sync import STAGE_CHUNKS, IndexSync
 from ragd.index.write.writer import Indexer
@@ -258,3 +261,36 @@ def test_the_periodic_flush_waits_for_an_edit_on_its_way(
         indexer.stop()
         idx.close()
     assert_index_equals_sidecars(cfg, root)
+
+
+def test_a_note_that_failed_keeps_the_writer_busy_until_its_first_retry_only(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the model-based test: a note failed while the index was deleted under it and made anew (`ragctl index
+    --rebuild`), and `ragctl wait` said idle with the note failed, 2 s before its retry would have applied it. A
+    failed note now counts as work until its first retry; one that fails again does not keep the agent busy."""
+    monkeypatch.setattr(writer, "RETRY_MIN_S", 0.5)
+    root = tmp_path / "kb"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "n0.md").write_text(body("a0", 3))
+    cfg = small_chunks_config(fake_openai_server, root)
+    assert run(cfg, index=False).ok
+    (note,) = sorted(root.rglob("*.mushroom"))
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: False)
+    indexer.start()
+    try:
+        shutil.rmtree(keywords.place(Path(idx.path)))  # its keyword index deleted under the open index
+        indexer.put_mushroom(note)
+        poll(lambda: indexer.failed(), what="the note to fail")
+        assert [f["attempts"] for f in indexer.failed()] == [1] and indexer.busy()
+        poll(
+            lambda: [f["attempts"] for f in indexer.failed()] == [2],
+            timeout=10,
+            what="its first retry to fail",
+        )
+        assert not indexer.busy() and note.exists()
+    finally:
+        indexer.stop()
+        with contextlib.suppress(Exception):
+            idx.close()

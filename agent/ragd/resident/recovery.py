@@ -63,6 +63,7 @@ class Recovery(IndexServing):
                     progress({"phase": "rebuilding", "elapsed_s": round(time.monotonic() - started, 1)})
         finally:
             self.rebuilding = False
+        self.indexer.retry_failed()  # a note that failed on the index made anew (deleted under it, say): again now
         return {**result, "elapsed_s": round(time.monotonic() - started, 3)}
 
     def _rebuild(self, sync: IndexSync, *, lost: bool = False) -> dict[str, Any]:

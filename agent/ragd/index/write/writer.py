@@ -138,10 +138,12 @@ class Indexer:
             return sum(1 for note in self._queued if covers(note.parent.parent))
 
     def busy(self) -> bool:
-        """Mushrooms or calls waiting, being applied, or applied and not yet flushed (failed mushrooms waiting for a
-        retry do not count)."""
+        """Mushrooms or calls waiting, being applied, or applied and not yet flushed. A failed mushroom waiting for
+        a retry counts only until its first retry (RETRY_MIN_S after it failed): a passing cause (the index made
+        anew under it) is then not reported as the idle state; one that keeps failing does not keep the agent busy."""
         with self._lock:
-            return bool(self._queued or self._unflushed) or self._working or not self._queue.empty()
+            first = any(attempts == 1 for _, _, attempts in self._failed.values())
+            return bool(self._queued or self._unflushed) or first or self._working or not self._queue.empty()
 
     def failed(self) -> list[dict[str, Any]]:
         with self._lock:
