@@ -237,7 +237,7 @@ class Lifecycle:
 
     def healthy(self) -> bool:
         names = {t.name for t in threading.enumerate() if t.is_alive()}
-        return self.main_loop_error is None and {"indexer", "control", "debounce"} <= names
+        return self.main_loop_error is None and {"indexer", "control", "debounce", "watch-events"} <= names
 
     def status_text(self) -> str:
         """systemd's STATUS= line: "indexing: 120/3400 directories, 1180 files, 2 failed", "idle: 3400 files"."""

@@ -110,6 +110,7 @@ class AgentRuntime:
             or self.guard.suspect
             or self.rebuilding
             or self.verifier.running
+            or self.watcher.pending()
             or self.debouncer.pending()
             or self.scheduler.busy()
             or stats.queued

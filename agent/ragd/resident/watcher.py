@@ -12,6 +12,11 @@ watchdog event of a root becomes `WatchEvent`s for the agent (watchevents.py: "d
 - watchdog's threads end on an exception they do not expect (7.1 ended its inotify reader on a KeyError), after
   which no event arrives: `check_alive()` sees a dead thread, starts inotify anew for the roots and rescans them (a
   third death in a run leaves them polled).
+
+watchdog calls a handler while it holds its observer's lock, which adding or removing a root (`schedule`,
+`unschedule`) takes too: the agent's reactions therefore run on a thread of the watcher's own ("watch-events",
+`_Relay`), and watchdog's threads only translate and queue. A reaction that took the agent's lock (a folder gone)
+while a root was being added under that lock made both wait for ever, and no `ragctl` call was answered again.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import queue
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -97,6 +103,46 @@ class _Root:
     watch: ObservedWatch
 
 
+class _Relay:
+    """The sink called on a thread of its own, in the order the events were queued; `pending()` while any waits."""
+
+    def __init__(self, sink: Callable[[WatchEvent], None]) -> None:
+        self._sink = sink
+        self._queue: queue.SimpleQueue[WatchEvent | Callable[[], None] | None] = queue.SimpleQueue()
+        self._count_lock = threading.Lock()
+        self._waiting = 0  # queued and not yet handled
+        self._thread = threading.Thread(target=self._run, name="watch-events", daemon=True)
+        self._thread.start()
+
+    def put(self, item: WatchEvent | Callable[[], None]) -> None:
+        with self._count_lock:
+            self._waiting += 1
+        self._queue.put(item)
+
+    def pending(self) -> bool:
+        with self._count_lock:
+            return self._waiting > 0
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                if isinstance(item, WatchEvent):
+                    self._sink(item)
+                else:
+                    item()
+            except (
+                Exception
+            ):  # the thread's loop boundary: one event's failure must not end the agent's watching
+                log.exception("watch event %r could not be handled", item)
+            finally:
+                with self._count_lock:
+                    self._waiting -= 1
+
+
 # -- the watcher ----------------------------------------------------------------------------------------------------
 class Watcher:
     """Watches roots recursively and reports `WatchEvent`s to `sink` (called from watchdog's threads)."""
@@ -106,6 +152,7 @@ class Watcher:
         warnings.filterwarnings("ignore", r"Callback with id .* already exists", RuntimeWarning)
         self.ignore = ignore
         self._sink = sink
+        self._relay = _Relay(sink)  # the reactions to watchdog's events, off its threads
         self._lock = threading.RLock()
         self._roots: dict[Path, _Root] = {}
         self.fallbacks: dict[Path, str] = {}  # roots polled because inotify could not cover them, and why
@@ -193,6 +240,7 @@ class Watcher:
             obs.stop()
         for obs in observers:
             obs.join()
+        self._relay.stop()
         self._remove_overflow_handler()
 
     # -- inotify and polling --------------------------------------------------------------------------------
@@ -280,7 +328,11 @@ class Watcher:
             return
         if ev.kind == GONE:
             self._remember_gone(ev.directory)
-        self._sink(ev)
+        self._relay.put(ev)
+
+    def pending(self) -> bool:
+        """Events seen and not yet handed to the agent."""
+        return self._relay.pending()
 
     def _stale(self, d: Path) -> bool:
         """An event reported under the old path of a directory that left the tree (watchdog keeps its watches)."""
@@ -304,6 +356,10 @@ class Watcher:
                 del self._gone[next(iter(self._gone))]
 
     def _on_overflow(self) -> None:
+        """(From watchdog's reader, which may hold its own locks: `_rescan_all` runs on the relay's thread.)"""
+        self._relay.put(self._rescan_all)
+
+    def _rescan_all(self) -> None:
         with self._lock:
             roots = [r for r, e in self._roots.items() if e.mode == INOTIFY]
         if roots:

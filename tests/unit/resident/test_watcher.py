@@ -272,7 +272,9 @@ def test_queue_overflow_log_record_rescans_inotify_roots(
     # A real overflow needs root to shrink /proc/sys/fs/inotify/max_queued_events; this is the record watchdog 7.x
     # logs when the kernel reports IN_Q_OVERFLOW.
     logging.getLogger(WATCHDOG_INOTIFY_LOGGER).warning(f"{OVERFLOW_MESSAGE}; filesystem events were lost")
-    assert sink.got("rescan", tree.root)
+    sink.wait(
+        "rescan", tree.root
+    )  # (on the watcher's own thread: watchdog's reader may hold locks of its own)
     assert not sink.got("rescan", polled)
     watcher.stop()
     assert not any(
@@ -446,3 +448,37 @@ def test_inotify_watching_that_keeps_dying_leaves_its_roots_polled(
         poll(lambda r=reader: not r.is_alive(), timeout=5, what="watchdog's reader thread to end")
         assert watcher.check_alive() == [tree.root]
     assert watcher.mode(tree.root) == "polling" and "died 3 times" in watcher.fallbacks[tree.root]
+
+
+def test_a_root_is_added_while_a_reaction_waits_for_the_lock_its_adder_holds(
+    tmp_path: Path, tree: Tree
+) -> None:
+    """Found by the model-based test (CI seed 2090441473): `ragctl roots add` was never answered again. The agent
+    added the root under its own lock, and watchdog's `schedule` waited for the observer's lock, which watchdog's
+    dispatcher held while the agent's reaction to a folder gone waited for the agent's lock. The reactions now run
+    on the watcher's own thread: adding a root never waits for one."""
+    agents_lock = threading.Lock()
+    reacting = threading.Event()
+
+    def sink(ev: WatchEvent) -> None:
+        if ev.kind == "gone":
+            reacting.set()
+            with agents_lock:  # as the agent's reaction to a folder gone takes the agent's lock
+                pass
+
+    w = Watcher(Ignore(IgnoreConfig()), sink)
+    other = tmp_path / "other"
+    other.mkdir()
+    added: list[str] = []
+    try:
+        assert w.add_root(tree.root) == "inotify"
+        with agents_lock:  # as `set_roots` holds it while it adds a root
+            shutil.rmtree(tree.docs)
+            assert reacting.wait(5), "the reaction to the folder gone"
+            adder = threading.Thread(target=lambda: added.append(w.add_root(other)), daemon=True)
+            adder.start()
+            adder.join(5)
+            assert added == ["inotify"], "adding a root waited for a reaction that waits for its adder"
+        poll(lambda: not w.pending(), what="the reaction to finish")
+    finally:
+        w.stop()
