@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..paths import dropped, is_under
@@ -216,12 +216,20 @@ class Scheduler:
                 return
             directory, _ = queue.popitem(last=False)
             self._running[directory] = queue is self._express
-            fut = self._pool.submit(self._run_job, directory)
-            fut.add_done_callback(lambda f, d=directory: self._finished(d, f))  # type: ignore[misc]
+            self._pool.submit(self._job, directory)
 
-    def _finished(self, directory: Path, fut: Future[DirResult]) -> None:
-        err = fut.exception()
-        result = None if err is not None else fut.result()
+    def _job(self, directory: Path) -> None:
+        """(On the pool's thread.) The job, then its outcome handed on, on the same thread: a done-callback of its
+        future ran on the thread that submitted it when the job had already ended (a folder gone: at once), under
+        this scheduler's condition, and `on_done` takes the agent's lock, which a root added holds while it queues
+        the root's folders here."""
+        try:
+            result, err = self._run_job(directory), None
+        except BaseException as exc:  # as a future would hold it: `on_done` hears of every outcome
+            result, err = None, exc
+        self._finished(directory, result, err)
+
+    def _finished(self, directory: Path, result: DirResult | None, err: BaseException | None) -> None:
         try:
             self._on_done(directory, result, err)
         except Exception:  # the scheduler's loop boundary: a bug in a result handler must not stall the queue

@@ -108,7 +108,7 @@ def test_timed_retries_and_discard_under() -> None:
     s.discard_under(Path("/q"))
     assert s.tick(now=60.0) == 40.0
     assert s.tick(now=100.0) is None
-    _poll(lambda: jobs.started == [Path("/r/later")])
+    _poll(lambda: jobs.started == [Path("/r/later")] and s.counts() == (0, 0))  # its job run and ended
     s.pause()
     s.enqueue([Path("/r/sub/a"), Path("/other/b")])
     s.discard_under(Path("/r"))
@@ -269,3 +269,22 @@ def test_a_signal_given_to_a_jobs_thread_interrupts_the_wait_for_idle_at_once() 
         jobs.gates[Path("/r/slow")].set()
         s.close(timeout=5)
     assert jobs.started == [Path("/r/slow")], "a job started after the interruption"
+
+
+def test_a_job_that_ends_at_once_hands_its_outcome_on_from_its_own_thread() -> None:
+    """A future's done-callback runs on the thread that adds it when the job has already ended (a folder gone ends
+    its job at once): `on_done` ran on the thread that queued the folder, under the scheduler's condition. The
+    agent's `on_done` takes the agent's lock, which `ragctl roots add` holds while it queues the root's folders here:
+    each waited for the other. Every outcome is now handed on by the job's own thread."""
+    threads: list[str] = []
+
+    def on_done(d: Path, result: DirResult | None, err: BaseException | None) -> None:
+        threads.append(threading.current_thread().name)
+
+    sched = Scheduler(lambda d: DirResult(d), on_done, jobs=4)
+    for i in range(300):
+        sched.enqueue([Path(f"/kb/d{i}")])
+    assert sched.wait_idle(timeout=10)
+    sched.close(timeout=5)
+    assert len(threads) == 300
+    assert all(name.startswith("dirjob") for name in threads), sorted(set(threads))
