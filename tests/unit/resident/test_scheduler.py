@@ -60,9 +60,8 @@ def test_one_job_per_directory_and_a_rerun_after_it() -> None:
     s.enqueue([a, a])  # dirty again while running: exactly one more run, after this one
     assert s.counts() == (1, 1) and s.busy()
     jobs.gates[a].set()
-    _poll(
-        lambda: len(jobs.done) == 2 and not s.busy()
-    )  # (its outcome is handed on just before it is not busy)
+    # (a job's outcome is handed on just before it leaves the running set)
+    _poll(lambda: len(jobs.done) == 2 and not s.busy())
     assert jobs.started == [a, a]
     assert s.close(1.0)
 
