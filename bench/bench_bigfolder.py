@@ -85,20 +85,27 @@ def memory(pid: int) -> tuple[float, float]:
 def smaps(pid: int, top: int = 12) -> None:
     """Print a process's resident memory by what it maps (its own memory, glibc's heap, each mapped file), largest
     first (`/proc/PID/smaps`)."""
+    for line in smaps_lines(pid, top):
+        print(line)
+
+
+def smaps_lines(pid: int, top: int = 12) -> list[str]:
     rows: dict[str, int] = {}
     name = "[anon]"
     try:
         text = Path(f"/proc/{pid}/smaps").read_text()
     except OSError:
-        return
+        return []
     for line in text.splitlines():
         parts = line.split()
         if parts and "-" in parts[0] and not parts[0].endswith(":"):
             name = parts[5] if len(parts) > 5 else "[anon]"
         elif parts and parts[0] == "Rss:":
             rows[name] = rows.get(name, 0) + int(parts[1])
-    for name, kib in sorted(rows.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"    {kib / 1024:7.1f} MiB  {name}")
+    return [
+        f"    {kib / 1024:7.1f} MiB  {name}"
+        for name, kib in sorted(rows.items(), key=lambda kv: -kv[1])[:top]
+    ]
 
 
 def status(env: dict[str, str]) -> dict[str, Any]:
@@ -110,11 +117,13 @@ def status(env: dict[str, str]) -> dict[str, Any]:
         return {}
 
 
-def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
-    """Poll until idle: first searchable, status samples, memory."""
+def watch(agent: Agent, moved_at: float, every: float, *, by_map: bool = False) -> dict[str, Any]:
+    """Poll until idle: first searchable, status samples, memory (`by_map`: the agent's memory by map at its peak,
+    printed once idle)."""
     first: float | None = None
     peak_agent = peak_workers = 0.0
     peak_at = 0.0
+    peak_maps: list[str] = []
     next_sample = moved_at
     samples = []
     while True:
@@ -122,6 +131,8 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
         a, w = memory(agent.proc.pid)
         if a > peak_agent:
             peak_agent, peak_at = a, now - moved_at
+            if by_map:
+                peak_maps = smaps_lines(agent.proc.pid)
         peak_workers = max(peak_workers, w)
         if first is None:
             hits = agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 1})["results"]
@@ -143,6 +154,9 @@ def watch(agent: Agent, moved_at: float, every: float) -> dict[str, Any]:
                 break
         time.sleep(0.2)
     idle = time.monotonic() - moved_at
+    if by_map:
+        print(f"  the agent's resident memory by map at its peak ({peak_agent:.0f} MiB, +{peak_at:.0f} s):")
+        print("\n".join(peak_maps))
     time.sleep(3)  # the agent trims its memory once idle
     a, w = memory(agent.proc.pid)
     print(
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--smaps",
         action="store_true",
-        help="once idle, print the agent's resident memory by map (its own, the heap, each mapped file)",
+        help="print the agent's resident memory by map (its own, the heap, each mapped file) at its peak and once idle",
     )
     ap.add_argument(
         "--rested",
@@ -231,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agent idle on an empty root: agent {a:.0f} MiB, workers {w:.0f} MiB")
             moved = root / folder.name
             shutil.move(folder, moved)
-            r = watch(agent, time.monotonic(), args.every)
+            r = watch(agent, time.monotonic(), args.every, by_map=args.smaps)
             if args.smaps:
                 print("  the idle agent's resident memory by map:")
                 smaps(agent.proc.pid)
