@@ -134,9 +134,8 @@ class _Relay:
                     self._sink(item)
                 else:
                     item()
-            except (
-                Exception
-            ):  # the thread's loop boundary: one event's failure must not end the agent's watching
+            # the thread's loop boundary: one event's failure must not end the agent's watching
+            except Exception:
                 log.exception("watch event %r could not be handled", item)
             finally:
                 with self._count_lock:
@@ -145,7 +144,8 @@ class _Relay:
 
 # -- the watcher ----------------------------------------------------------------------------------------------------
 class Watcher:
-    """Watches roots recursively and reports `WatchEvent`s to `sink` (called from watchdog's threads)."""
+    """Watches roots recursively and reports `WatchEvent`s to `sink`: watchdog's, on the watcher's own thread in the
+    order watchdog saw them; the rescans of `check_coverage` and `check_alive`, on their caller's."""
 
     def __init__(self, ignore: Ignore, sink: Callable[[WatchEvent], None]) -> None:
         # watchdog warns when a new directory's watch is registered twice (its IN_CREATE raced the parent's walk)
