@@ -126,6 +126,11 @@ def test_a_watchdog_kill_leaves_every_threads_stack_in_the_log(tmp_path: Path, c
     agent = AgentProcess(tmp_path / "agent.log", str(root))
     try:
         agent.wait_ready()
+        agent.wait_idle()
+        # faulthandler walks every thread's frames from the signal handler, without the interpreter's lock: a thread
+        # ending at that moment can crash the walk (SIGSEGV mid-dump). The thread that served this test's own last
+        # call ends just after its answer; a hung agent's threads are not ending
+        time.sleep(0.5)
         agent.signal(signal.SIGABRT)
         assert agent.proc.wait(30) == -signal.SIGABRT
         log = agent.log()
