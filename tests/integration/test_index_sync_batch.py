@@ -40,6 +40,18 @@ def body(name: str, lines: int, version: str = "v1") -> str:
     return "\n\n".join(f"{version} line {i} of {name} about lighthouses" for i in range(lines))
 
 
+def one_note(tmp_path: Path, server: FakeOpenAI, lines: int) -> tuple[Path, Config, Path]:
+    """A root with one note of `lines` lines, its sidecar written and its change note not applied: (the root, the
+    config, the change note)."""
+    root = tmp_path / "kb"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "n0.md").write_text(body("a0", lines))
+    cfg = small_chunks_config(server, root)
+    assert run(cfg, index=False).ok
+    (note,) = sorted(root.rglob("*.mushroom"))
+    return root, cfg, note
+
+
 def chunk_total(cfg: Config) -> int:
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     try:
@@ -227,12 +239,7 @@ def test_the_periodic_flush_waits_for_an_edit_on_its_way(
     """During an initial index the writer flushes every FLUSH_EVERY_S, every FLUSH_EDITING_S while someone edits
     (smaller flushes: an edit's note waits less for one under way); while an edit's note is on its way it waits for
     it (a flush took up to 3.4 s that the edit then waited out), up to FLUSH_DEFER_S longer."""
-    root = tmp_path / "kb"
-    (root / "a").mkdir(parents=True)
-    (root / "a" / "n0.md").write_text(body("a0", 10))
-    cfg = small_chunks_config(fake_openai_server, root)
-    assert run(cfg, index=False).ok
-    (note,) = sorted(root.rglob("*.mushroom"))
+    root, cfg, note = one_note(tmp_path, fake_openai_server, 10)
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     edit = threading.Event()
     monkeypatch.setattr(writer, "FLUSH_EVERY_S", 30.0)
@@ -270,12 +277,7 @@ def test_a_note_that_failed_keeps_the_writer_busy_until_its_first_retry_only(
     --rebuild`), and `ragctl wait` said idle with the note failed, 2 s before its retry would have applied it. A
     failed note now counts as work until its first retry; one that fails again does not keep the agent busy."""
     monkeypatch.setattr(writer, "RETRY_MIN_S", 0.5)
-    root = tmp_path / "kb"
-    (root / "a").mkdir(parents=True)
-    (root / "a" / "n0.md").write_text(body("a0", 3))
-    cfg = small_chunks_config(fake_openai_server, root)
-    assert run(cfg, index=False).ok
-    (note,) = sorted(root.rglob("*.mushroom"))
+    root, cfg, note = one_note(tmp_path, fake_openai_server, 3)
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: False)
     indexer.start()

@@ -227,9 +227,8 @@ def _store(path: Path, key: str, table: dict[str, str]) -> bool:
                              "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;"
                              "CREATE TABLE words (head TEXT PRIMARY KEY, glosses TEXT) WITHOUT ROWID;")  # fmt: skip
             db.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
-            db.execute(
-                "INSERT INTO meta VALUES ('made_by', ?)", (str(os.getpid()),)
-            )  # the process that parsed
+            # the process that parsed the dictionary (the agent's child: `prepare_apart`)
+            db.execute("INSERT INTO meta VALUES ('made_by', ?)", (str(os.getpid()),))
             db.executemany("INSERT INTO words VALUES (?, ?)", table.items())
             db.commit()
 
@@ -262,12 +261,23 @@ PREPARING = threading.Event()
 def prepare(cache: Path, package: str = PACKAGE) -> bool:
     """Make `cache` current for `package`'s dictionary unless it is: True if it was (re)written. The agent does this
     in the background at its start, so that even its first Chinese question finds the table ready."""
+    key = _due(cache, package)
+    return key is not None and _parse_into(cache, key, package)
+
+
+def _due(cache: Path, package: str) -> str | None:
+    """The key of `package`'s dictionary when `cache` is to be (re)made; None when it is current, or when there is no
+    dictionary to make it from."""
     key = _key(package)
     if key is None:
-        return False
+        return None
     if (stored := _stored(cache, key)) is not None:
         stored.close()
-        return False
+        return None
+    return key
+
+
+def _parse_into(cache: Path, key: str, package: str) -> bool:
     PREPARING.set()
     try:
         table = parse(package=package)
@@ -283,11 +293,8 @@ def prepare_apart(cache: Path, package: str = PACKAGE) -> bool:
     allocates ~60 MiB that the agent's allocator kept once the table was written (the agent on an empty root: 215
     MiB on its first start against 154 with the table there, docs/benchmarks.md); a child gives it all back as it
     ends. Parsed here only when no process can be started. True if the table was (re)written."""
-    key = _key(package)
+    key = _due(cache, package)
     if key is None:
-        return False
-    if (stored := _stored(cache, key)) is not None:
-        stored.close()
         return False
     PREPARING.set()
     try:
@@ -298,7 +305,7 @@ def prepare_apart(cache: Path, package: str = PACKAGE) -> bool:
     except OSError as err:
         PREPARING.clear()
         log.debug("cannot parse the dictionary in a child process (%s): parsed here", err)
-        return prepare(cache, package)
+        return _parse_into(cache, key, package)
     try:
         child.join()
     finally:
