@@ -21,6 +21,7 @@ from .. import __version__
 from ..config import Config
 from ..errors import RagdError
 from ..index import IndexBackend
+from ..index.keyword import lexicon
 from ..index.query.search import SearchService
 from ..index.write.sync import IndexSync
 from ..index.write.verify import Verifier
@@ -111,6 +112,7 @@ class AgentRuntime:
             or self.rebuilding
             or self.verifier.running
             or self.watcher.pending()
+            or lexicon.PREPARING.is_set()  # (a first start's dictionary: English questions meanwhile go without it)
             or self.debouncer.pending()
             or self.scheduler.busy()
             or stats.queued
