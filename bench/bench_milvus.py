@@ -153,7 +153,7 @@ def one(backend: str, n: int, nq: int, budget_s: float) -> dict[str, Any]:
             if written < n:
                 return out
             t1 = time.perf_counter()  # the Chinese-English lexicon hybrid queries load once (either backend)
-            lexicon.shared().terms("电池 向量")
+            lexicon.shared().glosses("电池 向量")
             out["lexicon_ms"] = (time.perf_counter() - t1) * 1000
             ask = {m: (qv if m != "keyword" else None, words if m != "vector" else None) for m in MODES}
 

@@ -132,7 +132,7 @@ def keyword_lists(
                         for n, c in enumerate(chunks)])  # fmt: skip
     out["shipped"] = [[(int(i), s) for i, s in shipped.search(fts.terms(q), DEPTH)] for q in questions]
     # the English glosses of a question's Chinese words, against the shipped keyword index
-    out["glosses"] = [[(int(i), s) for i, s in shipped.search(lexicon.shared().terms(q), fusion.TRANSLATED_DEPTH)]
+    out["glosses"] = [[(int(i), s) for i, s in shipped.search(lexicon.shared().glosses(q).terms, fusion.TRANSLATED_DEPTH)]
                       for q in questions]  # fmt: skip
     shipped.close()
     return out

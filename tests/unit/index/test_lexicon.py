@@ -220,10 +220,11 @@ def test_an_english_question_gets_the_chinese_words_of_which_its_words_are_a_who
     assert lex.chinese("clear it") == []  # the whole sense of more than EN_AMBIGUOUS headwords: too vague
     assert lex.chinese("打印机 password") == []  # a question with Chinese in it goes the other way
     assert lex.english("my printer") == []
-    terms = lex.terms("printer password")
-    assert [t.text for t in terms] == ["打印机", "印刷所", "密码", "口令"] and not any(
-        t.phrase for t in terms
+    glosses = lex.glosses("printer password")
+    assert [t.text for t in glosses.terms] == ["打印机", "印刷所", "密码", "口令"] and not any(
+        t.phrase for t in glosses.terms
     )
+    assert glosses.chinese and not lex.glosses("打印机").chinese  # the direction, said, not inferred
     assert lex.query_string("printer") is None  # the zvec query string of the Chinese direction only
 
 

@@ -42,6 +42,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -408,13 +409,22 @@ class Lexicon:
         found = [fts.Term(w, phrase=True) for w in self.english(text)]
         return fts.render(found) if found else None
 
-    def terms(self, text: str) -> list[fts.Term]:
+    def glosses(self, text: str) -> Glosses:
         """The other language's words for `text` as search terms: the English words of its Chinese words (phrases:
         see `query_string`), or for a question in English only, the Chinese words of its English words (bare: the
         keyword index cuts them as it cuts a Chinese question)."""
         if english := self.english(text):
-            return [fts.Term(w, phrase=True) for w in english]
-        return [fts.Term(w, phrase=False) for w in self.chinese(text)]
+            return Glosses([fts.Term(w, phrase=True) for w in english], chinese=False)
+        return Glosses([fts.Term(w, phrase=False) for w in self.chinese(text)], chinese=True)
+
+
+@dataclass(frozen=True)
+class Glosses:
+    """A question's glosses: search terms in the other language, and which way they go (the ranking weighs the
+    two directions apart: `fusion.CHINESE_GLOSSES_WEIGHT`)."""
+
+    terms: list[fts.Term]
+    chinese: bool  # the Chinese words of an English question; False: the English words of a Chinese one
 
 
 def _singulars(word: str) -> list[str]:

@@ -71,13 +71,14 @@ def query(
         explain.params["rare"] = exact
     translated: list[Hit] = []
     gloss_weight = TRANSLATED_WEIGHT
-    if glosses := lexicon.shared().terms(text or ""):  # a Chinese question's English words, or the reverse
-        if not glosses[0].phrase:  # Chinese words, of an English question
+    glosses = lexicon.shared().glosses(text or "")  # a Chinese question's English words, or the reverse
+    if glosses.terms:
+        if glosses.chinese:
             gloss_weight = CHINESE_GLOSSES_WEIGHT
-        glossed = keyword(glosses, min(depth, TRANSLATED_DEPTH), True)
+        glossed = keyword(glosses.terms, min(depth, TRANSLATED_DEPTH), True)
         translated = keyword_evidence(glossed, explain, "glosses")
         if explain is not None:
-            explain.params["glosses"] = [t.text for t in glosses]
+            explain.params["glosses"] = [t.text for t in glosses.terms]
     leads = lead_cosines(vector, [*cosine, *found, *translated]) if vector is not None else None
     return fuse_documents(cosine, found, k, weight, translated, leads, explain, gloss_weight)
 
