@@ -77,6 +77,39 @@ def children(pid: int) -> list[int]:
     return out
 
 
+class Cpu:
+    """CPU seconds of the agent's process and of its worker processes (each child's last reading kept: a worker
+    replaced during the job keeps what it used), from `/proc/PID/stat`, counted from when it is made."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.start = self._read(pid)
+        self.children: dict[int, tuple[float, float]] = {}
+        self.before = {c: self._read(c) for c in children(pid)}  # workers already running
+
+    def _read(self, pid: int) -> tuple[float, float]:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return (0.0, 0.0)
+        return int(fields[11]) / self.TICK, int(fields[12]) / self.TICK  # utime, stime
+
+    def sample(self) -> None:
+        for c in children(self.pid):
+            got = self._read(c)
+            if got != (0.0, 0.0):
+                self.children[c] = got
+
+    def report(self, files: int) -> str:
+        user, kernel = (now - then for now, then in zip(self._read(self.pid), self.start, strict=True))
+        workers = sum(u + k - sum(self.before.get(c, (0.0, 0.0))) for c, (u, k) in self.children.items())
+        return (f"CPU during the job: agent {user + kernel:.1f} s (user {user:.1f}, kernel {kernel:.1f}), "
+                f"workers {workers:.1f} s ({len(self.children)} processes); per file: agent "
+                f"{1000 * (user + kernel) / files:.2f} ms, workers {1000 * workers / files:.2f} ms")  # fmt: skip
+
+
 def memory(pid: int) -> tuple[float, float]:
     """(the agent's RSS, its worker processes' RSS together), in MiB."""
     return rss_kib(pid) / 1024, sum(rss_kib(c) for c in children(pid)) / 1024
@@ -117,18 +150,22 @@ def status(env: dict[str, str]) -> dict[str, Any]:
         return {}
 
 
-def watch(agent: Agent, moved_at: float, every: float, *, by_map: bool = False) -> dict[str, Any]:
+def watch(
+    agent: Agent, moved_at: float, every: float, n_files: int, *, by_map: bool = False
+) -> dict[str, Any]:
     """Poll until idle: first searchable, status samples, memory (`by_map`: the agent's memory by map at its peak,
-    printed once idle)."""
+    printed once idle), and the CPU the agent and its workers used for the `n_files` files."""
     first: float | None = None
     peak_agent = peak_workers = 0.0
     peak_at = 0.0
     peak_maps: list[str] = []
     next_sample = moved_at
     samples = []
+    cpu = Cpu(agent.proc.pid)
     while True:
         now = time.monotonic()
         a, w = memory(agent.proc.pid)
+        cpu.sample()
         if a > peak_agent:
             peak_agent, peak_at = a, now - moved_at
             if by_map:
@@ -154,6 +191,8 @@ def watch(agent: Agent, moved_at: float, every: float, *, by_map: bool = False) 
                 break
         time.sleep(0.2)
     idle = time.monotonic() - moved_at
+    cpu.sample()
+    print(cpu.report(n_files))
     if by_map:
         print(f"  the agent's resident memory by map at its peak ({peak_agent:.0f} MiB, +{peak_at:.0f} s):")
         print("\n".join(peak_maps))
@@ -245,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agent idle on an empty root: agent {a:.0f} MiB, workers {w:.0f} MiB")
             moved = root / folder.name
             shutil.move(folder, moved)
-            r = watch(agent, time.monotonic(), args.every, by_map=args.smaps)
+            r = watch(agent, time.monotonic(), args.every, args.files, by_map=args.smaps)
             if args.smaps:
                 print("  the idle agent's resident memory by map:")
                 smaps(agent.proc.pid)
