@@ -165,7 +165,9 @@ class Outcomes:
         for sub in result.new_subdirs:
             dirs = list(walk_dirs(sub, self.ignore))
             self.tracker.add_to_phase(dirs)
-            fu.scheduler.enqueue(dirs, urgent=True)
+            # a folder whose job already runs is not run again for this: a folder moved in as a whole (a mail
+            # export, 30,000 notes) was listed twice, its second job reading every entry at the end of the first
+            fu.scheduler.enqueue(dirs, urgent=True, again=False)
         if result.new_subdirs:
             fu.subdirs_found()
         retry = soonest_retry(result)

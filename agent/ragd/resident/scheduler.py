@@ -73,13 +73,19 @@ class Scheduler:
         self._closed = False
 
     # -- input ------------------------------------------------------------------------------------------------
-    def enqueue(self, dirs: Iterable[Path], *, urgent: bool = True, express: bool = False) -> int:
+    def enqueue(
+        self, dirs: Iterable[Path], *, urgent: bool = True, express: bool = False, again: bool = True
+    ) -> int:
+        """Queue `dirs`; one whose job runs is run once more after it, unless `again` is False (the caller only
+        needs each to have a job: a new folder its parent's job found, whose own job, started by the watcher's
+        event for it, lists it, and any change made in it since comes with an event of its own)."""
         n = 0
         with self._cond:
             for d in dirs:
                 n += 1
                 if d in self._running:
-                    self._rerun[d] = self._rerun.get(d, False) or express
+                    if again:
+                        self._rerun[d] = self._rerun.get(d, False) or express
                 elif express:
                     self._background.pop(d, None)
                     self._urgent.pop(d, None)

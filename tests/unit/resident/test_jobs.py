@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ragd.resident.jobs import FollowUps, Outcomes, failure_reason
 from ragd.resident.scheduler import Scheduler
 from ragd.resident.tracker import Tracker
 from ragd.vocabulary import FileState
+from tests.support.poll import poll
 
 IGNORE = Ignore(IgnoreConfig())
 LOCK_ERROR = StorageError(
@@ -124,6 +126,31 @@ def test_the_agent_follows_up_on_notes_new_subdirectories_and_retries(tmp_path: 
     assert calls.looked == [root]  # the parent of a vanished directory, when under a root and still there
     assert [(c.path, c.kind) for c in calls.told] == [(root / "x.md", "failed"), (root / "gone", "deleted"),
                                                       (tmp_path / "outside" / "gone", "deleted")]  # fmt: skip
+    assert scheduler.close(1.0)
+
+
+def test_a_new_folder_whose_job_already_runs_is_not_listed_again_after_it(tmp_path: Path) -> None:
+    """A folder moved into a root: the watcher's event starts its job, and its parent's job, ending meanwhile,
+    finds it new; it is not run a second time (a big folder's second job read every entry again)."""
+    root, new = tmp_path / "r", tmp_path / "r" / "notes"
+    (new / "sub").mkdir(parents=True)
+    started: list[Path] = []
+    gate = threading.Event()
+
+    def run(d: Path) -> DirResult:
+        started.append(d)
+        if d == new:
+            gate.wait(5)
+        return DirResult(d)
+
+    scheduler = Scheduler(run, lambda *_: None, jobs=2)
+    out = Outcomes(Tracker(), IGNORE, FollowUpCalls().follow_ups(scheduler, [root]))
+    scheduler.enqueue([new])
+    poll(lambda: started == [new], timeout=5, every=0.01)
+    out.done(root, _finished(root, new_subdirs=(new,)), None)  # the parent's job ends while the folder's runs
+    gate.set()
+    poll(lambda: not scheduler.busy(), timeout=5, every=0.01)
+    assert sorted(started) == [new, new / "sub"]  # its subfolder queued, the folder itself run once
     assert scheduler.close(1.0)
 
 

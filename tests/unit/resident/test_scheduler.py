@@ -66,6 +66,23 @@ def test_one_job_per_directory_and_a_rerun_after_it() -> None:
     assert s.close(1.0)
 
 
+def test_a_directory_queued_without_again_while_its_job_runs_is_not_run_twice() -> None:
+    jobs = Jobs()
+    a, b = Path("/r/a"), Path("/r/b")
+    jobs.gates[a] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=2)
+    s.enqueue([a])
+    _poll(lambda: jobs.started == [a])
+    s.enqueue([a, b], again=False)  # `a` has its job (running); `b` is queued as ever
+    _poll(lambda: len(jobs.done) == 1 and s.counts()[1] == 1)  # `b` done
+    assert s.counts() == (0, 1)  # nothing queued after `a`
+    s.enqueue([a])  # a change seen in it: run once more after all
+    jobs.gates[a].set()
+    _poll(lambda: len(jobs.done) == 3 and not s.busy())
+    assert jobs.started == [a, b, a]
+    assert s.close(1.0)
+
+
 def test_urgent_directories_go_before_background_ones() -> None:
     jobs = Jobs()
     block = Path("/r/block")
