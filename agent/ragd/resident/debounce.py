@@ -70,11 +70,12 @@ class Debouncer:
         """The directories that are due, oldest first; they leave the pending set."""
         t = self._clock() if now is None else now
         with self._cond:
-            return self._pop_due(t)
+            return [d for d, _last in self._pop_due(t)]
 
-    def wait_due(self, timeout: float | None) -> list[Path]:
-        """Block until a directory is due (returning the due ones), the timeout passes or close() is called
-        (returning an empty list)."""
+    def wait_due(self, timeout: float | None) -> list[tuple[Path, float]]:
+        """Block until a directory is due (returning the due ones, each with the time of its latest event: a job
+        that began after it lists what the events said), the timeout passes or close() is called (returning an
+        empty list)."""
         start = self._clock()
         with self._cond:
             while not self._closed:
@@ -129,8 +130,9 @@ class Debouncer:
         p = self._pending.get(directory)
         return p if p is not None and p.seq == seq else None
 
-    def _pop_due(self, now: float) -> list[Path]:
-        due: list[tuple[float, Path]] = []
+    def _pop_due(self, now: float) -> list[tuple[Path, float]]:
+        """The directories due, oldest first, each with the time of its latest event."""
+        due: list[tuple[float, Path, float]] = []
         while self._heap and self._heap[0][0] <= now:
             _, seq, d = heapq.heappop(self._heap)
             p = self._current(seq, d)
@@ -139,10 +141,10 @@ class Debouncer:
             at = p.due_at(self.quiet, self.ceiling)
             if at <= now:
                 del self._pending[d]
-                due.append((p.first, d))
+                due.append((p.first, d, p.last))
             else:  # postponed by later events
                 heapq.heappush(self._heap, (at, seq, d))
-        return [d for _, d in sorted(due)]
+        return [(d, last) for _, d, last in sorted(due)]
 
     def _next_due(self, now: float) -> float | None:
         """Seconds until the next pending directory may be due, None when nothing is pending."""

@@ -74,7 +74,7 @@ class Reactions(JobRunner):
             if self.state in ("stopping", "stopped"):
                 return
             if due:
-                self.scheduler.enqueue(due, express=True)
+                self.scheduler.enqueue([d for d, _ in due], express=True, seen=dict(due))
 
     def rescan(self, roots: list[Path], phase: str = "rescan", *, urgent: bool = False) -> None:
         """Walk the roots (stat only) in a thread and queue a job for every directory."""

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,6 +66,7 @@ class Scheduler:
         self._urgent: OrderedDict[Path, None] = OrderedDict()
         self._background: OrderedDict[Path, None] = OrderedDict()
         self._running: dict[Path, bool] = {}  # running directory -> taken as express
+        self._started: dict[Path, float] = {}  # running directory -> when its job began (time.monotonic)
         self._rerun: dict[Path, bool] = {}  # to run again after its job -> as express
         self._bulk: set[Path] = set()  # running jobs that turned out to be bulk work (`no_longer_express`)
         self._timers: list[tuple[float, Path]] = []
@@ -74,17 +75,28 @@ class Scheduler:
 
     # -- input ------------------------------------------------------------------------------------------------
     def enqueue(
-        self, dirs: Iterable[Path], *, urgent: bool = True, express: bool = False, again: bool = True
+        self,
+        dirs: Iterable[Path],
+        *,
+        urgent: bool = True,
+        express: bool = False,
+        again: bool = True,
+        seen: Mapping[Path, float] | None = None,
     ) -> int:
-        """Queue `dirs`; one whose job runs is run once more after it, unless `again` is False (the caller only
-        needs each to have a job: a new folder its parent's job found, whose own job, started by the watcher's
-        event for it, lists it, and any change made in it since comes with an event of its own)."""
+        """Queue `dirs`. One whose job runs is run once more after it, unless
+        - `seen` gives when the change that queues it was seen (time.monotonic) and the job started after that:
+          its listing, made later, holds the change (a folder moved in: its own event came to the debouncer before
+          its job, which its parent's job had queued, began; a second job read all its entries again);
+        - or `again` is False: the caller only needs each to have a job (a new folder its parent's job found: any
+          change made in it since comes with an event of its own)."""
         n = 0
         with self._cond:
             for d in dirs:
                 n += 1
                 if d in self._running:
-                    if again:
+                    started = self._started.get(d)
+                    listed_after = seen is not None and d in seen and (started is None or started > seen[d])
+                    if again and not listed_after:
                         self._rerun[d] = self._rerun.get(d, False) or express
                 elif express:
                     self._background.pop(d, None)
@@ -229,6 +241,8 @@ class Scheduler:
         future ran on the thread that submitted it when the job had already ended (a folder gone: at once), under
         this scheduler's condition, and `on_done` takes the agent's lock, which a root added holds while it queues
         the root's folders here."""
+        with self._cond:
+            self._started[directory] = time.monotonic()
         try:
             result, err = self._run_job(directory), None
         except BaseException as exc:  # as a future would hold it: `on_done` hears of every outcome
@@ -242,6 +256,7 @@ class Scheduler:
             log.exception("internal error while recording the job of %s", directory)
         with self._cond:
             self._running.pop(directory, None)
+            self._started.pop(directory, None)
             self._bulk.discard(directory)
             if directory in self._rerun:
                 (self._express if self._rerun.pop(directory) else self._urgent)[directory] = None

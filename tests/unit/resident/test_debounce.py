@@ -114,7 +114,7 @@ def test_wait_due_times_out_and_close_wakes() -> None:
     t0 = time.monotonic()
     assert d.wait_due(timeout=0.05) == []
     assert time.monotonic() - t0 >= 0.05
-    got: list[list[Path]] = []
+    got: list[list[tuple[Path, float]]] = []
     waiter = threading.Thread(target=lambda: got.append(d.wait_due(timeout=None)))
     waiter.start()
     d.close()
@@ -125,7 +125,7 @@ def test_wait_due_times_out_and_close_wakes() -> None:
 
 def test_wait_due_wakes_on_touch_from_another_thread() -> None:
     d = Debouncer(quiet=0.05, ceiling=1.0)
-    got: list[list[Path]] = []
+    got: list[list[tuple[Path, float]]] = []
     started = threading.Event()
 
     def wait() -> None:
@@ -137,8 +137,10 @@ def test_wait_due_wakes_on_touch_from_another_thread() -> None:
     started.wait(5)
     t0 = time.monotonic()
     d.touch(A)
+    touched = time.monotonic()
     waiter.join(timeout=5)
-    assert got == [[A]]
+    [[(due, last)]] = got
+    assert due == A and t0 <= last <= touched  # with the time of its latest event
     assert time.monotonic() - t0 < 2.0  # woke for the quiet period, not the 5 s timeout
 
 

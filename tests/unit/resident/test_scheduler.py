@@ -83,6 +83,26 @@ def test_a_directory_queued_without_again_while_its_job_runs_is_not_run_twice() 
     assert s.close(1.0)
 
 
+def test_a_change_seen_before_the_running_job_began_does_not_run_it_again() -> None:
+    """The debouncer hands a directory over with its latest event's time: a job that began after it lists what
+    the event said (a folder moved in, queued by its parent's job before its own event came through)."""
+    jobs = Jobs()
+    a = Path("/r/a")
+    jobs.gates[a] = threading.Event()
+    s = Scheduler(jobs.run, jobs.on_done, jobs=2)
+    before = time.monotonic()
+    s.enqueue([a])
+    _poll(lambda: jobs.started == [a])
+    s.enqueue([a], express=True, seen={a: before})  # seen before the job began: nothing to run again
+    assert s.counts() == (0, 1)
+    s.enqueue([a], express=True, seen={a: time.monotonic()})  # seen while it runs: once more after it
+    assert s.counts() == (1, 1)
+    jobs.gates[a].set()
+    _poll(lambda: len(jobs.done) == 2 and not s.busy())
+    assert jobs.started == [a, a]
+    assert s.close(1.0)
+
+
 def test_urgent_directories_go_before_background_ones() -> None:
     jobs = Jobs()
     block = Path("/r/block")
