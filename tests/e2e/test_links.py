@@ -49,6 +49,22 @@ def test_a_symlinked_file_follows_an_edit_of_its_target_in_another_folder(
         assert _skipped(ragctl_json("status"), root) == {str(link): "dangling symbolic link to ../b/t.md"}
 
 
+def test_a_link_into_a_folder_moved_out_of_every_root_leaves_search(tmp_path: Path, config: Path) -> None:
+    """`mv ROOT/b OUTSIDE`: the watcher reports the folder gone, no event for each of its files; a link elsewhere to
+    one of them dangles now, and its folder is looked at again (the soak's seed 639260074)."""
+    root = tmp_path / "kb"
+    target = write_doc(root / "b" / "t.md", "movedtarget")
+    (root / "a").mkdir()
+    link = root / "a" / "l.md"
+    link.symlink_to("../b/t.md")
+    with running_agent(tmp_path / "agent.log", str(root), idle=True):
+        assert keyword_hits("movedtarget") == [str(link), str(target)]
+        (root / "b").rename(tmp_path / "b")
+        ragctl("wait")
+        assert keyword_hits("movedtarget") == []
+        assert _skipped(ragctl_json("status"), root) == {str(link): "dangling symbolic link to ../b/t.md"}
+
+
 def test_a_symlink_across_roots_follows_an_edit_of_its_target(tmp_path: Path, config: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     target = write_doc(two / "b" / "t.md", "oldacross")

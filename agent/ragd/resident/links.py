@@ -80,6 +80,19 @@ class LinkMap:
                     todo.append(other)
         return found
 
+    def into(self, top: Path) -> set[Path]:
+        """The symbolic links whose targets were at or below the folder `top`, which went (moved out of the roots or
+        elsewhere): the watcher reported the folder only, not a change for each file in it, and the links now dangle
+        or lead somewhere else."""
+        real = Path(os.path.realpath(top))
+        with self._lock:
+            return {
+                link
+                for target, links in self._targets.items()
+                if is_under(Path(target), real)
+                for link in links
+            }
+
     def _sharing(self, path: Path) -> set[Path]:
         real = os.path.realpath(path)
         with self._lock:

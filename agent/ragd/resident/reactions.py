@@ -35,6 +35,9 @@ class Reactions(JobRunner):
         elif ev.kind == "rescan":
             self.rescan([ev.directory], "rescan")
         elif ev.kind == "gone":
+            for link in self.links.into(ev.directory):  # links into it, in other folders, dangle now
+                if root_of(link.parent, self.roots):
+                    self.debouncer.touch(link.parent)
             self._note_gone(ev.directory)
             self.tracker.forget(ev.directory)
             self.links.forget(ev.directory)
