@@ -43,7 +43,8 @@ class Reactions(JobRunner):
             self.links.forget(ev.directory)
             self.scheduler.discard_under(ev.directory)
             self.debouncer.discard_under(ev.directory)
-            if ev.directory.parent.is_dir() and root_of(ev.directory.parent, self.roots):
+            # (os.path.isdir: False where the parent may not be read, in a folder made unreadable; pathlib raised)
+            if os.path.isdir(ev.directory.parent) and root_of(ev.directory.parent, self.roots):
                 self.debouncer.touch(ev.directory.parent)
         elif ev.kind == "subtree":  # folder defaults changed: the files they label, here and below
             if root_of(ev.directory, self.roots):
