@@ -20,6 +20,15 @@ def _edit_in_place(path: Path, token: str) -> None:
         fh.write(f"# {token}\n\nThe marker {token} appears here.\n")
 
 
+def _linked(root: Path, token: str) -> tuple[Path, Path]:
+    """`root/a/l.md`, a symbolic link to `../b/t.md`, a note holding `token`: (the link, its target)."""
+    target = write_doc(root / "b" / "t.md", token)
+    (root / "a").mkdir()
+    link = root / "a" / "l.md"
+    link.symlink_to("../b/t.md")
+    return link, target
+
+
 def _root(status: dict, root: Path) -> dict:
     return next(r for r in status["roots"] if r["path"] == str(root))
 
@@ -32,10 +41,7 @@ def test_a_symlinked_file_follows_an_edit_of_its_target_in_another_folder(
     tmp_path: Path, config: Path
 ) -> None:
     root = tmp_path / "kb"
-    target = write_doc(root / "b" / "t.md", "oldtarget")
-    (root / "a").mkdir()
-    link = root / "a" / "l.md"
-    link.symlink_to("../b/t.md")
+    link, target = _linked(root, "oldtarget")
     with running_agent(tmp_path / "agent.log", str(root), idle=True):
         assert keyword_hits("oldtarget") == [str(link), str(target)]
         _edit_in_place(target, "newtarget")
@@ -53,10 +59,7 @@ def test_a_link_into_a_folder_moved_out_of_every_root_leaves_search(tmp_path: Pa
     """`mv ROOT/b OUTSIDE`: the watcher reports the folder gone, no event for each of its files; a link elsewhere to
     one of them dangles now, and its folder is looked at again (the soak's seed 639260074)."""
     root = tmp_path / "kb"
-    target = write_doc(root / "b" / "t.md", "movedtarget")
-    (root / "a").mkdir()
-    link = root / "a" / "l.md"
-    link.symlink_to("../b/t.md")
+    link, target = _linked(root, "movedtarget")
     with running_agent(tmp_path / "agent.log", str(root), idle=True):
         assert keyword_hits("movedtarget") == [str(link), str(target)]
         (root / "b").rename(tmp_path / "b")
