@@ -262,14 +262,17 @@ def test_delete_subtree_removes_exactly_the_subtree(ix: IndexBackend) -> None:
     assert ix.count() == sum(TREE.values())
     left = dict(TREE)
     for prefix in ["/r/a", "/r/50%", *(f"/r/{name}" for name in ODD_DIRS), "/r/nothing"]:
-        gone = under(prefix, left)
+        # a source at the prefix is a file of that name, not in the folder
+        gone = under(prefix, left) - {prefix}
         removed = ix.delete_subtree(prefix)
         for path in gone:
             del left[path]
         assert {p: s.chunk_count for p, s in ix.sources().items()} == left, prefix
         assert removed == sum(TREE[p] for p in gone), prefix
     assert ix.count() == sum(left.values())
-    assert "/r/ab/x.md" in left and "/r/a%b/x.md" in left and "/r/500" in left
+    assert "/r/ab/x.md" in left and "/r/a%b/x.md" in left and "/r/500" in left and "/r/a" in left
+    # ... and the keyword index agrees: the file `/r/a` is still found by its words, nothing below `/r/a/` is
+    assert set(paths_of(ix.query(vector=None, text="marker", k=MAX_K))) == set(left)
 
 
 BACKSLASH_QUOTE = '/r/bs\\"q/f.md'

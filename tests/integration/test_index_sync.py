@@ -11,6 +11,7 @@ import pytest
 
 from ragd.config import Config, data_dir
 from ragd.index import IndexBackend, open_index
+from ragd.index.backend import IndexChunk, SourceWrite
 from ragd.index.query.search import SearchService
 from ragd.index.query.searchquery import SearchQuery
 from ragd.index.write.sync import IndexSync
@@ -292,6 +293,42 @@ def test_a_note_applied_while_its_file_is_away_for_a_moment_leaves_it_searchable
         assert idx.sources() == {}
     finally:
         idx.close()
+
+
+def test_a_late_note_of_a_folder_replaced_by_a_file_leaves_the_file_in_search(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A folder `d` replaced by a file `d`: a note naming the folder (its recovery or its deletion) applied after
+    the file's (a note that failed, retried once the index was rebuilt under it) must not take the file out of
+    the index: the folder's events touch what is below `d/`, not `d`. Found by the model-based test (the data
+    directory deleted while a job ran: `verify` repaired the file)."""
+    root = tmp_path / "kb"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "x.md").write_text("a note about wombats in the old folder\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    shutil.rmtree(root / "d")
+    (root / "d").write_text("a file about echidnas where the folder was\n")
+    run(cfg)
+    assert_index_equals_sidecars(cfg, root)
+    late = []
+    for i, status in enumerate(("dir_recover", "dir_delete")):
+        late.append(root / ".rag" / f"20261205T16325{i}Z.mushroom")
+        late[-1].write_text(json.dumps({"file": "d", "status": status}) + "\n")
+    idx = _open(cfg)
+    try:
+        stale = str(root / "d") + "/x.md"  # the old folder's file, left in the index: the notes remove it
+        vector = np.ones(cfg.identity.dimension, dtype=np.float32) / np.sqrt(cfg.identity.dimension)
+        old = IndexChunk(stale, 0, "wombats", "h", "", vector)
+        idx.write_sources([SourceWrite(stale, "m", str(root), [old])])
+        report = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)).apply_batch(late)
+        assert report.failed == [] and set(idx.sources()) == {str(root / "d")}
+        service = SearchService(idx, lambda q: fake_openai_server.vector(q), [root])
+        got = service.search(SearchQuery(query="echidnas", top_k=5, mode="keyword"))
+        assert [r.path for r in got] == [str(root / "d")]
+    finally:
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
 
 
 def _strip_lead(root: Path, name: str) -> None:

@@ -131,7 +131,8 @@ class IndexBackend(Protocol):
         ...
 
     def delete_subtree(self, dir_path: str) -> int:
-        """Remove every chunk of sources in `dir_path` or below it (never of siblings such as `dir_path_x`)."""
+        """Remove every chunk of sources below the directory `dir_path` (never of siblings such as `dir_path_x`, nor
+        of a source at `dir_path` itself: a file that replaced the folder, applied before the folder's deletion)."""
         ...
 
     def sources(self, prefix: str | None = None) -> dict[str, SourceSummary]:

@@ -180,12 +180,16 @@ class KeywordIndex:
 
     def write(self, *, sources: Iterable[str] = (), folders: Iterable[str] = (),
               docs: Iterable[KeywordDoc] = ()) -> None:  # fmt: skip
-        """Remove every chunk of `sources` and below `folders`, add `docs`, commit, and empty the journal."""
+        """Remove every chunk of `sources` and below `folders` (a source at a folder's own path is a file of that
+        name, not in it: kept, as the collection keeps it), add `docs`, commit, and empty the journal."""
         w = self._writer
         for source in sources:
             w.delete_documents_by_term(PATH, source)
         for folder in folders:
-            w.delete_documents_by_term(DIRS, _dir_term(folder))
+            t, term = _tantivy(), _dir_term(folder)
+            w.delete_documents_by_query(t.Query.boolean_query([
+                (t.Occur.Must, t.Query.term_query(self._schema, DIRS, term)),
+                (t.Occur.MustNot, t.Query.term_query(self._schema, PATH, term))]))  # fmt: skip
         self.add(docs)
         self.commit()
 

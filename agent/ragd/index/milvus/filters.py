@@ -53,12 +53,18 @@ def any_of(field: str, values: Iterable[str]) -> str:
 
 def under(field: str, path: str) -> str:
     """`field` is `path` itself or a path below it: `/a` matches `/a` and `/a/x`, never `/ab` or `/a_b`."""
+    wide = below(field, path)
+    base = path.rstrip("/")
+    return wide if not base else f"({_field(field)} == {literal(base)} or {wide})"
+
+
+def below(field: str, path: str) -> str:
+    """`field` is a path below the directory `path`, never `path` itself: `/a` matches `/a/x`, not `/a` or `/ab`."""
     if not path.startswith("/"):
         raise ValueError(f"a path filter needs an absolute path, not {path!r}")
     base = path.rstrip("/")
     name = _field(field)
-    below = f"({name} >= {literal(base + '/')} and {name} < {literal(base + '0')})"
-    return below if not base else f"({name} == {literal(base)} or {below})"
+    return f"({name} >= {literal(base + '/')} and {name} < {literal(base + '0')})"
 
 
 def under_any(field: str, paths: Iterable[str]) -> str:

@@ -72,7 +72,7 @@ class MilvusWrites(MilvusReads):
         return self._delete_where(self._mine(M.equals(SOURCE_PATH, source_path)))
 
     def delete_subtree(self, dir_path: str) -> int:
-        return self._delete_where(self._mine(M.under(SOURCE_PATH, dir_path)))
+        return self._delete_where(self._mine(M.below(SOURCE_PATH, dir_path)))
 
     def delete_all(self) -> int:
         """Every chunk of this agent (a rebuild); other agents' chunks stay."""

@@ -167,10 +167,14 @@ class IndexSync:
         return 0
 
     def sync_subtree(self, top: Path) -> int:
-        """Re-sync every source under `top` from its sidecars; drop indexed sources that have none."""
+        """Re-sync every source below the folder `top` from its sidecars; drop indexed sources that have none. A
+        source at `top` itself is a file of that name, not in the folder (the folder replaced by a file, its
+        note applied before a late retry of the folder's own): left to its own events."""
         self._write_staged()  # the listing below must see them
         expected = self.expected(walk_dirs(top, self.ignore)) if top.is_dir() else {}
-        return self._converge(expected, self.index.sources(str(top)))
+        indexed = self.index.sources(str(top))
+        indexed.pop(str(top), None)
+        return self._converge(expected, indexed)
 
     # -- staged writes -----------------------------------------------------------------------------------------
     @contextmanager

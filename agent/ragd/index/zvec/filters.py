@@ -79,8 +79,17 @@ def under(field: str, path: str) -> str:
     if not under_is_exact(base):
         head = base.split("\\", 1)[0]
         return f"{_field(field)} LIKE '{like_literal(head)}%'"
-    below = f"{_field(field)} LIKE '{like_literal(base)}/%'"
-    return below if not base else f"({equals(field, base)} OR {below})"
+    wide = below(field, path)
+    return wide if not base else f"({equals(field, base)} OR {wide})"
+
+
+def below(field: str, path: str) -> str:
+    """`field` is a path below the directory `path`, never `path` itself: `a` matches `a/x`, not `a`, `ab` or
+    `a_b`. Exact unless `path` holds a backslash (then as `under`: the caller re-checks each match)."""
+    base = _dir_path(path)
+    if not under_is_exact(base):
+        return under(field, path)
+    return f"{_field(field)} LIKE '{like_literal(base)}/%'"
 
 
 def under_any(field: str, paths: Iterable[str]) -> str:

@@ -107,9 +107,10 @@ class ZvecWrites(ZvecReads):
         return {w.source_path: held.get(w.source_path, 0) for w in writes}
 
     def _delete(self, path: str, *, folder: bool) -> int:
-        """Delete the chunks of the source `path`, or (`folder`) of every source at or below it."""
+        """Delete the chunks of the source `path`, or (`folder`) of every source below it (a source at `path`
+        itself is a file of that name, not in the folder: the folder replaced by a file, both still indexed)."""
         exact = F.under_is_exact(path)
-        wide = F.under(SOURCE_PATH, path)  # a ValueError for a path that is not absolute
+        wide = F.below(SOURCE_PATH, path)  # a ValueError for a path that is not absolute
         flt = F.for_delete(wide if folder else F.equals(SOURCE_PATH, path)) if exact else None
         with self._exclusive("delete") as coll:
             kw = self._keywords()
@@ -120,7 +121,7 @@ class ZvecWrites(ZvecReads):
                 removed = int(before - coll.stats.doc_count)
             else:  # no exact filter for a backslash: the re-checked ids
                 rows = self._rows(coll, path, writable=True)
-                ids = [r.id for r in rows if folder or r.path == path]
+                ids = [r.id for r in rows if (r.path != path) == folder]
                 for start in range(0, len(ids), MAX_BATCH):
                     check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
                 removed = len(ids)
