@@ -331,6 +331,34 @@ def test_a_late_note_of_a_folder_replaced_by_a_file_leaves_the_file_in_search(
     assert_index_equals_sidecars(cfg, root)
 
 
+def test_notes_applied_in_a_folder_replaced_by_a_file_before_their_flush_do_not_stop_the_others(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """The writer applies notes, and deletes them only after the index's next flush; a folder of theirs replaced by
+    a file of the same name meanwhile made the deletion raise NotADirectoryError, and every later flush failed on it
+    (the notes of every folder left on disk, the agent busy for good; found by the model-based test)."""
+    root = tmp_path / "kb"
+    for d in ("d", "e"):
+        (root / d).mkdir(parents=True)
+        (root / d / "x.md").write_text(f"a note about quolls in {d}\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg, index=False)
+    notes = [*mushroom.pending(root / "d"), *mushroom.pending(root / "e")]
+    assert len(notes) == 2
+    idx = _open(cfg)
+    try:
+        sync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        report = sync.apply_batch(notes, flush=False)
+        assert report.failed == [] and report.applied == notes
+        shutil.rmtree(root / "d")
+        (root / "d").write_text("the folder is a file now\n")
+        sync.flushed(report.applied)
+        assert not notes[1].exists()
+        assert set(idx.sources()) == {str(root / d / "x.md") for d in ("d", "e")}
+    finally:
+        idx.close()
+
+
 def _strip_lead(root: Path, name: str) -> None:
     """The entry as a ragd from before leads wrote it."""
     path = root / ".rag" / f"{name}.ragjson"

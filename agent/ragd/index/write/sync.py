@@ -111,6 +111,19 @@ def note_there(path: Path) -> bool | None:
         return None
 
 
+def _delete_note(path: Path) -> None:
+    """Delete a change note the index has applied for good. One that cannot be deleted is left where it is, never
+    fatal to the flush of the others: gone with its folder, or its folder replaced by a file of the same name (a
+    NotADirectoryError, which failed every flush after it for good and kept the agent busy), or made unreadable
+    (applied again, harmlessly, once it can be read)."""
+    try:
+        path.unlink()
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as err:
+        log.info("applied change note %s left in place: %s", path, err)
+
+
 class IndexSync:
     def __init__(
         self, index: IndexBackend, identity: EmbeddingIdentity, roots: Sequence[Path], ignore: Ignore
@@ -317,7 +330,7 @@ class IndexSync:
         if applied:
             self.index.flush()
         for p in applied:
-            p.unlink(missing_ok=True)
+            _delete_note(p)
         for directory in {
             p.parent.parent for p in applied
         }:  # a folder whose last documents these notes deleted
