@@ -147,6 +147,7 @@ class ModelSync(RuleBasedStateMachine):
         self.dropped = False  # by hypothesis, out of data
         self.changed = True  # something happened since the last check
         self.paused = False
+        self.unseen_loss = False  # roots.json deleted while the agent ran, no `wait` since: it may not know
         self.checks = 0
         self.bulk = 0  # files of this example's `many_files` folder (not counted against MAX_FILES)
         self.home = Path(tempfile.mkdtemp(prefix="e", dir=self.workdir))
@@ -199,6 +200,7 @@ class ModelSync(RuleBasedStateMachine):
             self.paused = False
         done = ragctl("wait", "--timeout", str(WAIT_S), check=None, timeout=WAIT_S + 30)
         assert done.returncode == 0, f"the agent did not get idle: {done.stderr}\n{self._log_tail()}"
+        self.unseen_loss = False  # a loss of the data directory keeps the agent busy until it is made again
 
     # -- drawing ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -560,6 +562,11 @@ class ModelSync(RuleBasedStateMachine):
             assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
         else:
             self.agent.kill()
+            if self.unseen_loss and not (Path(os.environ["XDG_DATA_HOME"]) / APP / "roots.json").exists():
+                # killed before it saw roots.json go (it writes it back a tick or two later): the roots added or
+                # removed with ragctl went with its memory, as in a loss while it is stopped
+                self.model.added, self.model.removed = [], []
+        self.unseen_loss = False
         self._change_config_roots(data)
         say(f"restart with {how} (config roots {self.model.config_roots})")
         self.agent = self._start()
@@ -569,7 +576,8 @@ class ModelSync(RuleBasedStateMachine):
     def lose_data_dir(self, data: st.DataObject, part: str, running: bool) -> None:
         """The agent's data directory, or a part of it, deleted while the agent runs or while it is stopped: the
         agent rebuilds what is derived from the sidecars; the roots added with `ragctl roots add` survive a loss
-        while it runs (it writes them back), not one while it is stopped."""
+        while it runs (it writes them back), not one while it is stopped, nor one it had not seen yet when it was
+        killed (SIGKILL within a tick or two)."""
         home = Path(os.environ["XDG_DATA_HOME"]) / APP  # (not data_dir(): it makes the folder, as root)
         where = home / part if part else home
         say(f"rm -r {part or 'the data directory'} while {'running' if running else 'stopped'}")
@@ -577,6 +585,7 @@ class ModelSync(RuleBasedStateMachine):
             code = self.agent.stop()
             assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
         _remove(where)
+        self.unseen_loss = self.unseen_loss or (running and part in ("", "roots.json"))
         if not running:
             if part in ("", "roots.json"):
                 self.model.added, self.model.removed = [], []
