@@ -4,6 +4,7 @@ reconcile repairing what the per-source record cannot see."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import threading
 import time
@@ -294,5 +295,34 @@ def test_a_note_that_failed_keeps_the_writer_busy_until_its_first_retry_only(
         assert not indexer.busy() and note.exists()
     finally:
         indexer.stop()
+        with contextlib.suppress(Exception):
+            idx.close()
+
+
+def test_a_flush_that_fails_is_tried_again_later_not_ten_times_a_second(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flush that fails (here the collection's files deleted under the open index, as when the data directory
+    goes) keeps its notes for the next one; it was tried again, with a traceback in the log, every 0.1 s until the
+    agent rebuilt the index (a full disk: for ever). Now a second later, then doubling, the traceback once."""
+    root, cfg, note = one_note(tmp_path, fake_openai_server, 3)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    coming = threading.Event()
+    coming.set()  # more on its way: applied, the flush waits for a pause
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set)
+    indexer.start()
+    try:
+        indexer.put_mushroom(note)
+        poll(lambda: indexer.pending() == 0 and idx.count() > 0, what="the note to be applied")
+        shutil.rmtree(idx.path)
+        with caplog.at_level(logging.ERROR, logger=writer.__name__):
+            coming.clear()  # a pause: the flush is due
+            time.sleep(2.5)
+        tries = [r for r in caplog.records if "flushing" in r.getMessage()]
+        assert 2 <= len(tries) <= 3, [r.getMessage() for r in tries]  # at once, +1 s, +3 s (then +7 s ...)
+        assert [r.exc_info is not None for r in tries][:2] == [True, False]
+        assert note.exists() and indexer.busy()
+    finally:
+        indexer.stop(timeout=5)
         with contextlib.suppress(Exception):
             idx.close()

@@ -41,6 +41,9 @@ FLUSH_LONG_S = 240.0
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
 # it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
+# A flush that failed (the index's files deleted under it, a full disk) is tried again this long after, doubled at
+# each further failure up to the second figure.
+FLUSH_RETRY_MIN_S, FLUSH_RETRY_MAX_S = 1.0, 60.0
 # While someone edits (an edit seen in the last EDITING_S seconds), the writer works in smaller steps, so that the
 # next edit's note waits less for the one under way: batches of at most EDITING_BATCH notes, and the flush every
 # FLUSH_EDITING_S (zvec's full-text field costs about 1 ms a chunk to write and as much to flush: docs/zvec-notes.md).
@@ -87,6 +90,8 @@ class Indexer:
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
         self._unflushed_since = 0.0
         self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
+        self._flush_failures = 0  # flushes failed in a row
+        self._flush_next = 0.0  # after a failed flush: no other tried before this (time.monotonic)
         self._working = False
         self._edited_at = float("-inf")  # when an edit was last seen on its way
         self.optimizing = False
@@ -174,7 +179,7 @@ class Indexer:
                         self._compact_busy()
                     continue
             if item is _STOP:
-                self._flush(force=True)
+                self._flush(force=True, last=True)
                 return
             with self._lock:
                 self._working = True
@@ -217,11 +222,13 @@ class Indexer:
             except BaseException as err:  # handed to the caller, who translates it
                 item.future.set_exception(err)
 
-    def _flush(self, *, force: bool = False) -> bool:
+    def _flush(self, *, force: bool = False, last: bool = False) -> bool:
         """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits;
         doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
         FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails
-        keeps them, to be flushed with the next. True if it flushed."""
+        keeps them, to be flushed with the next, tried FLUSH_RETRY_MIN_S later, doubled at each failure (a
+        traceback once, then a line each time: it was tried, and logged, ten times a second); `last` (the
+        writer stops) tries at once. True if it flushed."""
         with self._lock:
             if not self._unflushed:
                 return False
@@ -233,11 +240,22 @@ class Indexer:
         )
         if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
             return False
+        if not last and time.monotonic() < self._flush_next:  # the last one failed: tried again later
+            return False
         try:
             self.sync.flushed(notes)
-        except Exception:  # the writer loop's boundary: the notes stay on disk and in the list
-            log.exception("internal error flushing %d applied change notes", len(notes))
+        except Exception as err:  # the writer loop's boundary: the notes stay on disk and in the list
+            self._flush_failures += 1
+            wait = min(FLUSH_RETRY_MIN_S * 2 ** (self._flush_failures - 1), FLUSH_RETRY_MAX_S)
+            self._flush_next = time.monotonic() + wait
+            if self._flush_failures == 1:
+                log.exception("internal error flushing %d applied change notes (tried again in %.0f s)",
+                              len(notes), wait)  # fmt: skip
+            else:
+                log.error("flushing %d applied change notes failed again (attempt %d, next in %.0f s): %s",
+                          len(notes), self._flush_failures, wait, err)  # fmt: skip
             return False
+        self._flush_failures, self._flush_next = 0, 0.0
         with self._lock:
             del self._unflushed[: len(notes)]
         self._doubled = 0 if force else self._doubled + 1
