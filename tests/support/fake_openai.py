@@ -24,6 +24,7 @@ import base64
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -93,6 +94,15 @@ def words_vector(text: str, dim: int) -> np.ndarray:
     return (v / norm).astype(np.float32) if norm else hash_vector(text, dim)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (an agent killed by a test) is no error of the server's: not
+        printed (a soak's log held dozens of such tracebacks)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeOpenAI:
     """The server. Thread-safe; every knob may be changed while it runs."""
 
@@ -122,7 +132,7 @@ class FakeOpenAI:
         self._plans: deque[_Plan] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd = _Server((host, port), _handler_for(self))
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True
         )
