@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +187,34 @@ def test_a_folder_the_agent_cannot_read_is_out_of_search_until_it_can(setup: Set
     again = ragctl_json("verify")
     assert (again["repaired"], again["removed"], again["unreadable"]) == (0, 0, [])
     assert "Traceback" not in setup.agent.log()
+
+
+def test_a_folder_deleted_below_a_folder_made_unreadable_is_no_error(setup: Setup) -> None:
+    """sub/ closed (chmod 000), then a folder two levels below it deleted (by root, who may): the agent's reaction
+    to the folder gone asked pathlib whether its parent was still a folder, which raised PermissionError there, and
+    logged a traceback (found by the soak, seed 3617360202). Nothing is an error: once sub/ is opened again, its
+    files are back and the deleted folder's are not."""
+    sub = setup.kb / "sub"
+    deep = sub / "inner" / "deep"
+    write_doc(deep / "d.md", "zqdeep")
+    _give(deep, setup.as_user.user)
+    poll(lambda: setup.finds("zqdeep"), what="the deep note to be searchable")
+    sub.chmod(0o000)
+    shutil.rmtree(deep)  # at once, as the soak did
+    (sub / "inner" / "b.md").unlink()  # ... and a file replaced by a folder, which then goes
+    (sub / "inner" / "b.md").mkdir()
+    time.sleep(0.3)
+    (sub / "inner" / "b.md").rmdir()
+    poll(lambda: not setup.finds("zqsuba") and not setup.finds("zqdeep"), what="sub/ to leave search")
+    ragctl("wait")
+    sub.chmod(0o755)
+    poll(lambda: setup.finds("zqsuba"), what="sub/ to come back")
+    ragctl("wait")
+    assert not setup.finds("zqdeep") and not setup.finds("zqinner") and setup.finds("zqtop")
+    report = ragctl_json("verify")
+    assert (report["repaired"], report["removed"], report["unreadable"]) == (0, 0, [])
+    log = setup.agent.log()
+    assert "Traceback" not in log and "internal error" not in log, log
 
 
 def test_a_folder_the_agent_cannot_write_in_is_named_in_status(setup: Setup) -> None:

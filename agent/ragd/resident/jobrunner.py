@@ -6,6 +6,7 @@ was removed while it ran."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
@@ -64,7 +65,8 @@ class JobRunner(AgentRuntime):
         under it, only what its sidecars hold now (the old folder's files leave search) before its first job."""
         with self._lock:
             gone = self._gone.pop(directory, None) is not None
-        if gone and not (directory / RAG_DIR).exists():
+        # (os.path: False where it may not look, below a folder made unreadable; pathlib raised)
+        if gone and not os.path.exists(directory / RAG_DIR):
             log.info("%s was made anew: the files of the folder it replaced leave the index", directory)
             self.indexer.call(lambda sync: sync.sync_subtree(directory)).result()
 

@@ -341,10 +341,11 @@ class Watcher:
                 return False
             for a in (d, *d.parents):
                 if a in self._gone:
-                    if a.exists():  # the path is back (re-created or moved back): no longer gone
+                    # (os.path: False where it may not look, below a folder made unreadable; pathlib raised)
+                    if os.path.exists(a):  # the path is back (re-created or moved back): no longer gone
                         del self._gone[a]
                         return False
-                    return not d.exists()
+                    return not os.path.exists(d)
             return False
 
     def _remember_gone(self, d: Path) -> None:
