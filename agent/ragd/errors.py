@@ -61,9 +61,15 @@ class EmbedUnavailable(EmbedError):
 
 
 class StorageError(RagdError):
-    """A sidecar or mushroom could not be read or written."""
+    """A sidecar or mushroom could not be read or written; `errno`: the OS error's, when one caused it."""
 
     code = "storage"
+
+    def __init__(
+        self, message: str, hint: str = "", *, code: str | None = None, errno: int | None = None
+    ) -> None:
+        super().__init__(message, hint, code=code)
+        self.errno = errno
 
 
 class IndexError_(RagdError):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.agent import AgentProcess, files_in, keyword_hits, ragctl_json, running_agent, write_doc
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.poll import poll
 
 
 @pytest.fixture
@@ -90,3 +92,41 @@ def test_a_folder_made_anew_under_its_name_leaves_nothing_of_the_old_one(
     [root] = ragctl_json("status")["roots"]
     assert root["files"]["EMBEDDED"] == len(files_in(tree))
     assert _verify_repairs() == []
+
+
+@pytest.mark.parametrize("what", ["folder", "store"])
+def test_a_folder_or_its_store_deleted_while_its_job_runs_is_no_error(
+    agent: AgentProcess, tree: Path, fake_openai_server: FakeOpenAI, what: str
+) -> None:
+    """`rm -r` of a folder whose job runs takes its `.rag/` first: each file's entry, then the job's change note,
+    could not be written, an ERROR line each (dozens for a big folder) and the job retried a minute later. The
+    folder is looked at again two seconds later instead, gone by then (forgotten) or there with its store deleted
+    alone (`store`: made again, every file indexed), with no error in the log."""
+    fake_openai_server.delay = 0.3  # the job's embedding requests take a while
+    big = tree / "big"
+    tokens = [f"zqbig{i:02}" for i in range(40)]
+    for token in tokens:
+        write_doc(big / f"{token}.md", token)
+    poll(lambda: any((big / ".rag").glob("zqbig*.ragjson")), what="the job to be under way")
+    _remove(big if what == "folder" else big / ".rag")
+    fake_openai_server.delay = 0.0
+    agent.wait_idle()
+    if what == "folder":
+        assert all(keyword_hits(t) == [] for t in tokens)
+    else:
+        poll(lambda: all(keyword_hits(t) for t in tokens), what="every file of the folder in search")
+    assert [line for line in agent.log().splitlines() if " ERROR " in line] == []
+    assert _verify_repairs() == []
+
+
+def _remove(path: Path) -> None:
+    """`rm -r` of a folder the agent writes in meanwhile: tried again while something new appears in it."""
+    for attempt in range(20):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # "Directory not empty": a file written into it meanwhile
+            if attempt == 19:
+                raise

@@ -5,6 +5,7 @@ goes on)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -35,6 +36,21 @@ from .structure import SPLIT_REVISION
 from .workers import Pending
 
 log = logging.getLogger(__name__)
+
+# A file, or a job, whose folder's store (`.rag/`) went while it ran (an `rm -r` of the folder takes `.rag/` before
+# the folder; or `.rag/` deleted alone): its folder is looked at again this much later (gone by then: forgotten).
+STORE_GONE_S = 2.0
+
+
+def store_went(err: BaseException | None, directory: Path) -> bool:
+    """`err` is a write into the store of `directory` that failed because the store is no longer there, or is being
+    deleted (its `tmp/`, made with it, gone; `rm -r` removes `.rag/` itself last); not one that could never be made:
+    a folder the agent may not write in keeps failing, and says so."""
+    return (
+        isinstance(err, StorageError)
+        and err.errno == errno.ENOENT
+        and not os.path.isdir(sidecar.rag_dir(directory) / sidecar.TMP_DIR)
+    )
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -91,6 +107,9 @@ class FileRecord:
         except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
             if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
                 return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)  # the next job records it
+            if store_went(err, self.directory):  # (`rm -r` of the folder under way)
+                retry = sidecar.utc_stamp(time.time() + STORE_GONE_S)  # not an error; its job says it once
+                return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=retry)
             log.error("%s", err)
             return self.failed(err)
         except Exception as err:  # record, log, go on

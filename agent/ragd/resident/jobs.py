@@ -37,6 +37,7 @@ from ..errors import RagdError
 from ..paths import root_of
 from ..pipeline import mushroom, sidecar
 from ..pipeline.dirjob import DirResult, JobContext
+from ..pipeline.filerecord import STORE_GONE_S, store_went
 from ..pipeline.identity import Identify, fallback
 from ..pipeline.outcome import SubmitFn
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
@@ -209,9 +210,18 @@ class Outcomes:
             fu.look_again(parent)
 
     def _failed(self, directory: Path, err: BaseException | None) -> None:
+        fu = self.follow_ups
+        if store_went(err, directory):
+            # its store went while it ran: the folder being deleted (`rm -r` takes `.rag/` before the folder), or
+            # `.rag/` deleted alone. Not an error of the agent's: looked at again soon (gone by then: forgotten)
+            log.info(
+                "%s: its sidecars went while its job ran; looked at again in %.0f s", directory, STORE_GONE_S
+            )
+            if fu is not None:
+                fu.scheduler.retry_later(directory, time.monotonic() + STORE_GONE_S)
+            return
         reason = failure_reason(err)
         self.tracker.record_error(directory, reason)
-        fu = self.follow_ups
         internal = (
             None if isinstance(err, RagdError | OSError) else err
         )  # ragd's own fault: log the traceback

@@ -94,6 +94,7 @@ def write_atomic(
         raise StorageError(
             f"cannot write {target}: {err.strerror or err}",
             "check free space and write permission on the directory",
+            errno=err.errno,
         ) from None
     return target
 
