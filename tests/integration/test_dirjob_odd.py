@@ -446,3 +446,37 @@ def test_a_touched_file_edited_before_its_job_got_to_it_is_announced_in_the_chan
     assert _by_name(result.files)[last].state == FileState.EMBEDDED
     assert "zyxedited" in entry(root, last).chunks[0].content
     assert mushroom.Event(last, NoteStatus.UPSERT) in helpers.all_events(root)
+
+
+def test_a_round_names_a_recorded_file_that_is_away_at_its_hand_over(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A big folder's job hands each round over with a note of its files' upserts. It left out a file missing at that
+    moment, for "no entry was written": but a `git checkout` deletes a file whose entry the round has written and
+    writes it again (the same text) a moment later, and the file's next job then finds it only touched, with no
+    change note, so its entry never reached the index (the soak, row 57: a repair). Whether an entry was written
+    is the outcome's to say: a file that went before (vanished) is left out, one recorded is named."""
+    from ragd.pipeline.dirjob import _Steps
+    from ragd.pipeline.dirplan import plan_directory
+    from ragd.pipeline.outcome import VANISHED
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    for n in range(FILES_PER_ROUND + 2):
+        (root / f"n{n:03d}.md").write_text(f"Note {n}: a few words.\n")
+    cfg = api_config(fake_openai_server, [root])
+    ctx, queue = context(cfg)
+    reported: list[Any] = []
+    try:
+        with sidecar.DirLock(root):
+            plan = plan_directory(ctx, root)
+            steps = _Steps(ctx, root, plan, reported.append)
+            assert steps.on
+            (root / "n000.md").unlink()  # away at the hand-over, its entry written (the round's outcome)
+            steps.round([FileOutcome("n000.md", FileState.EMBEDDED, chunks=1, md5="m"),
+                         FileOutcome("n001.md", FileState.UNCHANGED, reason=VANISHED)])  # fmt: skip
+    finally:
+        queue.close()
+    [step] = reported
+    assert mushroom.Event("n000.md", NoteStatus.UPSERT) in step.events
+    assert mushroom.Event("n001.md", NoteStatus.UPSERT) not in step.events

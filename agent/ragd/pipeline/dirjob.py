@@ -54,7 +54,7 @@ from ..vocabulary import FileState, NoteStatus
 from . import mushroom, sidecar, statcache
 from .dirplan import Plan, apply_structure, path_prefix, plan_directory
 from .mushroom import Event
-from .outcome import FileOutcome, JobContext
+from .outcome import VANISHED, FileOutcome, JobContext
 from .rounds import FILES_PER_ROUND, run_files
 from .scan import (
     Change,
@@ -115,9 +115,9 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
             outcomes += _not_tracked(directory, plan.listing, ctx.roots)
             outcomes = steps.structure(outcomes)
             outcomes += run_files(ctx, directory, plan, steps.round)
-            final = [
-                ev for ev in steps.left() if ev.status != NoteStatus.UPSERT or (directory / ev.file).exists()
-            ] + _done_again(plan, outcomes)
+            gone = _unrecorded(outcomes)
+            final = [ev for ev in steps.left() if ev.status != NoteStatus.UPSERT or ev.file not in gone]
+            final += _done_again(plan, outcomes)
             note = _finish_mushroom(directory, note, plan.events, final)
         finally:
             mushroom.release(steps.notes)
@@ -164,15 +164,12 @@ class _Steps:
         if not self.on:
             return outcomes
         names = [f.name for f in outcomes if f.name not in self._handed]
-        d, by_name = self._dir, self._by_name
+        by_name, gone = self._by_name, _unrecorded(outcomes)
         events = [
-            ev
-            for n in names
-            for ev in by_name.get(n, ())
-            if ev.status != NoteStatus.UPSERT or (d / n).exists()
+            ev for n in names for ev in by_name.get(n, ()) if ev.status != NoteStatus.UPSERT or n not in gone
         ]
         self._hand(events + _done_again(self._plan, outcomes), outcomes)
-        self._handed.update(names)  # an upsert of a file gone meanwhile is in no note (no entry was written)
+        self._handed.update(names)  # an upsert of a file gone before its entry was written is in no note
         return []
 
     def left(self) -> list[Event]:
@@ -243,6 +240,14 @@ def _not_tracked(directory: Path, listing: Listing, roots: tuple[Path, ...]) -> 
         log.warning("%s/%s: %s", directory, name, why)
     skipped = {**listing.undecodable, **listing.special, **outside_links(listing, roots)}
     return [FileOutcome(name, FileState.SKIPPED, reason=why) for name, why in skipped.items()]
+
+
+def _unrecorded(outcomes: list[FileOutcome]) -> set[str]:
+    """The files that went before their entries were written (vanished, abandoned): their planned upserts are in no
+    note. Asked of the outcome, not of the file system: a file whose entry was written and that is away for a moment
+    at the hand-over (a `git checkout` deletes and writes it again, the same text) keeps its upsert, or its entry is
+    never applied (its next job finds it only touched, with no change note; found by the soak)."""
+    return {f.name for f in outcomes if f.reason == VANISHED or f.state == FileState.ABANDONED}
 
 
 def _done_again(plan: Plan, outcomes: list[FileOutcome]) -> list[Event]:
