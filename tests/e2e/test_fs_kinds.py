@@ -12,6 +12,7 @@ import pytest
 from tests.e2e.agent import AgentProcess, files_in, keyword_hits, ragctl_json, running_agent, write_doc
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.poll import poll
+from tests.support.rm import rm_r
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_a_folder_or_its_store_deleted_while_its_job_runs_is_no_error(
     for token in tokens:
         write_doc(big / f"{token}.md", token)
     poll(lambda: any((big / ".rag").glob("zqbig*.ragjson")), what="the job to be under way")
-    _remove(big if what == "folder" else big / ".rag")
+    rm_r(big if what == "folder" else big / ".rag", attempts=20)  # the agent writes in it meanwhile
     fake_openai_server.delay = 0.0
     agent.wait_idle()
     if what == "folder":
@@ -117,16 +118,3 @@ def test_a_folder_or_its_store_deleted_while_its_job_runs_is_no_error(
         poll(lambda: all(keyword_hits(t) for t in tokens), what="every file of the folder in search")
     assert [line for line in agent.log().splitlines() if " ERROR " in line] == []
     assert _verify_repairs() == []
-
-
-def _remove(path: Path) -> None:
-    """`rm -r` of a folder the agent writes in meanwhile: tried again while something new appears in it."""
-    for attempt in range(20):
-        try:
-            shutil.rmtree(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:  # "Directory not empty": a file written into it meanwhile
-            if attempt == 19:
-                raise
