@@ -121,7 +121,7 @@ class ZvecWrites(ZvecReads):
                 removed = int(before - coll.stats.doc_count)
             else:  # no exact filter for a backslash: the re-checked ids
                 rows = self._rows(coll, path, writable=True)
-                ids = [r.id for r in rows if (r.path != path) == folder]
+                ids = [r.id for r in rows if (r.path != path if folder else r.path == path)]  # below, or it
                 for start in range(0, len(ids), MAX_BATCH):
                     check_statuses(coll.delete(ids[start : start + MAX_BATCH]), "delete", self._path)
                 removed = len(ids)
