@@ -10,8 +10,10 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 from .mcp_bridge import Bridge
@@ -61,14 +63,28 @@ def client_gone(out_fd: int, parent: int) -> str | None:
     return None
 
 
-def watch_client(bridge: Bridge, out_fd: int, stop: threading.Event, done: threading.Event) -> None:
+class Signalled:
+    """Set by SIGTERM's handler, read by the thread that watches the client: a plain attribute. A handler that set
+    an Event took its lock, and the next SIGTERM, run inside it, waited for that lock or nested again until a
+    RecursionError (a burst of SIGTERM ended the bridge with -15)."""
+
+    def __init__(self) -> None:
+        self.set = False
+
+    def handler(self, _signum: int, _frame: FrameType | None) -> None:
+        self.set = True
+
+
+def watch_client(bridge: Bridge, out_fd: int, stop: Signalled, done: threading.Event) -> None:
     """In a thread: once the client is gone (or SIGTERM sets `stop`), cancel the calls the agent still runs for it
     and exit, instead of waiting for them (a wait can take 10 minutes) with no one to answer. Nothing once the
     bridge is `done`."""
     parent = os.getppid()
     why = None
     while why is None:
-        why = "stopped by a signal" if stop.wait(CLIENT_CHECK_S) else client_gone(out_fd, parent)
+        if not stop.set:
+            time.sleep(CLIENT_CHECK_S)
+        why = "stopped by a signal" if stop.set else client_gone(out_fd, parent)
     if done.is_set():
         return
     cancelled = bridge.abandon(f"the MCP client is gone: {why}")
@@ -85,8 +101,8 @@ def run_stdio(socket: Path | None, connect_timeout: float | None, verbose: bool 
         sys.stderr.write("ragctl mcp: serving MCP (JSON-RPC) on stdin/stdout for an AI tool; Ctrl-D ends.\n")
     out, restore = claim_stdout()
     bridge = Bridge(AgentLink(socket, connect_timeout), out)
-    stop, done = threading.Event(), threading.Event()
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())  # as the SDK's clients stop their servers
+    stop, done = Signalled(), threading.Event()
+    signal.signal(signal.SIGTERM, stop.handler)  # as the SDK's clients stop their servers
     watch = threading.Thread(target=watch_client, args=(bridge, out.fileno(), stop, done), name="mcp-client",
                              daemon=True)  # fmt: skip
     watch.start()

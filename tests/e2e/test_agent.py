@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import stat
 import subprocess
 import tarfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +121,38 @@ def test_sighup_adds_and_removes_roots(tmp_path: Path, config: Path, root: Path)
         assert agent.stop() == 0
     finally:
         agent.kill()
+
+
+def test_signals_in_quick_succession_neither_hang_nor_stop_the_agent_from_stopping(
+    tmp_path: Path, config: Path, root: Path
+) -> None:
+    """A handler that took an Event's lock ran again, nested, when the next signal came while it held it, and waited
+    for itself for ever: found in CI, where a test's two SIGTERMs left an agent that never stopped (`py-spy`: the main
+    thread in `Event.set` inside `_on_stop` inside `Event.set` inside `_on_stop`). Bursts of SIGHUP and then of
+    SIGTERM: it still answers between them, reloads, and stops with 0."""
+    agent = AgentProcess(tmp_path / "agent.log", str(root))
+    try:
+        agent.wait_ready()
+        _storm(agent, signal.SIGHUP, 2.0)
+        assert ragctl_json("status")["agent"]["pid"] == agent.pid  # not stopped by them
+        poll(lambda: "configuration reloaded" in agent.log(), what="a reload")
+        # its main loop alive after the reloads: it stops. (Until it says so: the interpreter's own exit gives SIGTERM
+        # its default action back, and one that came then would end it with -15.)
+        _storm(agent, signal.SIGTERM, 2.0, until=lambda: "stopping" in agent.log())
+        assert agent.proc.wait(60) == 0, agent.log()
+    finally:
+        agent.kill()
+
+
+def _storm(agent: AgentProcess, sig: int, seconds: float, until: Callable[[], bool] = lambda: False) -> None:
+    """`sig` sent to the agent as fast as one process can for `seconds`, while it runs and `until` (asked every
+    hundred signals) is false."""
+    end = time.monotonic() + seconds
+    sent = 0
+    while time.monotonic() < end and agent.proc.poll() is None and (sent % 100 or not until()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent.pid, sig)
+        sent += 1
 
 
 def test_stop_restart_and_single_instance(tmp_path: Path, config: Path, root: Path) -> None:

@@ -74,6 +74,8 @@ class Lifecycle:
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
         self._interrupts = 0
+        self._stop_signalled = False  # set by SIGTERM / SIGINT's handler (see _on_stop)
+        self._reload_signalled = False  # set by SIGHUP's handler
         self.socket_path = socket_path()
         self.server: ControlServer | None = None
         self.reload_error: str | None = None
@@ -93,20 +95,24 @@ class Lifecycle:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_hup)
 
+    # The handlers set plain attributes, which the main loop reads at its next tick: a handler that set an Event
+    # took the Event's lock, and the next signal, run nested inside it (Python runs a handler between any two
+    # bytecodes of the main thread), waited for that lock for ever, or nested again until a RecursionError (two
+    # quick SIGTERMs left an agent that never stopped; a burst of SIGHUP ended one).
     def _on_stop(self, signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT:
             self._interrupts += 1
             if self._interrupts > 1:
                 os.write(2, b"ragd: second interrupt, exiting now\n")
                 os._exit(130)
-        self.stop_requested.set()
+        self._stop_signalled = True
 
     def _on_hup(self, _signum: int, _frame: FrameType | None) -> None:
-        self.reload_requested.set()
+        self._reload_signalled = True
 
     # -- the agent as a Host (resident/host.py) ------------------------------------------------------------
     def stopping(self) -> bool:
-        return self.stop_requested.is_set()
+        return self._stop_signalled or self.stop_requested.is_set()
 
     def mcp_status(self) -> dict[str, Any]:
         return self.http.status()
@@ -155,10 +161,11 @@ class Lifecycle:
         verify_every = self.config.watch.verify_interval
         next_verify = time.monotonic() + verify_every if verify_every else None
         next_recheck, recheck_wait = time.monotonic(), RECHECK_S
-        while not self.stop_requested.wait(TICK_S):
+        while not (self._stop_signalled or self.stop_requested.wait(TICK_S)):
             now = time.monotonic()
             try:
-                if self.reload_requested.is_set():
+                if self._reload_signalled or self.reload_requested.is_set():
+                    self._reload_signalled = False  # (before the reload: a SIGHUP during it asks for another)
                     self.reload_requested.clear()
                     self._reload_logged()
                 self.agent.check_data_dir()  # deleted or replaced: made again, rebuilt (resident/datadir.py)

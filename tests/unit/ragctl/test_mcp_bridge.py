@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, cast
@@ -509,11 +511,12 @@ def test_a_client_gone_cancels_its_running_calls_in_the_agent(sock: Path) -> Non
     assert s.out.messages() == []  # nothing more is written for a client that is gone
 
 
-@pytest.mark.parametrize("how", ["stdout closed", "SIGTERM"])
+@pytest.mark.parametrize("how", ["stdout closed", "SIGTERM", "SIGTERM burst"])
 def test_the_bridge_exits_at_once_when_its_client_is_gone(sock: Path, how: str) -> None:
     """Its stdout with no reader left (the client died; its stdin may stay open in another process), or SIGTERM
     (as SDK clients stop their servers): the calls still running are cancelled in the agent and the bridge exits,
-    instead of waiting for them."""
+    instead of waiting for them. A burst of SIGTERM too: a handler that set an Event ran again inside itself, on the
+    Event's lock, and hung or died of a RecursionError."""
     release = threading.Event()
     fake = FakeAgent(sock, {"tools/call": _slow(release)})
     proc = subprocess.Popen([sys.executable, "-m", "ragctl", "mcp", "--socket", str(sock)], stdin=subprocess.PIPE,
@@ -525,6 +528,11 @@ def test_the_bridge_exits_at_once_when_its_client_is_gone(sock: Path, how: str) 
         poll(lambda: "tools/call" in fake.methods(), timeout=10, what="the call to reach the agent")
         if how == "SIGTERM":
             proc.send_signal(signal.SIGTERM)
+        elif how == "SIGTERM burst":
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
         else:
             proc.stdout.close()
         assert proc.wait(10) == 0
