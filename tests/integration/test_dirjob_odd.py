@@ -272,15 +272,19 @@ def _in_child(fn: Callable[[], Any], *, as_nobody: bool) -> Any:
     return data["ok"]
 
 
-def test_an_unreadable_file_is_failed_with_permission_denied(fake_openai_server: FakeOpenAI) -> None:
+@pytest.mark.parametrize("name", ["closed.md", "CLOSED"])
+def test_an_unreadable_file_is_failed_with_permission_denied(
+    fake_openai_server: FakeOpenAI, name: str
+) -> None:
     """FAILED "permission denied: <path>" with a hint, no traceback, not retried until the file changes (a chmod
-    counts). Run where the process really cannot read the file: as root, in a child that drops to `nobody`."""
+    counts). Run where the process really cannot read the file: as root, in a child that drops to `nobody`. A name
+    without an extension too, whose type is read from its start: not SKIPPED as "not text" for lack of it."""
     as_nobody = os.geteuid() == 0
     base = Path(tempfile.mkdtemp(prefix="ragd-perm-"))  # not under pytest's 0700 tmp dir: nobody must get in
     try:
         root = base / "kb"
         root.mkdir()
-        closed = _doc_at(root / "closed.md")
+        closed = _doc_at(root / name)
         closed.chmod(0o600 if as_nobody else 0)
         if as_nobody:
             for p in (base, root):
@@ -300,26 +304,25 @@ def test_an_unreadable_file_is_failed_with_permission_denied(fake_openai_server:
 
         try:
             first = _in_child(job, as_nobody=as_nobody)
-            failed = entry(root, "closed.md")
+            failed = entry(root, name)
             second = _in_child(job, as_nobody=as_nobody)  # no change: not tried again
-            attempts = entry(root, "closed.md").error["attempts"]  # type: ignore[index]
+            attempts = entry(root, name).error["attempts"]  # type: ignore[index]
             closed.chmod(0o644)  # a chmod is a change: the next job tries again, and now it can read it
             third = _by_name(run_directory(ctx, root).files)
         finally:
             logging.getLogger("ragd").removeHandler(handler)
             queue.close()
         assert first == [
-            ["closed.md", FileState.FAILED, f"permission denied: {closed}", None, []]
+            [name, FileState.FAILED, f"permission denied: {closed}", None, []]
         ]  # [] : nothing logged
         assert failed.status == FileState.FAILED and failed.error is not None
         assert failed.error["code"] == "permission" and failed.error["retry_at"] is None
         assert "give the agent's user read access" in failed.error["hint"]
         assert (
-            second == [["closed.md", FileState.FAILED, f"permission denied: {closed}", None, []]]
-            and attempts == 1
+            second == [[name, FileState.FAILED, f"permission denied: {closed}", None, []]] and attempts == 1
         )
-        assert third["closed.md"].state == FileState.EMBEDDED
-        assert _mode(sidecar.entry_path(root, "closed.md")) == 0o644
+        assert third[name].state == FileState.EMBEDDED
+        assert _mode(sidecar.entry_path(root, name)) == 0o644
     finally:
         shutil.rmtree(base)
 

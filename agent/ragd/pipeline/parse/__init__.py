@@ -92,7 +92,8 @@ COMPRESSED = frozenset({".gz", ".bz2", ".xz", ".zst", ".lz", ".lzma", ".z"})
 
 def kind_of(path: Path) -> str | None:
     """The extension `path` is parsed as: its own when supported; ".txt" for a file with no extension or a
-    documentation name (DOC_NAMES, with any suffix: README.Debian) whose start is text; None: not supported."""
+    documentation name (DOC_NAMES, with any suffix: README.Debian) whose start is text; None: not supported.
+    Raises PermissionError (and FileNotFoundError, ...) when the start of such a file cannot be read."""
     ext = path.suffix.lower()
     if ext in SUPPORTED_EXTENSIONS:
         return ext
@@ -101,6 +102,8 @@ def kind_of(path: Path) -> str | None:
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
+    except (PermissionError, FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise  # unreadable, gone or replaced: the caller's verdict (FAILED "permission denied"), not "not text"
     except OSError:
         return None
     return ".txt" if _looks_like_text(head) else None
