@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,6 +40,19 @@ from .schema import (
 )
 
 _ROW_FIELDS = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+# A listing of more than ONE_QUERY chunks is made in parts, by the first character of each chunk's source md5 (hex:
+# sixteen parts of about equal size; the bounds split every string, so an odd or empty md5 is listed too). One query
+# returned every chunk's row at once: +113 MiB for 60,000 chunks, at the end of a big folder's job, where the
+# agent's memory peaks; in parts, +55 MiB and no slower (docs/benchmarks.md, a big folder). A smaller listing (a
+# file's chunks, a folder's) is one query: the md5 is not indexed, and each part's filter costs ~2 ms.
+ONE_QUERY = 4096
+_MD5_BOUNDS = (None, *"123456789abcdef", None)
+
+
+def _md5_part(low: str | None, high: str | None) -> str:
+    return F.all_of(low and f"{SOURCE_MD5} >= '{low}'", high and f"{SOURCE_MD5} < '{high}'")
+
+
 HNSW_EF_MAX = 2048  # zvec 0.8 refuses a wider HNSW search
 
 
@@ -87,11 +101,19 @@ class ZvecReads:
 
     @staticmethod
     def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
-        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match)."""
+        """The documents at or below `prefix` (all when None), re-checked (the filter may over-match); more than
+        ONE_QUERY of them listed in parts (`_MD5_BOUNDS`), each part's documents dropped once its rows are taken."""
         flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
-        rows = scan.rows(coll, flt, _ROW_FIELDS, seal_ok=not writable)
-        found = (_Row.of(d) for d in rows)
-        return [r for r in found if prefix is None or F.is_under(r.path, prefix)]
+        few = scan.query(coll, flt, _ROW_FIELDS, ONE_QUERY)
+        parts: Iterable[list[zvec.Doc]] = [few]
+        if len(few) == ONE_QUERY:
+            del few
+            parts = (scan.rows(coll, F.all_of(flt, _md5_part(low, high)), _ROW_FIELDS, seal_ok=not writable)
+                     for low, high in itertools.pairwise(_MD5_BOUNDS))  # fmt: skip
+        found: list[_Row] = []
+        for docs in parts:
+            found += (r for r in map(_Row.of, docs) if prefix is None or F.is_under(r.path, prefix))
+        return found
 
     def chunks(self, source_path: str) -> list[Hit]:
         # a path with a backslash has no exact filter (filters.py): the wider one, each hit's path re-checked

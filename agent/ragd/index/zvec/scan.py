@@ -29,7 +29,7 @@ def rows(
     `limit` is the most one query returns (zvec's maximum topk; smaller in tests of the range splitting).
     """
     if seal_ok:
-        docs = _query(coll, flt, fields, limit) if flt else None
+        docs = query(coll, flt, fields, limit) if flt else None
         if docs is not None and len(docs) < limit:
             return docs
         return list(_iterate(coll, fields))  # the caller re-checks its filter
@@ -37,7 +37,7 @@ def rows(
     ranges: list[tuple[int, int | None]] = [(0, None)]  # [low, high) of chunk_index; None: unbounded
     while ranges:
         low, high = ranges.pop()
-        docs = _query(coll, F.all_of(flt, _chunk_range(low, high)), fields, limit)
+        docs = query(coll, F.all_of(flt, _chunk_range(low, high)), fields, limit)
         if len(docs) < limit:
             found.extend(docs)
         elif high is None:
@@ -54,7 +54,8 @@ def _chunk_range(low: int, high: int | None) -> str:
     return f"{CHUNK_INDEX} >= {low}" + ("" if high is None else f" AND {CHUNK_INDEX} < {high}")
 
 
-def _query(coll: zvec.Collection, flt: str | None, fields: list[str], limit: int) -> list[zvec.Doc]:
+def query(coll: zvec.Collection, flt: str | None, fields: list[str], limit: int) -> list[zvec.Doc]:
+    """At most `limit` documents matching `flt` (any when None), with `fields`: one query, never sealing."""
     return list(coll.query(topk=limit, filter=flt or f"{CHUNK_INDEX} >= 0", output_fields=fields))
 
 
