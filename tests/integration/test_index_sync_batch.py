@@ -326,3 +326,33 @@ def test_a_flush_that_fails_is_tried_again_later_not_ten_times_a_second(
         indexer.stop(timeout=5)
         with contextlib.suppress(Exception):
             idx.close()
+
+
+def test_a_flush_that_fails_because_the_index_vanished_waits_for_the_rebuild_without_a_traceback(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index deleted with the data directory while notes wait to be flushed: the agent rebuilds it (`failing`
+    says so), and the failed flush is said at INFO, not as an internal error with a traceback (the soak, row 61)."""
+    root, cfg, note = one_note(tmp_path, fake_openai_server, 3)
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    coming, vanished = threading.Event(), threading.Event()
+    coming.set()  # more on its way: applied, the flush waits for a pause
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set,
+                      failing=vanished.is_set)  # fmt: skip
+    indexer.start()
+    try:
+        indexer.put_mushroom(note)
+        poll(lambda: indexer.pending() == 0 and idx.count() > 0, what="the note to be applied")
+        shutil.rmtree(idx.path)
+        vanished.set()  # the agent saw its index go: a rebuild is due
+        with caplog.at_level(logging.INFO, logger=writer.__name__):
+            coming.clear()  # a pause: the flush is due
+            poll(lambda: any("flushing" in r.getMessage() for r in caplog.records), what="a flush")
+        tries = [r for r in caplog.records if "flushing" in r.getMessage()]
+        assert [(r.levelno, r.exc_info is None) for r in tries] == [(logging.INFO, True)], tries
+        assert "waits for the index to be rebuilt" in tries[0].getMessage()
+        assert note.exists()
+    finally:
+        indexer.stop(timeout=5)
+        with contextlib.suppress(Exception):
+            idx.close()

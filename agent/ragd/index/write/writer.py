@@ -92,6 +92,7 @@ class Indexer:
         self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
         self._flush_failures = 0  # flushes failed in a row
         self._flush_next = 0.0  # after a failed flush: no other tried before this (time.monotonic)
+        self._flush_traced = False  # a traceback was logged for one of those failures
         self._working = False
         self._edited_at = float("-inf")  # when an edit was last seen on its way
         self.optimizing = False
@@ -227,8 +228,9 @@ class Indexer:
         doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
         FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails
         keeps them, to be flushed with the next, tried FLUSH_RETRY_MIN_S later, doubled at each failure (a
-        traceback once, then a line each time: it was tried, and logged, ten times a second); `last` (the
-        writer stops) tries at once. True if it flushed."""
+        traceback once, then a line each time: it was tried, and logged, ten times a second; no traceback when the
+        index vanished with the data directory, which the agent rebuilds); `last` (the writer stops) tries at once.
+        True if it flushed."""
         with self._lock:
             if not self._unflushed:
                 return False
@@ -248,14 +250,19 @@ class Indexer:
             self._flush_failures += 1
             wait = min(FLUSH_RETRY_MIN_S * 2 ** (self._flush_failures - 1), FLUSH_RETRY_MAX_S)
             self._flush_next = time.monotonic() + wait
-            if self._flush_failures == 1:
+            if self._failing():  # the index went with the data dir: flushed once it is rebuilt
+                log.info(
+                    "flushing %d applied change notes waits for the index to be rebuilt (%s)", len(notes), err
+                )
+            elif not self._flush_traced:
+                self._flush_traced = True
                 log.exception("internal error flushing %d applied change notes (tried again in %.0f s)",
                               len(notes), wait)  # fmt: skip
             else:
                 log.error("flushing %d applied change notes failed again (attempt %d, next in %.0f s): %s",
                           len(notes), self._flush_failures, wait, err)  # fmt: skip
             return False
-        self._flush_failures, self._flush_next = 0, 0.0
+        self._flush_failures, self._flush_next, self._flush_traced = 0, 0.0, False
         with self._lock:
             del self._unflushed[: len(notes)]
         self._doubled = 0 if force else self._doubled + 1
