@@ -54,6 +54,7 @@ from tests.e2e.conftest import write_api_config
 from tests.support import model_sync as ms
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.isolation import XDG_DIRS, isolation
+from tests.support.rm import rm_r
 from tests.support.users import User, can_make_users, python_for, throwaway_users, world_dir
 
 PROFILE = os.environ.get("RAGD_MODEL_PROFILE", "ci")
@@ -584,7 +585,7 @@ class ModelSync(RuleBasedStateMachine):
         if not running:
             code = self.agent.stop()
             assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
-        _remove(where)
+        rm_r(where)  # the agent may be writing in it
         self.unseen_loss = self.unseen_loss or (running and part in ("", "roots.json"))
         if not running:
             if part in ("", "roots.json"):
@@ -685,27 +686,6 @@ class ModelSync(RuleBasedStateMachine):
         self.quiesce()
         self.log_at = ms.Judge(self.tree, self.agent).check(self.checks, self.log_at)
         self.changed = False
-
-
-def _remove(path: Path) -> None:
-    """`rm -rf PATH` of a folder the agent is writing in: a file gone meanwhile is fine, one made meanwhile is
-    removed by the next try."""
-
-    def gone_meanwhile(func: Any, name: str, exc: Any) -> None:
-        if not isinstance(exc[1], FileNotFoundError):
-            raise exc[1]
-
-    for attempt in range(5):
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, onerror=gone_meanwhile)
-            else:
-                path.unlink(missing_ok=True)
-            return
-        except OSError:
-            if attempt == 4:
-                raise
-            time.sleep(0.1)
 
 
 def _settings() -> settings:
