@@ -375,8 +375,16 @@ class Tree:
             (self.model.closed_files.discard if readable else self.model.closed_files.add)(n)
 
     def rename(self, src: str, dst: str) -> None:
-        """Rename a file or a link, replacing `dst` if it exists."""
+        """Rename a file or a link, replacing `dst` if it exists. Onto another path of the same file (a hard link)
+        rename(2) does nothing: both paths stay (POSIX)."""
+        same = (
+            src in self.model.files
+            and dst in self.model.files
+            and self.model.inode[src] == self.model.inode[dst]
+        )
         os.replace(self.path(src), self.path(dst))
+        if same:
+            return
         self.touch_under(src)
         self.touch_under(dst)
         self._forget(dst)
