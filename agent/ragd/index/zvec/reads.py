@@ -40,20 +40,18 @@ from .schema import (
 )
 
 _ROW_FIELDS = [SOURCE_PATH, SOURCE_MD5, CHUNK_INDEX]
+HNSW_EF_MAX = 2048  # zvec 0.8 refuses a wider HNSW search
 # A listing of more than ONE_QUERY chunks is made in parts, by the first character of each chunk's source md5 (hex:
 # sixteen parts of about equal size; the bounds split every string, so an odd or empty md5 is listed too). One query
-# returned every chunk's row at once: +113 MiB for 60,000 chunks, at the end of a big folder's job, where the
-# agent's memory peaks; in parts, +55 MiB and no slower (docs/benchmarks.md, a big folder). A smaller listing (a
-# file's chunks, a folder's) is one query: the md5 is not indexed, and each part's filter costs ~2 ms.
+# returned every chunk's row at once: +113 MiB for 60,000 chunks (the verification after a big folder's job); in
+# parts, +55 MiB and no slower (docs/benchmarks/history.md, measured alone). A smaller listing (a file's chunks, a
+# folder's) is one query: the md5 is not indexed, and each part's filter costs ~2 ms.
 ONE_QUERY = 4096
 _MD5_BOUNDS = (None, *"123456789abcdef", None)
 
 
 def _md5_part(low: str | None, high: str | None) -> str:
     return F.all_of(low and f"{SOURCE_MD5} >= '{low}'", high and f"{SOURCE_MD5} < '{high}'")
-
-
-HNSW_EF_MAX = 2048  # zvec 0.8 refuses a wider HNSW search
 
 
 class _Row(NamedTuple):
