@@ -11,6 +11,11 @@ point checks, examples that diverged, seed, time) come from the test's RAGD_MODE
 `--exclude` leaves rules out (names as in the test: move_dir, roots_add, ...; `non_utf8_names` drops file names
 that are not UTF-8), to look past a divergence already known and being fixed. The test is run, not imported: bench/
 does not import tests/.
+
+SIGTERM (or a SIGINT sent to this script alone) stops the soak early with its figures: the example running is finished and checked, the test
+stops before the next one and writes what it ran, and the summary is printed as for a whole run. A second signal
+interrupts pytest at once (the example running is then cut short and may count as diverged). This works for a soak
+started in the background too, where a shell leaves SIGINT ignored (pytest gets it restored).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ragd-soak-") as tmp:
         stats = Path(tmp) / "stats.json"
+        stop = Path(tmp) / "stop"
         env = {**os.environ, "RAGD_MODEL_PROFILE": "soak", "RAGD_MODEL_EXAMPLES": str(args.examples),
                "RAGD_MODEL_STEPS": str(args.steps), "RAGD_MODEL_STATS": str(stats),
-               "RAGD_MODEL_EXCLUDE": args.exclude, "RAGD_MODEL_VERBOSE": "1" if args.verbose else ""}  # fmt: skip
+               "RAGD_MODEL_EXCLUDE": args.exclude, "RAGD_MODEL_VERBOSE": "1" if args.verbose else "",
+               "RAGD_MODEL_STOP": str(stop)}  # fmt: skip
         if args.seed is not None:
             env["RAGD_MODEL_SEED"] = str(args.seed)
         paths = [str(REPO / "agent"), str(REPO / "cli"), str(REPO), env.get("PYTHONPATH", "")]
@@ -56,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             "no:cacheprovider",
             *(["-s"] if args.verbose else []),
         ]
-        code = subprocess.run(cmd, cwd=REPO, env=env).returncode
+        code, stopped = _run_stoppable(cmd, env, stop)
         wall = time.monotonic() - started
         figures = json.loads(stats.read_text()) if stats.exists() else {}
     print()
@@ -68,10 +76,46 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  examples dropped  {figures.get('dropped', '?')} (by hypothesis: out of data, not checked)")
     print(f"  seed              {figures.get('seed', '?')}")
     print(f"  time              {wall:.0f} s")
-    print(
-        "  result            " + ("no divergence" if code == 0 else f"divergence found (pytest exit {code})")
+    if code == 0:
+        result = "no divergence"
+    elif stopped and not figures.get("failures"):
+        result = "stopped early; no divergence in what ran"
+    else:
+        result = f"divergence found (pytest exit {code})"
+    print(f"  result            {result}")
+    return 0 if stopped and not figures.get("failures") else code
+
+
+def _run_stoppable(cmd: list[str], env: dict[str, str], stop: Path) -> tuple[int, bool]:
+    """Run pytest; a first SIGINT or SIGTERM to this script makes `stop` (the test stops before its next example),
+    a second reaches pytest as a SIGINT."""
+    # A background job starts with SIGINT ignored, and an ignored signal stays ignored across exec: Python would
+    # then install no KeyboardInterrupt handler in pytest. Its child gets the default back.
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     )
-    return code
+
+    stopped = []
+
+    def forward(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        if len(stopped) == 1:
+            stop.touch()
+            print(
+                f"\nsoak: signal {signum}: stopping after this example (again: at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            print(f"\nsoak: signal {signum}: interrupting pytest", file=sys.stderr, flush=True)
+            proc.send_signal(signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait(), bool(stopped)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ EXCLUDED = frozenset(filter(None, os.environ.get("RAGD_MODEL_EXCLUDE", "").split
 VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
 SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
 STATS = os.environ.get("RAGD_MODEL_STATS")
+STOP = os.environ.get("RAGD_MODEL_STOP")  # a file: once it exists, the run stops before its next example
 AS_USER = (
     os.environ.get("RAGD_MODEL_AS_USER", "1") != "0"
 )  # 0: the agent runs as the test's user, no chmod rules
@@ -143,6 +144,10 @@ class ModelSync(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        if STOP and os.path.exists(STOP):
+            # Between two examples, nothing half done: hypothesis lets a KeyboardInterrupt through at once (no
+            # shrinking), and the test's figures are still written.
+            raise KeyboardInterrupt(f"{STOP} exists: the soak stops before its next example")
         ModelSync.stats["examples"] += 1
         self.broken = False
         self.dropped = False  # by hypothesis, out of data
