@@ -514,7 +514,7 @@ def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it
     )
     cfg = api_config(fake_openai_server, [root])
     assert run(cfg).embedded == 1
-    today = helpers.context(cfg)[0].policy
+    today = helpers.context(cfg)[0].policy("minutes.odt")
     assert "formats=" in today
 
     def skipped_under(policy: str) -> None:  # the entry as that version wrote it, the file as it is
@@ -536,11 +536,12 @@ def test_a_file_type_newly_supported_is_read_where_an_earlier_version_skipped_it
     assert "budget review" in entry(root, "minutes.odt").chunks[0].content
 
 
-def test_a_run_of_text_files_does_not_wait_to_learn_whether_ocr_loads(
+def test_a_run_of_text_files_never_asks_whether_ocr_loads(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A SKIPPED verdict records whether OCR loads (its policy), which takes a child process; a run of text files
-    waited for it before its first job (~0.3 s of the referee's 4 s run). It is found out when a verdict needs it."""
+    """A SKIPPED verdict of a file OCR may read (an image, a PDF) records whether OCR loads (its policy), which
+    takes a child process (~0.45 CPU-seconds: under load, a tenth of the referee's run); a run of text files waited
+    for it before its first job, then asked it for any skipped text file. Only a verdict that depends on it asks."""
     from ragd.pipeline.parse import ocr
 
     monkeypatch.setattr(ocr, "_IMPORT_ERROR", None)  # not found out yet in this process
@@ -552,7 +553,13 @@ def test_a_run_of_text_files_does_not_wait_to_learn_whether_ocr_loads(
     assert ocr._IMPORT_ERROR is None, "the run asked whether OCR loads, and nothing needed it"
     (root / "blank.md").write_text("   \n", encoding="utf-8")
     assert run(cfg).skipped == 1
-    assert (
-        ocr._IMPORT_ERROR is not None
-        and entry(root, "blank.md").error["policy"] == helpers.context(cfg)[0].policy
-    )
+    assert ocr._IMPORT_ERROR is None, "a text file's SKIPPED verdict asked whether OCR loads"
+    policy = entry(root, "blank.md").error["policy"]
+    assert policy == helpers.context(cfg)[0].policy("blank.md") and "ocr=" not in policy
+    assert run(cfg).unchanged == 2  # the verdict stands: the same policy
+    (root / "blank.PNG").write_bytes(b"")  # an image's verdict (here: empty) depends on whether OCR loads
+    assert run(cfg).skipped == 1
+    assert ocr._IMPORT_ERROR is not None
+    policy = entry(root, "blank.PNG").error["policy"]
+    assert policy == helpers.context(cfg)[0].policy("blank.PNG") and "ocr=" in policy
+    assert run(cfg).unchanged == 3

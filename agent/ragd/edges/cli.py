@@ -176,7 +176,7 @@ def _cmd_agent(args: argparse.Namespace, config: Config, roots: list[Path]) -> i
 
 def _cmd_status(args: argparse.Namespace, config: Config) -> int:
     from ..pipeline.scan import unreadable
-    from ..resident.jobs import skip_policy
+    from ..resident.jobs import policies
     from .console import print_states
     from .filestatus import collect, counts
 
@@ -189,7 +189,7 @@ def _cmd_status(args: argparse.Namespace, config: Config) -> int:
                         code="usage")  # fmt: skip
     for path in missing:  # as `ls A B`: what exists is shown, and the exit code says something was not
         print(f"ragd: {path} does not exist", file=sys.stderr)
-    policy = skip_policy(config)
+    policy = policies(config)
     states = [s for p in args.paths if p not in missing for s in collect(p, config, recursive=args.recursive,
                                                                           policy=policy)]  # fmt: skip
     if args.json:

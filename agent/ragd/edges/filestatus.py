@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,8 @@ from ..pipeline.sidecar import FileEntry
 from ..resident import rootstate
 from ..vocabulary import SHOWN
 from ..vocabulary import FileState as State
+
+Policy = Callable[[str], str]  # a file name -> what a SKIPPED verdict of it depends on (resident/jobs.py)
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,11 @@ def ocr_note(entry: FileEntry) -> str:
 
 
 def _file_state(
-    path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: str, now: float
+    path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: Policy, now: float
 ) -> FileStatus:
     if entry is None:
         return FileStatus(path, State.NEW)
-    change = classify(entry, path, st, config.identity, lambda: policy, now)
+    change = classify(entry, path, st, config.identity, lambda: policy(path.name), now)
     reason = str((entry.error or {}).get("message", ""))
     if change == Change.CHANGED:
         return FileStatus(path, State.CHANGED)
@@ -109,7 +111,7 @@ def entry_note(entry: FileEntry) -> str:
 
 
 def directory_states(
-    directory: Path, config: Config, ignore: Ignore, policy: str, roots: tuple[Path, ...] = ()
+    directory: Path, config: Config, ignore: Ignore, policy: Policy, roots: tuple[Path, ...] = ()
 ) -> Iterator[FileStatus]:
     """`roots` (real paths): a symbolic link to a folder outside all of them is SKIPPED, as the agent reports it."""
     if scan.unreadable(directory):  # nothing in it can be listed or read: the folder stands for its files
@@ -150,7 +152,7 @@ def entry_path(path: Path) -> Path:
     return full.parent.resolve() / full.name if full.name else full
 
 
-def collect(path: Path, config: Config, *, recursive: bool, policy: str) -> list[FileStatus]:
+def collect(path: Path, config: Config, *, recursive: bool, policy: Policy) -> list[FileStatus]:
     """The states of `path`'s entries: a folder's (and with `recursive` its subfolders'), or one file's or one
     symbolic link's own entry."""
     ignore = Ignore(config.ignore)

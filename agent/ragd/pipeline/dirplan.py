@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ..modes import valid_name
@@ -74,9 +75,6 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             plan.events.append(Event(name, NoteStatus.DIR_RECOVER))
     now, where, identity, basis = time.time(), path_prefix(directory), ctx.identity, labels.basis
 
-    def policy() -> str:  # asked only of a skipped file's entry (JobContext.policy: found out once)
-        return ctx.policy
-
     for name, st in listing.files.items():
         entry = entries.get(name)
         recovered = entry is None and name in deleted
@@ -84,7 +82,9 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             full = read_deleted(directory, name)
             entry = None if full is None else Digest.of(full, name)
         change = (
-            Change.RETRY if ctx.force else classify(entry, where + name, st, identity, policy, now, basis)
+            Change.RETRY
+            if ctx.force
+            else classify(entry, where + name, st, identity, partial(ctx.policy, name), now, basis)
         )
         if change == Change.UNCHANGED and name in listing.links:
             change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change

@@ -145,7 +145,7 @@ class FileRecord:
 
     def skipped(self, err: FileSkipped, md5: str) -> FileOutcome:
         assert self.st is not None
-        error = {**err.to_dict(), "policy": self.ctx.policy}
+        error = {**err.to_dict(), "policy": self.ctx.policy(self.name)}
         self._write(FileState.SKIPPED, source=source_info(self.name, self.st, md5), error=error)
         return FileOutcome(self.name, FileState.SKIPPED, reason=err.message, md5=md5, document_id=self.document_id(),
                            size=self.st.st_size, parser=self.parser)  # fmt: skip

@@ -40,9 +40,10 @@ class JobContext:
     config: Config
     submit: SubmitFn  # queue texts for embedding (EmbedQueue.submit)
     ignore: Ignore
-    # what a SKIPPED verdict depends on (`policy`), found out when a job first needs it: whether OCR loads takes a
-    # child process (parse/ocr.py), which a run of text files waited for before its first job (~0.3 s of 4)
-    skip_policy: Callable[[], str]
+    # what a SKIPPED verdict of the file named depends on (`policy`), found out when a job first needs it: whether
+    # OCR loads takes a child process (parse/ocr.py), which a run of text files waited for before its first job
+    # (~0.3 s of 4), and which only a file OCR may read asks (resident/jobs.py: `skip_policy`)
+    skip_policy: Callable[[str], str]
     reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
     force: bool = False
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
@@ -58,10 +59,9 @@ class JobContext:
     def identity(self) -> EmbeddingIdentity:
         return self.config.identity
 
-    @cached_property
-    def policy(self) -> str:
-        """What a SKIPPED verdict depended on; a different policy re-evaluates skipped files."""
-        return self.skip_policy()
+    def policy(self, name: str) -> str:
+        """What a SKIPPED verdict of the file `name` depends on; a different policy re-evaluates skipped files."""
+        return self.skip_policy(name)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ directory stays failed until the next run.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -41,6 +40,7 @@ from ..pipeline.filerecord import STORE_GONE_S, store_went
 from ..pipeline.identity import Identify, fallback
 from ..pipeline.outcome import SubmitFn
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
+from ..pipeline.parse.image import IMAGE_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
 from ..pipeline.scan import PERMISSION_DENIED, Ignore, unreadable, walk_dirs
 from ..pipeline.sidecar import parse_stamp, utc_stamp
@@ -59,15 +59,41 @@ FILE_RETRY_SLACK_S = 0.5  # a directory runs this long after its first failed fi
 FORMATS = f"{zlib.crc32(' '.join(sorted(SUPPORTED_EXTENSIONS)).encode()):08x}"  # the file types read
 
 
-def skip_policy(config: Config) -> str:
-    """What a SKIPPED verdict depends on: a different policy (version, limits, a converter) re-evaluates it."""
+# the files whose SKIPPED verdict OCR can change: an image, a PDF without a text layer
+OCR_READS = IMAGE_EXTENSIONS | {".pdf"}
+
+
+def reads_by_ocr(name: str) -> bool:
+    """Whether OCR may read the file `name` (its extension, case-insensitive, as the parsers choose)."""
+    return os.path.splitext(name)[1].lower() in OCR_READS
+
+
+def skip_policy(config: Config, ocr: bool = True) -> str:
+    """What a SKIPPED verdict depends on: a different policy (version, limits, a converter) re-evaluates it. `ocr`:
+    the file is one OCR may read (`reads_by_ocr`), whose policy says whether OCR loads. Only such a file's asks it:
+    finding out takes a child process (parse/ocr.py, ~0.45 CPU-seconds), which a run of text files, some of them
+    skipped (empty, too large), need not start."""
     lim = config.limits
     return (
         f"ragd {__version__}; max_file_size={lim.max_file_size}; max_text_chars={lim.max_text_chars}; "
-        f"soffice={shutil.which('soffice') is not None}; ocr={ocr_unavailable(config.parse) is None}; "
-        f"named-text=1; formats={FORMATS}"
+        f"soffice={shutil.which('soffice') is not None}; "
+        + (f"ocr={ocr_unavailable(config.parse) is None}; " if ocr else "")
+        + f"named-text=1; formats={FORMATS}"
     )  # OCR turned on (or installed) re-reads the images and scanned PDFs it skipped; named-text: README & co.;
     # formats: a type newly supported (.odt) is read where it was skipped as unsupported
+
+
+def policies(config: Config) -> Callable[[str], str]:
+    """The skip policy of each file name: each of its two forms found out once, when first asked."""
+    found: dict[bool, str] = {}
+
+    def policy(name: str) -> str:
+        ocr = reads_by_ocr(name)
+        if ocr not in found:
+            found[ocr] = skip_policy(config, ocr)
+        return found[ocr]
+
+    return policy
 
 
 def real_roots(roots: Iterable[Path]) -> tuple[Path, ...]:
@@ -86,7 +112,7 @@ def job_context(
     parsers: Parsers | None = None,
     identify: Identify = fallback,
 ) -> JobContext:
-    return JobContext(config, submit, ignore, functools.partial(skip_policy, config), force=force,
+    return JobContext(config, submit, ignore, policies(config), force=force,
                       roots=real_roots(roots), stat_cache=stat_cache, parsers=parsers,
                       identify=identify)  # fmt: skip
 
