@@ -2,9 +2,10 @@
 
 `ragd --ragd-index-probe DIR` is the child process that tries a damaged-looking index before the agent opens it
 (a frozen program has no interpreter to run `python -m ragd.index.zvec.probe`); `ragd --ragd-ocr-probe` tries whether
-the OCR engine imports (ragd/pipeline/parse/ocr_probe.py). `freeze_support()` comes first: a parse
-worker (ragd/pipeline/workers.py, the "spawn" start method) is this program started again with multiprocessing's
-arguments, and must run the worker, not the agent.
+the OCR engine imports (ragd/pipeline/parse/ocr_probe.py). `freeze_support()` comes first: the fork
+server the workers are forked from (ragd/pipeline/pool.py) and multiprocessing's resource tracker are this program
+started again with multiprocessing's arguments, and must run those, not the agent (PyInstaller's hook recognises
+them).
 """
 
 import multiprocessing

@@ -3,8 +3,12 @@
 pebble's `ProcessPool` underneath: a task past its deadline has its worker killed and replaced, a worker that dies
 fails only its task (`ProcessExpired`), and each worker is replaced after `MAX_TASKS` tasks. Around it:
 
-- the pool starts with the first task, with the "spawn" start method (a fork would copy the agent's threads and
-  locks), and closes after `idle_s` seconds without one;
+- the pool starts with the first task and closes after `idle_s` seconds without one;
+- its workers are forked from multiprocessing's fork server, a clean process of one thread (started as "spawn"
+  starts a worker: a fork of the agent would copy its threads and locks) that has imported every pool's `preload`
+  once: a worker costs a fork, not an interpreter's start and its imports (about 0.5 CPU-seconds each for the parse
+  workers: under load, most of their CPU in a run of a few hundred text files). The server starts with the first
+  pool and stops once the last pool's workers are gone (it holds the imported modules' memory);
 - each worker's address space is capped at `memory_mib` MiB (RLIMIT_AS): a task that needs more raises
   MemoryError (or, when a C library aborts instead, dies);
 - workers ignore SIGINT (Ctrl-C in a terminal reaches the whole process group): the agent stops them itself;
@@ -38,12 +42,45 @@ from . import tmpdirs
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+START_METHOD = "forkserver"
 FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the workers are not running
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 
 
 # a function and its arguments, run as a worker starts
 Warm = tuple[Callable[..., object], tuple[object, ...]]
+
+# The fork server's life (the module docstring): the modules it imports, and the pools whose workers it serves.
+_SERVER_LOCK = threading.Lock()
+_SERVER_PRELOAD: set[str] = set()  # every pool's `preload`, registered as the pool is made, before any starts
+_SERVER_USERS = 0  # pools started whose workers are not all gone
+
+
+def _server_used() -> Any:
+    """A pool is starting: the multiprocessing context its workers come from (the fork server, started by the
+    first worker with every pool's preload)."""
+    global _SERVER_USERS
+    with _SERVER_LOCK:
+        _SERVER_USERS += 1
+        context = multiprocessing.get_context(START_METHOD)
+        context.set_forkserver_preload(sorted(_SERVER_PRELOAD))
+        return context
+
+
+def _server_released() -> None:
+    """A pool's workers are all gone; after the last pool's, the fork server is stopped (the next pool starts
+    another). It must outlive every worker it forked: each worker's exit status reaches the pool through it."""
+    global _SERVER_USERS
+    with _SERVER_LOCK:
+        _SERVER_USERS -= 1
+        if _SERVER_USERS == 0:
+            from multiprocessing import forkserver
+
+            # the standard library's own way to stop it (its tests'), private: where it is missing the server
+            # stays until the agent exits (it exits with its parent)
+            stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+            if stop is not None:
+                stop()
 
 
 def _worker_start(
@@ -115,7 +152,9 @@ class WorkerPool:
         warm: Warm | None = None,
     ) -> None:
         self.name, self.workers, self.memory_mib, self.idle_s = name, workers, memory_mib, idle_s
-        self.preload = preload  # modules every worker imports as it starts
+        self.preload = preload  # modules every worker imports as it starts (imported by the fork server)
+        with _SERVER_LOCK:
+            _SERVER_PRELOAD.update(preload)
         self.warm = warm  # then runs (e.g. loads a model), so that no task waits for it but the first ones
         self._pool: Any = None  # pebble.ProcessPool (imported with the first task)
         self._tmp: Path | None = None  # its directory, where each worker has its temp directory
@@ -205,7 +244,7 @@ class WorkerPool:
             tmpdirs.remove_debris()
             self._tmp = tmpdirs.make_root()
             self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
-                                     initargs=(self._tmp, self.memory_mib, self.preload, self.warm), context=multiprocessing.get_context("spawn"))  # fmt: skip
+                                     initargs=(self._tmp, self.memory_mib, self.preload, self.warm), context=_server_used())  # fmt: skip
             self.started += 1
             log.debug("started %d %s workers", self.workers, self.name)
         return self._pool
@@ -239,6 +278,7 @@ class WorkerPool:
                 pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
             pool.close()
             pool.join()
+            _server_released()
             if tmp is not None:
                 tmpdirs.remove(tmp)
         log.debug("%s workers exited after %.0f s idle", self.name, self.idle_s)
@@ -270,6 +310,7 @@ def _retire(pool: Any, tmp: Path | None) -> None:
     """Stop `pool`'s workers and wait for them, then remove their temp directories."""
     pool.stop()
     pool.join()
+    _server_released()
     if tmp is not None:
         tmpdirs.remove(tmp)
 

@@ -115,7 +115,7 @@ def test_an_edits_texts_are_embedded_here_while_the_workers_are_busy_with_docume
     try:
         backlog = queue.submit([f"document text number {i} 文档" for i in range(400)])
         poll(lambda: queue.stats.in_flight > 0, timeout=60, what="the worker busy with the backlog")
-        (worker,) = workers_of(os.getpid())
+        (worker,) = poll(lambda: workers_of(os.getpid()), timeout=60, what="the worker process")
         os.kill(worker, signal.SIGSTOP)  # stuck in its batch: an edit waiting for it would wait for ever
         try:
             edit = queue.submit(["an edited note 编辑过的笔记", "second chunk"], priority=True)

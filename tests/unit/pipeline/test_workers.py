@@ -59,17 +59,22 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def fork_servers_of(pid: int) -> list[int]:
+    """`pid`'s multiprocessing fork server, if it runs (the pools' workers are its children)."""
+    return [c for c in children(pid) if b"multiprocessing.forkserver" in _cmdline(c)]
+
+
 def workers_of(pid: int) -> list[int]:
-    """The worker processes among `pid`'s children (not multiprocessing's resource tracker)."""
-    out = []
-    for child in children(pid):
-        try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"spawn_main" in cmd:
-            out.append(child)
-    return out
+    """The worker processes of the pools of `pid`: the children of its fork server (not the server itself, nor
+    multiprocessing's resource tracker)."""
+    return [w for server in fork_servers_of(pid) for w in children(server) if _cmdline(w)]
 
 
 def big_text(path: Path, lines: int = 400_000) -> Path:
@@ -290,6 +295,35 @@ def test_the_memory_cap_has_a_floor_a_worker_can_start_under() -> None:
     with pytest.raises(ValueError, match="at least 256 MiB"):
         RunConfig(worker_memory=100)
     assert RunConfig(worker_memory=0).worker_memory == 0
+
+
+def module_in_worker(name: str, seconds: float) -> tuple[int, int]:
+    """In a worker, after a `seconds` sleep: (its pid, the address of module `name` in it)."""
+    time.sleep(seconds)
+    return os.getpid(), id(sys.modules[name])
+
+
+def test_the_workers_are_forked_from_one_server_that_imported_their_modules_once() -> None:
+    """A worker is a fork of multiprocessing's fork server, which imported every pool's preload once (a worker
+    spawned afresh paid ~0.5 CPU-seconds of imports, under load most of a run's worker CPU): every worker holds the
+    server's very module objects, at the address the server made them. The server goes with the last pool."""
+    from ragd.pipeline.workers import PRELOAD
+
+    pool = WorkerPool("parse", 2, 1024, 60.0, preload=PRELOAD)
+    try:
+        tasks = [pool.submit(module_in_worker, ("langchain_text_splitters.character", 0.5)) for _ in range(4)]
+        seen = dict(t.result(timeout=60) for t in tasks)  # two at a time: both workers take some
+        assert len(seen) == 2, seen
+        assert len(set(seen.values())) == 1, f"each worker imported the splitter itself: {seen}"
+        (server,) = fork_servers_of(os.getpid())
+        assert set(seen) == set(children(server))
+    finally:
+        pool.close()
+    poll(
+        lambda: not fork_servers_of(os.getpid()),
+        timeout=30,
+        what="the fork server to stop with the last pool",
+    )
 
 
 def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> None:
