@@ -1,6 +1,7 @@
 """Symbolic and hard links (DESIGN §4.1): a link to a file under a root is indexed under its own path, and an edit
 through any path reaches every path's entry at once; a link leading outside every root is SKIPPED with the reason;
-an edit the watcher cannot see (made through a path outside the roots) is caught and redone by the verification."""
+an edit made through a path outside the roots is seen through a watch on the hard-linked file itself, or, where
+no job listed the file as hard-linked yet, caught and redone by the verification."""
 
 from __future__ import annotations
 
@@ -129,16 +130,41 @@ def test_links_leading_outside_every_root_are_skipped_with_the_reason(tmp_path: 
     assert offline[str(root / "leak.md")]["state"] == "SKIPPED"
 
 
-def test_verify_redoes_a_file_edited_through_a_path_outside_every_root(tmp_path: Path, config: Path) -> None:
-    """inotify reports a write only on the path it was made through: an edit through a hard link outside every root
-    reaches no watched folder. The verification sees the source's own stat differ from its entry's record and has
-    the file indexed again (its sidecar was as stale as the index, so a re-sync from it would change nothing)."""
+def test_a_file_hard_linked_outside_every_root_follows_an_edit_made_there(
+    tmp_path: Path, config: Path
+) -> None:
+    """inotify reports a write to a folder's watch only for the path it was made through, and a path outside every
+    root is in no watched folder: such an edit (found by the soak, as a `chmod 000` through it) left the file stale
+    in search until the verification. A file its folder's job listed with more than one hard link is watched itself,
+    and told of every change to it, through whichever path."""
     root, outside = tmp_path / "kb", tmp_path / "elsewhere"
-    inside = write_doc(root / "docs" / "h.md", "oldunseen")
+    inside = write_doc(root / "docs" / "h.md", "oldoutside")
     outside.mkdir()
     os.link(inside, outside / "h.md")
     with running_agent(tmp_path / "agent.log", str(root), idle=True):
+        assert keyword_hits("oldoutside") == [str(inside)]
+        _edit_in_place(outside / "h.md", "newoutside")
+        ragctl("wait")
+        assert keyword_hits("newoutside") == [str(inside)]
+        assert keyword_hits("oldoutside") == []
+        (outside / "h.md").unlink()  # no longer hard-linked: its watch goes with its folder's next listing
+        _edit_in_place(inside, "lastoutside")
+        ragctl("wait")
+        assert keyword_hits("lastoutside") == [str(inside)]
+        assert ragctl_json("verify")["redone"] == 0
+
+
+def test_verify_redoes_a_file_edited_through_a_path_outside_every_root(tmp_path: Path, config: Path) -> None:
+    """A file hard-linked outside every root after its folder's job listed it (a new link changes only its inode,
+    which no folder's watch reports) is watched by nothing: an edit through that link reaches no watched folder.
+    The verification sees the source's own stat differ from its entry's record and has the file indexed again (its
+    sidecar was as stale as the index, so a re-sync from it would change nothing)."""
+    root, outside = tmp_path / "kb", tmp_path / "elsewhere"
+    inside = write_doc(root / "docs" / "h.md", "oldunseen")
+    outside.mkdir()
+    with running_agent(tmp_path / "agent.log", str(root), idle=True):
         assert keyword_hits("oldunseen") == [str(inside)]
+        os.link(inside, outside / "h.md")
         _edit_in_place(outside / "h.md", "newunseen")
         ragctl("wait")
         assert keyword_hits("oldunseen") == [str(inside)]  # nothing saw it

@@ -77,7 +77,9 @@ class Agent(Reactions, Recovery):
         )
         self.embed.when_used(self.scheduler.widen)
         self.watcher = Watcher(self.ignore, self.on_watch_event)
-        self.links = LinkMap()  # paths that share a file with others: an edit through one reaches them all
+        # paths that share a file with others: an edit through one reaches them all; the hard-linked ones are
+        # watched themselves, for an edit through a path in no root
+        self.links = LinkMap(on_hard_links=self._hard_links_changed)
         self.last_event = 0.0
         self.rebuilding = False
         self._rescans = 0  # rescan threads still walking
@@ -208,6 +210,10 @@ class Agent(Reactions, Recovery):
             self._fill_new(served.roots)
             self._record_served()
         self.state = "indexing"
+
+    def _hard_links_changed(self, added: set[Path], removed: set[Path]) -> None:
+        self.watcher.files.unwatch(removed)
+        self.watcher.files.watch(added)
 
     # -- roots ----------------------------------------------------------------------------------------------
     def set_roots(self, wanted: list[Path], phase: str = "rescan") -> tuple[list[Path], list[Path]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,7 +27,9 @@ MAX_HOPS = 64  # links of links of hard links...: the paths reached from one cha
 
 
 class LinkMap:
-    def __init__(self) -> None:
+    def __init__(self, on_hard_links: Callable[[set[Path], set[Path]], None] | None = None) -> None:
+        """`on_hard_links(added, removed)`: the hard-linked paths known changed (filewatch.py watches them)."""
+        self._on_hard_links = on_hard_links
         self._lock = threading.Lock()
         self._by_dir: dict[Path, tuple[Shared, ...]] = {}  # only directories that hold links
         self._inodes: dict[Inode, set[Path]] = {}  # hard-linked files: (device, inode) -> their paths
@@ -37,9 +39,8 @@ class LinkMap:
     def record(self, directory: Path, shared: tuple[Shared, ...]) -> None:
         """What a job's listing of `directory` found (replaces what the previous listing found)."""
         with self._lock:
+            before = set(self._recorded)
             self._drop(directory)
-            if not shared:
-                return
             self._by_dir[directory] = shared
             for s in shared:
                 path = directory / s.name
@@ -48,13 +49,29 @@ class LinkMap:
                 if s.inode is not None:
                     self._inodes.setdefault(s.inode, set()).add(path)
                     self._recorded[path] = s.inode
+            if not shared:
+                self._by_dir.pop(directory)
+            after = set(self._recorded)
+        self._hard_links_changed(before, after)
 
     def forget(self, top: Path, keep: Sequence[Path] = ()) -> None:
         """`top` and everything below it left the tree (deleted, moved away, its root removed), except what is
         under `keep` (the roots nested in a root removed, which stay)."""
         with self._lock:
+            before = set(self._recorded)
             for d in [d for d in self._by_dir if is_under(d, top) and not any(is_under(d, k) for k in keep)]:
                 self._drop(d)
+            after = set(self._recorded)
+        self._hard_links_changed(before, after)
+
+    def hard_linked(self) -> set[Path]:
+        """The tracked paths of files with more than one hard link, as their folders' last listings found them."""
+        with self._lock:
+            return set(self._recorded)
+
+    def _hard_links_changed(self, before: set[Path], after: set[Path]) -> None:
+        if self._on_hard_links is not None and before != after:
+            self._on_hard_links(after - before, before - after)
 
     def symlink_dirs(self) -> list[Path]:
         """The directories that hold symbolic links (to be judged again when the roots change)."""

@@ -40,8 +40,9 @@ from watchdog.utils import UnsupportedLibcError
 from ..paths import is_under
 from ..pipeline.scan import Ignore, walk_dirs
 from ..pipeline.sidecar import RAG_DIR
+from .filewatch import FileWatch
 from .inotify import inotify_hint, inotify_watch_available, watched_inodes
-from .watchevents import GONE, RESCAN, Translator, WatchEvent
+from .watchevents import DIRTY, GONE, RESCAN, Translator, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,8 @@ class Watcher:
         self._logger = logging.getLogger(WATCHDOG_INOTIFY_LOGGER)
         self._logger_level: int | None = None
         self._install_overflow_handler()
+        # hard-linked files themselves: a change made through a path outside every root (filewatch.py)
+        self.files = FileWatch(lambda path: self._emit(WatchEvent(path.parent, DIRTY, path)))
 
     # -- roots ----------------------------------------------------------------------------------------------
     def add_root(self, root: Path, *, poll: bool = False, poll_interval: float = 5.0) -> str:
@@ -229,6 +232,7 @@ class Watcher:
         return [e.path for e in entries]
 
     def stop(self) -> None:
+        self.files.close()
         with self._lock:
             entries = list(self._roots.values())
             self._roots.clear()
