@@ -8,6 +8,9 @@ agent with the model at every quiet point. A divergence is shrunk to a minimal f
 prints; the run then stops (hypothesis reports the distinct failures it found). The figures (examples, steps, quiet
 point checks, examples that diverged, seed, time) come from the test's RAGD_MODEL_STATS file.
 
+The agent's log of every example that failed is kept (`--keep-logs DIR`, named in the summary): hypothesis shrinks
+a divergence by running it again, and one that depends on timing may then pass, leaving no other trace.
+
 `--exclude` leaves rules out (names as in the test: move_dir, roots_add, ...; `non_utf8_names` drops file names
 that are not UTF-8), to look past a divergence already known and being fixed. The test is run, not imported: bench/
 does not import tests/.
@@ -41,14 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="replay this seed (default: a random one)")
     parser.add_argument("--exclude", default="", help="rules to leave out, comma-separated")
     parser.add_argument("--verbose", action="store_true", help="print every step as it runs")
+    parser.add_argument("--keep-logs", type=Path, default=None,
+                        help="where the agent's log of each failed example is kept (default: a new folder in the "
+                             "system's temp folder, named in the summary)")  # fmt: skip
     args = parser.parse_args(argv)
+    keep = args.keep_logs or Path(tempfile.gettempdir()) / f"ragd-soak-logs-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="ragd-soak-") as tmp:
         stats = Path(tmp) / "stats.json"
         stop = Path(tmp) / "stop"
         env = {**os.environ, "RAGD_MODEL_PROFILE": "soak", "RAGD_MODEL_EXAMPLES": str(args.examples),
                "RAGD_MODEL_STEPS": str(args.steps), "RAGD_MODEL_STATS": str(stats),
                "RAGD_MODEL_EXCLUDE": args.exclude, "RAGD_MODEL_VERBOSE": "1" if args.verbose else "",
-               "RAGD_MODEL_STOP": str(stop)}  # fmt: skip
+               "RAGD_MODEL_STOP": str(stop), "RAGD_MODEL_KEEP": str(keep)}  # fmt: skip
         if args.seed is not None:
             env["RAGD_MODEL_SEED"] = str(args.seed)
         paths = [str(REPO / "agent"), str(REPO / "cli"), str(REPO), env.get("PYTHONPATH", "")]
@@ -83,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         result = f"divergence found (pytest exit {code})"
     print(f"  result            {result}")
+    if keep.is_dir():
+        print(f"  failed examples' agent logs: {keep}")
     return 0 if stopped and not figures.get("failures") else code
 
 

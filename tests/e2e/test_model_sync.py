@@ -13,7 +13,8 @@ quiet point compares the agent with a pure model of the tree (tests/support/mode
 Profiles (environment): RAGD_MODEL_PROFILE=ci (default: a few short runs) or soak (long runs, see
 bench/soak_sync.py); RAGD_MODEL_EXAMPLES and RAGD_MODEL_STEPS override the sizes; RAGD_MODEL_SEED replays a seed
 (printed by every run); RAGD_MODEL_EXCLUDE=rule,rule leaves rules out of a soak (to look past a bug known and
-being fixed); RAGD_MODEL_STATS=FILE writes the run's figures as JSON. Run as root, the test starts the agent as a
+being fixed); RAGD_MODEL_STATS=FILE writes the run's figures as JSON; RAGD_MODEL_KEEP=DIR keeps the agent's log
+of every example that failed there (`example-N.log`: a divergence that does not replay can still be read). Run as root, the test starts the agent as a
 throwaway user (so that `chmod 000` closes something to it); RAGD_MODEL_AS_USER=0 runs it as root, without the
 chmod rules.
 """
@@ -68,6 +69,9 @@ VERBOSE = bool(os.environ.get("RAGD_MODEL_VERBOSE"))
 SEED = os.environ.get("RAGD_MODEL_SEED")  # read now: the tests' isolated environment drops RAGD_* variables
 STATS = os.environ.get("RAGD_MODEL_STATS")
 STOP = os.environ.get("RAGD_MODEL_STOP")  # a file: once it exists, the run stops before its next example
+KEEP = os.environ.get(
+    "RAGD_MODEL_KEEP"
+)  # a directory: the agent's log of each example that failed goes there
 AS_USER = (
     os.environ.get("RAGD_MODEL_AS_USER", "1") != "0"
 )  # 0: the agent runs as the test's user, no chmod rules
@@ -682,7 +686,22 @@ class ModelSync(RuleBasedStateMachine):
                 ModelSync.stats["dropped"] += 1
             elif self.broken:
                 ModelSync.stats["failures"] += 1
+                self._keep_log()
             shutil.rmtree(self.home, ignore_errors=True)
+
+    def _keep_log(self) -> None:
+        """The failed example's agent log, kept in KEEP before its home goes (hypothesis's replay of a divergence
+        that depends on timing may pass: the log of the run that failed is then all there is)."""
+        if not KEEP:
+            return
+        kept = Path(KEEP) / f"example-{ModelSync.stats['examples']}.log"
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.home / "agent.log", kept)
+        except OSError as err:
+            print(f"-- the agent's log could not be kept: {err}", flush=True)
+        else:
+            print(f"-- the agent's log of this failed example: {kept}", flush=True)
 
     # -- the invariants at a quiet point -------------------------------------------------------------------------
     def check_all(self) -> None:
