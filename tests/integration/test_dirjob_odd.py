@@ -327,6 +327,62 @@ def test_an_unreadable_file_is_failed_with_permission_denied(
         shutil.rmtree(base)
 
 
+@pytest.mark.parametrize("change", [Change.LEAD, Change.TOUCHED])
+def test_a_file_made_unreadable_after_its_job_planned_a_touch_is_failed_with_permission_denied(
+    fake_openai_server: FakeOpenAI, change: Change
+) -> None:
+    """Found by the soak (row 65): a job planned a touch (a new stat, the same md5) or a lead for a file that was
+    then changed again and made unreadable (`chmod 000`) before the job got to it. Its check for an edit since the
+    plan reads the file: the PermissionError was an internal error with a traceback. It is FAILED "permission
+    denied" now, as any file the agent cannot read. (As root, in a child that drops to `nobody`.)"""
+    from dataclasses import replace
+
+    as_nobody = os.geteuid() == 0
+    base = Path(tempfile.mkdtemp(prefix="ragd-perm-"))  # not under pytest's 0700 tmp dir: nobody must get in
+    try:
+        root = base / "kb"
+        root.mkdir()
+        if as_nobody:
+            for p in (base, root):
+                os.chown(p, NOBODY, NOBODY)
+        ctx, queue = context(api_config(fake_openai_server, [root]))
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append  # type: ignore[method-assign]
+        logging.getLogger("ragd").addHandler(handler)
+
+        note = _doc_at(root / "a.md")  # indexed here (the child, as nobody, can import nothing new)
+        assert _by_name(run_directory(ctx, root).files)["a.md"].final_state == FileState.EMBEDDED
+        if as_nobody:
+            for p in (root / ".rag", *(root / ".rag").iterdir(), note):
+                os.chown(p, NOBODY, NOBODY)
+        planned = entry(root, "a.md")
+        if change == Change.LEAD:
+            planned = replace(planned, lead=None)  # as an earlier ragd wrote it
+        listed = note.stat()  # what the job's listing saw
+
+        def job() -> list[Any]:
+            os.utime(note, ns=(listed.st_mtime_ns + 10**9, listed.st_mtime_ns + 10**9))  # then changed again
+            note.chmod(0)  # and closed, before the job got to it
+            with sidecar.DirLock(root):
+                task = FileTask(ctx, root, "a.md", change, planned, planned=listed)
+                out = task.guard(task.begin) or task.guard(lambda: task.prepare(lambda hashes: {}))
+                out = out or task.guard(task.finish)
+            assert out is not None
+            return [out.state, out.reason, [r.exc_info is not None for r in records]]
+
+        try:
+            state, reason, tracebacks = _in_child(job, as_nobody=as_nobody)
+        finally:
+            logging.getLogger("ragd").removeHandler(handler)
+            queue.close()
+        assert (state, reason) == (FileState.FAILED, f"permission denied: {root / 'a.md'}")
+        assert not any(tracebacks), "an internal error was logged"
+        assert entry(root, "a.md").status == FileState.FAILED
+    finally:
+        shutil.rmtree(base)
+
+
 def _doc_at(path: Path) -> Path:
     path.write_text("# Closed\n\nthe text nobody may read\n")
     old = path.stat().st_mtime - 100  # not "racy": the stat alone decides that nothing changed

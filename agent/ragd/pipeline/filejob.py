@@ -99,7 +99,12 @@ class FileTask(FileRecord):
             return False
         if self.planned is None and stat_matches(self.old, self.st):
             return False
-        return md5_file(self.path) != self.old.source.md5_hash
+        try:
+            return md5_file(self.path) != self.old.source.md5_hash
+        except (
+            OSError
+        ):  # unreadable now, or gone: done again whole, where the error is recorded as for any file
+            return True
 
     def _start(self) -> None:
         assert self.st is not None
