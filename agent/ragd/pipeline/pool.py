@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 START_METHOD = "forkserver"
+# The fork server listens on an AF_UNIX socket in the temp directory (`<TMPDIR>/pymp-XXXXXXXX/listener-XXXXXXXX`),
+# whose path the kernel takes up to 107 bytes: under a temp directory deeper than that allows, the server cannot
+# start, and the workers are spawned instead (each a fresh interpreter, as before the server).
+SOCKET_PATH_MAX = 107
 FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the workers are not running
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 
@@ -54,12 +58,15 @@ Warm = tuple[Callable[..., object], tuple[object, ...]]
 _SERVER_LOCK = threading.Lock()
 _SERVER_PRELOAD: set[str] = set()  # every pool's `preload`, registered as the pool is made, before any starts
 _SERVER_USERS = 0  # pools started whose workers are not all gone
+_SERVED_POOLS: set[int] = set()  # (the ids of) the pebble pools whose workers the server forks
 
 
 def _server_used() -> Any:
     """A pool is starting: the multiprocessing context its workers come from (the fork server, started by the
     first worker with every pool's preload)."""
     global _SERVER_USERS
+    if not _server_socket_fits():
+        return multiprocessing.get_context("spawn")
     with _SERVER_LOCK:
         _SERVER_USERS += 1
         context = multiprocessing.get_context(START_METHOD)
@@ -67,11 +74,22 @@ def _server_used() -> Any:
         return context
 
 
-def _server_released() -> None:
-    """A pool's workers are all gone; after the last pool's, the fork server is stopped (the next pool starts
+def _server_socket_fits() -> bool:
+    """Whether the fork server's socket path fits AF_UNIX under this process's temp directory."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8, "listener-" + "x" * 8)
+    return len(os.fsencode(path)) <= SOCKET_PATH_MAX
+
+
+def _server_released(pool: Any) -> None:
+    """`pool`'s workers are all gone; after the last served pool's, the fork server is stopped (the next pool starts
     another). It must outlive every worker it forked: each worker's exit status reaches the pool through it."""
     global _SERVER_USERS
     with _SERVER_LOCK:
+        if id(pool) not in _SERVED_POOLS:
+            return  # spawned workers
+        _SERVED_POOLS.discard(id(pool))
         _SERVER_USERS -= 1
         if _SERVER_USERS == 0:
             from multiprocessing import forkserver
@@ -243,8 +261,12 @@ class WorkerPool:
 
             tmpdirs.remove_debris()
             self._tmp = tmpdirs.make_root()
+            context = _server_used()
             self._pool = ProcessPool(max_workers=self.workers, max_tasks=MAX_TASKS, initializer=_worker_start,
-                                     initargs=(self._tmp, self.memory_mib, self.preload, self.warm), context=_server_used())  # fmt: skip
+                                     initargs=(self._tmp, self.memory_mib, self.preload, self.warm), context=context)  # fmt: skip
+            if context.get_start_method() == START_METHOD:
+                with _SERVER_LOCK:
+                    _SERVED_POOLS.add(id(self._pool))
             self.started += 1
             log.debug("started %d %s workers", self.workers, self.name)
         return self._pool
@@ -278,7 +300,7 @@ class WorkerPool:
                 pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
             pool.close()
             pool.join()
-            _server_released()
+            _server_released(pool)
             if tmp is not None:
                 tmpdirs.remove(tmp)
         log.debug("%s workers exited after %.0f s idle", self.name, self.idle_s)
@@ -310,7 +332,7 @@ def _retire(pool: Any, tmp: Path | None) -> None:
     """Stop `pool`'s workers and wait for them, then remove their temp directories."""
     pool.stop()
     pool.join()
-    _server_released()
+    _server_released(pool)
     if tmp is not None:
         tmpdirs.remove(tmp)
 

@@ -72,9 +72,11 @@ def fork_servers_of(pid: int) -> list[int]:
 
 
 def workers_of(pid: int) -> list[int]:
-    """The worker processes of the pools of `pid`: the children of its fork server (not the server itself, nor
-    multiprocessing's resource tracker)."""
-    return [w for server in fork_servers_of(pid) for w in children(server) if _cmdline(w)]
+    """The worker processes of the pools of `pid`: the children of its fork server, or its own spawned children
+    (a temp directory too deep for the server's socket); not the server itself, nor multiprocessing's resource
+    tracker."""
+    forked = [w for server in fork_servers_of(pid) for w in children(server) if _cmdline(w)]
+    return forked + [c for c in children(pid) if b"spawn_main" in _cmdline(c)]
 
 
 def big_text(path: Path, lines: int = 400_000) -> Path:
@@ -331,6 +333,25 @@ def test_the_workers_are_forked_from_one_server_that_imported_their_modules_once
         timeout=30,
         what="the fork server to stop with the last pool",
     )
+
+
+def test_under_a_temp_directory_too_deep_for_the_servers_socket_the_workers_are_spawned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The fork server's AF_UNIX socket lies in the temp directory, and its path may not pass 107 bytes: under a
+    deeper TMPDIR (found by CI, whose test directories are deeper than a developer's) the server could not start,
+    and no worker ever did. The workers are spawned then, as fresh interpreters."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    pool = WorkerPool("parse", 1, 1024, 60.0)
+    try:
+        assert (
+            pool.submit(os.getppid, ()).result(timeout=60) == os.getpid()
+        )  # spawned: a child of this process
+        assert not fork_servers_of(os.getpid())
+    finally:
+        pool.close()
 
 
 def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> None:
