@@ -11,8 +11,9 @@ import socket
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,33 @@ def _in_child(fn: Callable[[], Any], *, as_nobody: bool) -> Any:
     return data["ok"]
 
 
+@contextmanager
+def _kb_for_nobody(server: FakeOpenAI) -> Iterator[tuple[Path, bool, Any, list[logging.LogRecord]]]:
+    """(root, as_nobody, job context, the `ragd` log's records): a root `kb` that `nobody` may enter (in a folder of
+    its own: pytest's tmp dirs are 0700), to run the jobs that must not read as `nobody` when the test runs as root
+    (`_in_child`), which reads every file. Removed, and the log left alone, at the end."""
+    as_nobody = os.geteuid() == 0
+    base = Path(tempfile.mkdtemp(prefix="ragd-perm-"))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    try:
+        root = base / "kb"
+        root.mkdir()
+        if as_nobody:
+            for p in (base, root):
+                os.chown(p, NOBODY, NOBODY)
+        ctx, queue = context(api_config(server, [root]))
+        logging.getLogger("ragd").addHandler(handler)
+        try:
+            yield root, as_nobody, ctx, records
+        finally:
+            logging.getLogger("ragd").removeHandler(handler)
+            queue.close()
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.parametrize("name", ["closed.md", "CLOSED"])
 def test_an_unreadable_file_is_failed_with_permission_denied(
     fake_openai_server: FakeOpenAI, name: str
@@ -279,21 +307,9 @@ def test_an_unreadable_file_is_failed_with_permission_denied(
     """FAILED "permission denied: <path>" with a hint, no traceback, not retried until the file changes (a chmod
     counts). Run where the process really cannot read the file: as root, in a child that drops to `nobody`. A name
     without an extension too, whose type is read from its start: not SKIPPED as "not text" for lack of it."""
-    as_nobody = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="ragd-perm-"))  # not under pytest's 0700 tmp dir: nobody must get in
-    try:
-        root = base / "kb"
-        root.mkdir()
+    with _kb_for_nobody(fake_openai_server) as (root, as_nobody, ctx, records):
         closed = _doc_at(root / name)
         closed.chmod(0o600 if as_nobody else 0)
-        if as_nobody:
-            for p in (base, root):
-                os.chown(p, NOBODY, NOBODY)
-        ctx, queue = context(api_config(fake_openai_server, [root]))
-        records: list[logging.LogRecord] = []
-        handler = logging.Handler()
-        handler.emit = records.append  # type: ignore[method-assign]
-        logging.getLogger("ragd").addHandler(handler)
 
         def job() -> list[Any]:
             files = run_directory(ctx, root).files
@@ -302,16 +318,12 @@ def test_an_unreadable_file_is_failed_with_permission_denied(
                 for f in files
             ]
 
-        try:
-            first = _in_child(job, as_nobody=as_nobody)
-            failed = entry(root, name)
-            second = _in_child(job, as_nobody=as_nobody)  # no change: not tried again
-            attempts = entry(root, name).error["attempts"]  # type: ignore[index]
-            closed.chmod(0o644)  # a chmod is a change: the next job tries again, and now it can read it
-            third = _by_name(run_directory(ctx, root).files)
-        finally:
-            logging.getLogger("ragd").removeHandler(handler)
-            queue.close()
+        first = _in_child(job, as_nobody=as_nobody)
+        failed = entry(root, name)
+        second = _in_child(job, as_nobody=as_nobody)  # no change: not tried again
+        attempts = entry(root, name).error["attempts"]  # type: ignore[index]
+        closed.chmod(0o644)  # a chmod is a change: the next job tries again, and now it can read it
+        third = _by_name(run_directory(ctx, root).files)
         assert first == [
             [name, FileState.FAILED, f"permission denied: {closed}", None, []]
         ]  # [] : nothing logged
@@ -323,8 +335,6 @@ def test_an_unreadable_file_is_failed_with_permission_denied(
         )
         assert third[name].state == FileState.EMBEDDED
         assert _mode(sidecar.entry_path(root, name)) == 0o644
-    finally:
-        shutil.rmtree(base)
 
 
 @pytest.mark.parametrize("change", [Change.LEAD, Change.TOUCHED])
@@ -337,20 +347,7 @@ def test_a_file_made_unreadable_after_its_job_planned_a_touch_is_failed_with_per
     denied" now, as any file the agent cannot read. (As root, in a child that drops to `nobody`.)"""
     from dataclasses import replace
 
-    as_nobody = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="ragd-perm-"))  # not under pytest's 0700 tmp dir: nobody must get in
-    try:
-        root = base / "kb"
-        root.mkdir()
-        if as_nobody:
-            for p in (base, root):
-                os.chown(p, NOBODY, NOBODY)
-        ctx, queue = context(api_config(fake_openai_server, [root]))
-        records: list[logging.LogRecord] = []
-        handler = logging.Handler()
-        handler.emit = records.append  # type: ignore[method-assign]
-        logging.getLogger("ragd").addHandler(handler)
-
+    with _kb_for_nobody(fake_openai_server) as (root, as_nobody, ctx, records):
         note = _doc_at(root / "a.md")  # indexed here (the child, as nobody, can import nothing new)
         assert _by_name(run_directory(ctx, root).files)["a.md"].final_state == FileState.EMBEDDED
         if as_nobody:
@@ -371,16 +368,10 @@ def test_a_file_made_unreadable_after_its_job_planned_a_touch_is_failed_with_per
             assert out is not None
             return [out.state, out.reason, [r.exc_info is not None for r in records]]
 
-        try:
-            state, reason, tracebacks = _in_child(job, as_nobody=as_nobody)
-        finally:
-            logging.getLogger("ragd").removeHandler(handler)
-            queue.close()
+        state, reason, tracebacks = _in_child(job, as_nobody=as_nobody)
         assert (state, reason) == (FileState.FAILED, f"permission denied: {root / 'a.md'}")
         assert not any(tracebacks), "an internal error was logged"
         assert entry(root, "a.md").status == FileState.FAILED
-    finally:
-        shutil.rmtree(base)
 
 
 def _doc_at(path: Path) -> Path:

@@ -64,11 +64,6 @@ class LinkMap:
             after = set(self._recorded)
         self._hard_links_changed(before, after)
 
-    def hard_linked(self) -> set[Path]:
-        """The tracked paths of files with more than one hard link, as their folders' last listings found them."""
-        with self._lock:
-            return set(self._recorded)
-
     def _hard_links_changed(self, before: set[Path], after: set[Path]) -> None:
         if self._on_hard_links is not None and before != after:
             self._on_hard_links(after - before, before - after)
