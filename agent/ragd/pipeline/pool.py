@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 START_METHOD = "forkserver"
-# The fork server listens on an AF_UNIX socket in the temp directory (`<TMPDIR>/pymp-XXXXXXXX/listener-XXXXXXXX`),
+# The fork server listens on an AF_UNIX socket in the temp directory (`<TMPDIR>/ragd-mp-<pid>-XXXXXXXX/listener-XXXXXXXX`),
 # whose path the kernel takes up to 107 bytes: under a temp directory deeper than that allows, the server cannot
 # start, and the workers are spawned instead (each a fresh interpreter, as before the server).
 SOCKET_PATH_MAX = 107
@@ -69,6 +69,7 @@ def _server_used() -> Any:
         return multiprocessing.get_context("spawn")
     with _SERVER_LOCK:
         _SERVER_USERS += 1
+        tmpdirs.claim_mp_dir()  # where the server's socket goes: a directory a later agent removes if this one is killed
         context = multiprocessing.get_context(START_METHOD)
         context.set_forkserver_preload(sorted(_SERVER_PRELOAD))
         return context
@@ -78,7 +79,8 @@ def _server_socket_fits() -> bool:
     """Whether the fork server's socket path fits AF_UNIX under this process's temp directory."""
     import tempfile
 
-    path = os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8, "listener-" + "x" * 8)
+    name = tmpdirs.mp_dir_name(os.getpid()) + "x" * 8
+    path = os.path.join(tempfile.gettempdir(), name, "listener-" + "x" * 8)
     return len(os.fsencode(path)) <= SOCKET_PATH_MAX
 
 

@@ -12,6 +12,11 @@ TMPDIR and `tempfile.tempdir` before any task (so the converters it runs use it 
 - at a pool's start, the directories of agents that are gone (`remove_debris`), each worker's directory once that
   worker is gone too.
 
+The agent's own multiprocessing temp directory, where the fork server that starts the workers has its socket,
+is one of these too: `ragd-mp-<agent pid>-XXXX/` (multiprocessing's default, `pymp-XXXX/`, is removed only by the
+process that made it, at its exit: an agent killed left one behind for good). It goes with the agent at its exit,
+or at the next agent's first pool once the agent is gone (`remove_debris`).
+
 A directory named after a live process is never removed; nor is one of another user.
 """
 
@@ -30,6 +35,31 @@ from ragctl.protocol.discovery import pid_alive
 log = logging.getLogger(__name__)
 
 PREFIX = "ragd-worker-"
+MP_PREFIX = "ragd-mp-"
+
+
+def mp_dir_name(pid: int) -> str:
+    """The start of the name of agent `pid`'s multiprocessing temp directory."""
+    return f"{MP_PREFIX}{pid}-"
+
+
+def claim_mp_dir() -> None:
+    """Make this process's multiprocessing temp directory (the fork server's socket) `ragd-mp-<pid>-XXXX/`, so that
+    `remove_debris` knows it once the process is gone; removed at this process's exit as multiprocessing's own is.
+    Nothing is done once multiprocessing has made its own (it is in use) or where its private record is missing."""
+    import multiprocessing
+    from multiprocessing import util
+
+    config = getattr(multiprocessing.current_process(), "_config", None)
+    remove = getattr(util, "_remove_temp_dir", None)  # its own clean-up, which also forgets the directory
+    if not isinstance(config, dict) or config.get("tempdir") is not None or remove is None:
+        return
+    try:
+        path = tempfile.mkdtemp(prefix=mp_dir_name(os.getpid()))
+    except OSError:  # multiprocessing meets the same error, and the pool says it
+        return
+    util.Finalize(None, remove, args=(shutil.rmtree, path), exitpriority=-100)
+    config["tempdir"] = path
 
 
 def make_root() -> Path | None:
@@ -81,8 +111,15 @@ def remove(root: Path) -> None:
 
 def remove_debris() -> None:
     """The pool directories in the system temp directory of agents that are gone: each worker's directory whose
-    worker is gone too, then the pool's directory if that left it empty."""
-    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+    worker is gone too, then the pool's directory if that left it empty; and the multiprocessing temp directories
+    of agents that are gone (a socket no one listens on)."""
+    base = Path(tempfile.gettempdir())
+    for mp in base.glob(f"{MP_PREFIX}*"):
+        agent = _pid(mp.name[len(MP_PREFIX) :])
+        if agent is not None and not pid_alive(agent) and _own_dir(mp):
+            shutil.rmtree(mp, ignore_errors=True)
+            log.info("removed %s, left by an agent that was killed", mp)
+    for root in base.glob(f"{PREFIX}*"):
         agent = _pid(root.name[len(PREFIX) :])
         if agent is None or pid_alive(agent) or not _own_dir(root):
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 from ragd.config import LimitsConfig, RunConfig
 from ragd.errors import FileSkipped, ParseError
 from ragd.model import SplitterSettings
+from ragd.pipeline import tmpdirs
 from ragd.pipeline.pool import WorkerPool
 from ragd.pipeline.workers import (
     CRASHED,
@@ -104,8 +106,9 @@ def sys_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def ours_in(base: Path) -> list[Path]:
-    """What ragd left in `base` (a converter's or a worker's temp directory)."""
-    return sorted(base.glob("ragd-*"))
+    """What ragd left in `base` (a converter's or a worker's temp directory), but this process's multiprocessing
+    temp directory, made by its first pool of forked workers and kept until it exits."""
+    return sorted(p for p in base.glob("ragd-*") if not p.name.startswith(tmpdirs.mp_dir_name(os.getpid())))
 
 
 def pool(made: list[Parsers], limits: LimitsConfig = BIG_LIMITS, few: int = 0, **run: object) -> Parsers:
@@ -354,6 +357,48 @@ def test_under_a_temp_directory_too_deep_for_the_servers_socket_the_workers_are_
         pool.close()
 
 
+KILLED_WITH_A_SERVER = """
+import multiprocessing, os
+from ragd.pipeline.pool import WorkerPool
+pool = WorkerPool("test", 1, 0, 60.0)
+pool.submit(os.getpid, ()).result(timeout=60)
+print(multiprocessing.current_process()._config["tempdir"], flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+@pytest.fixture
+def short_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A system temp directory of the test's own, short enough for the fork server's socket (a test's `tmp_path`
+    may not be): in the real one. This process's own multiprocessing temp directory stays in the real one."""
+    tmpdirs.claim_mp_dir()
+    base = Path(tempfile.mkdtemp(prefix="mp-"))
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_fork_servers_socket_of_an_agent_killed_goes_when_the_next_pool_starts(short_tmp: Path) -> None:
+    """The fork server's socket lies in the agent's multiprocessing temp directory, which multiprocessing removes
+    only at the agent's own exit: an agent killed left `pymp-XXXX/` behind for good. Named after the agent, it goes
+    when the next agent's pool starts."""
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_WITH_A_SERVER], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    left = Path(proc.stdout.strip())
+    assert left.parent == short_tmp and left.name.startswith("ragd-mp-"), left
+    assert [p.name.startswith("listener-") for p in left.iterdir()] == [True]
+    assert not list(short_tmp.glob("pymp-*"))
+    workers = WorkerPool("test", 1, 0, 60.0)
+    try:
+        assert workers.submit(os.getpid, ()).result(timeout=60)
+    finally:
+        workers.close()
+    assert not left.exists()
+
+
 def test_a_task_submitted_first_overtakes_the_tasks_waiting_for_a_worker() -> None:
     pool = WorkerPool("test", 1, 0, 60.0)
     try:
@@ -478,6 +523,11 @@ def test_a_pool_starting_removes_the_temp_dirs_of_gone_agents_and_keeps_live_one
         orphan = worker_dir(sys_tmp, gone, live.pid, "orphan")
         orphans_gone = worker_dir(sys_tmp, gone, gone, "orphan")
         running = worker_dir(sys_tmp, live.pid, gone, "running")
+        # the multiprocessing temp directories (the fork server's socket) of an agent killed and of a live one
+        dead_mp, live_mp = sys_tmp / f"ragd-mp-{gone}-dead", sys_tmp / f"ragd-mp-{live.pid}-live"
+        for mp in dead_mp, live_mp:
+            mp.mkdir()
+            (mp / "listener-abcd").write_bytes(b"")
         workers = WorkerPool("test", 1, 0, 60.0)
         try:
             assert workers.submit(os.getpid, ()).result(timeout=60)
@@ -486,7 +536,8 @@ def test_a_pool_starting_removes_the_temp_dirs_of_gone_agents_and_keeps_live_one
         assert not dead.parent.exists()
         assert (orphan / "source.doc").exists() and not orphans_gone.exists()
         assert (running / "source.doc").exists()
-        assert set(ours_in(sys_tmp)) == {orphan.parent, running.parent}
+        assert not dead_mp.exists() and (live_mp / "listener-abcd").exists()
+        assert set(ours_in(sys_tmp)) == {orphan.parent, running.parent, live_mp}
     finally:
         live.kill()
         live.wait()
