@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -14,6 +17,21 @@ def is_under(path: PurePath, top: PurePath) -> bool:
 
 def under_any(path: PurePath, tops: Iterable[PurePath]) -> bool:
     return any(is_under(path, t) for t in tops)
+
+
+def root_problem(root: Path) -> str | None:
+    """Why `root` cannot be a root now ("does not exist", "is not a directory", "cannot be reached: permission
+    denied" when a folder above it may not be entered, ...), or None: it is a directory. Never raises (pathlib's
+    `is_dir` raises PermissionError under a closed folder)."""
+    try:
+        st = os.stat(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except OSError as err:
+        if err.errno == errno.EACCES:
+            return "cannot be reached: permission denied"
+        return f"cannot be reached: {(err.strerror or str(err)).lower()}"
+    return None if stat.S_ISDIR(st.st_mode) else "is not a directory"
 
 
 def dropped(path: Path, top: Path, keep: Iterable[Path]) -> bool:

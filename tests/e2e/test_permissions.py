@@ -251,6 +251,35 @@ def test_run_once_over_a_folder_it_cannot_read(as_user: AsUser, fake_openai_serv
     assert len(fake_openai_server.texts) == texts
 
 
+def test_a_root_inside_a_folder_it_cannot_enter_is_a_root_it_cannot_reach(
+    base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI
+) -> None:
+    """A root (here nested in another) inside a folder the agent may not enter: asking pathlib whether it was a
+    folder raised PermissionError, and the agent died at its start (found by the soak, seed 380112397). It is a
+    root that cannot be reached now, said in status, while the other root serves the rest; `ragd run --once` and
+    `ragctl roots add` on such a folder say the same, with no traceback."""
+    kb, sub = as_user.kb, as_user.kb / "sub"
+    inner = sub / "inner"
+    sub.chmod(0)
+    agent = user_agent(base / "agent.log", as_user.python, as_user.user, str(kb), str(inner), env=as_user.env)
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        roots = ragctl_json("status")["roots"]
+        [closed] = [r for r in roots if r["path"] == str(inner)]
+        assert closed["error"] == f"{inner} cannot be reached: permission denied", roots
+        assert keyword_hits("zqtop") and not keyword_hits("zqinner")
+        added = ragctl("roots", "add", str(inner / "deeper"), check=None)
+        assert added.returncode != 0 and "cannot be reached: permission denied" in added.stderr, added.stderr
+        log = agent.log()
+        assert "Traceback" not in log and "internal error" not in log, log
+    finally:
+        agent.kill()
+    once = as_user.ragd("run", "--once", str(inner))
+    assert once.returncode == 2, once.stderr
+    assert "cannot be reached: permission denied" in once.stderr and "Traceback" not in once.stderr
+
+
 def test_without_a_watch_event_the_verification_finds_the_folder_and_brings_it_back(
     base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI
 ) -> None:

@@ -89,7 +89,7 @@ def test_status_takes_several_paths_and_shows_a_links_own_entry(
 
 def test_usage_errors(tmp_path: Path, api_config_file: Path) -> None:
     missing = ragd("run", "--once", str(tmp_path / "nope"), check=2)
-    assert "is not a directory" in missing.stderr
+    assert "nope does not exist" in missing.stderr
     assert "no roots" in ragd("run", "--once", check=2).stderr
 
 

@@ -27,7 +27,7 @@ from ..index.write.sync import IndexSync
 from ..index.write.verification import VerifyHooks
 from ..index.write.verify import Verifier
 from ..index.write.writer import Indexer
-from ..paths import is_under, under_any
+from ..paths import is_under, root_problem, under_any
 from ..pipeline.embed import MODELS, LazyEmbedQueue
 from ..pipeline.scan import Ignore
 from ..pipeline.statcache import StatCache
@@ -247,9 +247,9 @@ class Agent(Reactions, Recovery):
         return ok, removed
 
     def _add_root(self, root: Path) -> bool:
-        if not root.is_dir():
-            reason = "does not exist" if not root.exists() else "is not a directory"
-            log.error("root %s %s; it is not watched (add it again once it exists)", root, reason)
+        reason = root_problem(root)
+        if reason is not None:
+            log.error("root %s %s; it is not watched (add it again once it can be)", root, reason)
             self.missing_roots[root] = reason
             return False
         self.missing_roots.pop(root, None)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy, IndexUnavailable
+from ..paths import root_problem
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
 from ..pipeline.embed import MODELS, LazyEmbedQueue
@@ -103,8 +104,9 @@ def check_roots(roots: Sequence[Path]) -> list[Path]:
     resolved = []
     for r in roots:
         p = Path(r).expanduser().resolve()
-        if not p.is_dir():
-            raise ConfigError(f"root {p} is not a directory", "check the path")
+        problem = root_problem(p)
+        if problem is not None:
+            raise ConfigError(f"root {p} {problem}", "check the path and its permissions")
         resolved.append(p)
     return resolved
 

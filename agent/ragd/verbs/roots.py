@@ -14,7 +14,7 @@ from ragctl import protocol as p
 
 from .. import access
 from ..errors import RagdError
-from ..paths import is_under, overlaps
+from ..paths import is_under, overlaps, root_problem
 from .arguments import Args, absolute, bad
 from .runtime import Resident
 
@@ -55,10 +55,14 @@ def listing(rt: Resident) -> list[dict[str, Any]]:
 def change(rt: Resident, action: str, root: Path) -> list[str]:
     """Add or remove `root` (kept in roots.json); returns notes on how it nests with the other roots."""
     if action == "add":
-        if not root.is_dir():
-            raise RagdError(
-                f"{root} is not a directory", "create it first, or check the path", code=p.NOT_FOUND
+        problem = root_problem(root)
+        if problem is not None:
+            hint = (
+                "check its permissions"
+                if problem.startswith("cannot be reached")
+                else "create it first, or check the path"
             )
+            raise RagdError(f"{root} {problem}", hint, code=p.NOT_FOUND)
         rt.embed.try_now()  # an embeddings API held down after an outage: tried with the new root's first texts
         rt.change_root_overlay(lambda overlay: overlay.add(root))  # roots.json, or the copy while it vanished
         notes = overlaps(root, rt.roots)

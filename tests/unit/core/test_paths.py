@@ -1,10 +1,10 @@
-"""ragd.paths: which part of the roots a `wait PATH ...` covers."""
+"""ragd.paths: which part of the roots a `wait PATH ...` covers; why a path cannot be a root."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ragd.paths import Within
+from ragd.paths import Within, root_problem
 
 
 def test_a_folder_covers_its_subtree_and_a_file_or_link_its_own_folder(tmp_path: Path) -> None:
@@ -24,3 +24,15 @@ def test_a_folder_covers_its_subtree_and_a_file_or_link_its_own_folder(tmp_path:
         and within.touches(kb / "sub" / "deep")
         and not within.touches(tmp_path / "elsewhere")
     )
+
+
+def test_why_a_path_cannot_be_a_root(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "dir")
+    assert root_problem(tmp_path / "dir") is None and root_problem(tmp_path / "link") is None
+    assert root_problem(tmp_path / "file") == "is not a directory"
+    assert root_problem(tmp_path / "gone") == "does not exist"
+    assert root_problem(tmp_path / "file" / "below") == "does not exist"
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert root_problem(tmp_path / "loop") == "cannot be reached: too many levels of symbolic links"
