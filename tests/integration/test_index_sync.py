@@ -475,3 +475,37 @@ def test_a_note_in_a_folder_that_cannot_be_read_waits_and_fails_nothing() -> Non
             for name in dirs:
                 os.chmod(os.path.join(d, name), 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_pruning_a_folder_drops_only_the_sources_whose_file_and_sidecar_are_both_gone(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """`prune_gone`, for a folder found with no store: a source whose file is there (its `.rag/` deleted alone:
+    its job embeds it again) or whose sidecar is there (its job records the deletion) stays; one with neither, in
+    the folder or below it, goes; the folder's neighbours are not looked at."""
+    root = tmp_path / "kb"
+    for rel in ("sub/kept-file.md", "sub/kept-entry.md", "sub/gone.md", "sub/deep/gone.md", "sub2/other.md"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"a note named {rel}\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    sub = root / "sub"
+    shutil.rmtree(sub / ".rag")  # kept-file.md stays without its sidecar
+    (sub / "kept-entry.md").unlink()  # its sidecar stays without its file
+    (sub / "gone.md").unlink()
+    shutil.rmtree(sub / "deep")
+    (sub / ".rag").mkdir()
+    (sub / ".rag" / "kept-entry.md.ragjson").write_text("{}")
+    (root / "sub2" / "other.md").unlink()  # not below the folder pruned: its own job's
+    idx = _open(cfg)
+    try:
+        sync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        assert sync.prune_gone(sub) == 2
+        assert set(idx.sources()) == {
+            str(sub / "kept-file.md"),
+            str(sub / "kept-entry.md"),
+            str(root / "sub2" / "other.md"),
+        }
+        assert sync.prune_gone(sub) == 0
+    finally:
+        idx.close()

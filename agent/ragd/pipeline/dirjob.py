@@ -81,6 +81,10 @@ class DirResult:
     indexable: dict[str, Expected] = field(default_factory=dict)  # what the index should hold, by source path
     new_subdirs: tuple[Path, ...] = ()  # subdirectories this job began tracking (new, moved in or recovered)
     shared: tuple[Shared, ...] = ()  # its files that another path can change (symbolic and hard links)
+    # its store held no entry as the job began: none made yet (a new folder), or gone with the folder (replaced by
+    # another of the same name) or with `.rag/` alone, while the agent did not look: the index may hold sources
+    # below it that no job can name any more (`IndexSync.prune_gone`)
+    storeless: bool = False
     # A job that reports in steps (`report`): `step` numbers its reports from 1, its result being the last (0: it
     # reported nothing before its result, which names every file); `planned`: the files it names in all
     step: int = 0
@@ -127,9 +131,10 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
         statcache.keep(ctx.stat_cache, directory, plan.found, changed)
     subdirs = tuple(directory / d for d in plan.listing.dirs)
     expected = _expected(ctx, directory, plan, outcomes)
+    storeless = not (plan.found.live or plan.found.deleted or plan.found.unreadable)
     return DirResult(directory, tuple(outcomes), subdirs, tuple(final), note, expected, fresh,
                      step=steps.step + 1 if steps.step else 0, retries=tuple(steps.retries),
-                     shared=shared_files(plan.listing))  # fmt: skip
+                     shared=shared_files(plan.listing), storeless=storeless)  # fmt: skip
 
 
 class _Steps:

@@ -106,7 +106,8 @@ class Agent(Reactions, Recovery):
             look_again=lambda d: self.debouncer.touch(d), subdirs_found=lambda: self.watcher.check_coverage(),
             retry_dir_s=DIR_RETRY_S, changes=self.changes,
             out_of_search=lambda d: self.indexer.call(partial(drop_subtree, root=d, keep=[])),
-            back_in_search=lambda d: self.indexer.call(partial(fill_root, root=d))))  # fmt: skip
+            back_in_search=lambda d: self.indexer.call(partial(fill_root, root=d)),
+            prune_gone=lambda d: self.indexer.call(lambda s: s.prune_gone(d))))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None
         self.verifier = Verifier(config.identity, self.ignore, VerifyHooks(

@@ -132,6 +132,9 @@ class FollowUps:
     changes: ChangeLog  # the journal of what changed (for MCP: recent changes, change announcements)
     out_of_search: Callable[[Path], object]  # a folder that cannot be read: the index drops its subtree
     back_in_search: Callable[[Path], object]  # readable again: its subtree is served from its sidecars
+    prune_gone: Callable[
+        [Path], object
+    ]  # a folder found with no store: the index drops what is gone below it
 
 
 class Outcomes:
@@ -184,6 +187,8 @@ class Outcomes:
             self._readable_again(result.directory, fu)
         if result.mushroom is not None:
             fu.hand_note(result.mushroom)
+        if result.storeless:  # replaced, or emptied with its store, while the agent did not look (dirjob.py)
+            fu.prune_gone(result.directory)
         # A note applied in a folder that was then moved, before its flush deleted it, came along with the folder:
         # the writer deletes it at its old path (gone), and the watcher passes over the agent's own notes. Applied
         # again here (idempotent), and then deleted where it is.

@@ -8,6 +8,7 @@ has accepted its events; one that fails stays, is reported and is retried.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -188,6 +189,25 @@ class IndexSync:
         indexed = self.index.sources(str(top))
         indexed.pop(str(top), None)
         return self._converge(expected, indexed)
+
+    def prune_gone(self, top: Path) -> int:
+        """Drop the indexed sources below the folder `top` whose file and sidecar are both gone: no job can name
+        them any more (the folder was replaced by another of the same name, or emptied with its `.rag/`, while the
+        agent did not look: stopped, or stopping before its watcher's events were handled). A source whose file or
+        sidecar is there is left to its folder's job. Returns how many were dropped."""
+        self._write_staged()
+        indexed = self.index.sources(str(top))
+        indexed.pop(str(top), None)  # a file of that name, not in the folder: its own events'
+        gone = [path for path in indexed if not _there(Path(path))]
+        if not gone:
+            return 0
+        with self._gathered():
+            for path in gone:
+                self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
+            self._write_staged()
+        self.index.flush()
+        log.info("%s: %d indexed sources whose files and sidecars are gone left the index", top, len(gone))
+        return len(gone)
 
     # -- staged writes -----------------------------------------------------------------------------------------
     @contextmanager
@@ -400,3 +420,16 @@ class IndexSync:
             if not p.is_file() or not indexable(entry, self.identity):
                 found.append(path)
         return found
+
+
+def _there(path: Path) -> bool:
+    """`path` is there, as a file, a link or its sidecar (an error other than "no such file": taken as there)."""
+    for candidate in (path, sidecar.entry_path(path.parent, path.name)):
+        try:
+            os.lstat(candidate)
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError):
+            return True
+    return False
