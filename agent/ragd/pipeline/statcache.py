@@ -236,6 +236,8 @@ def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
             continue
         try:
             entry, st = _read(path)
+        except FileNotFoundError:  # gone since the listing (its store being deleted): as if never listed
+            continue
         except StorageError as err:
             found.unreadable[name] = err.message
             continue
@@ -285,11 +287,14 @@ def _record(key: Key, digest: Digest | None) -> Record:
 
 
 def _read(path: str) -> tuple[FileEntry | None, os.stat_result]:
-    """The entry and the stat of the very file read (so a replacement between the two is never mixed up)."""
+    """The entry and the stat of the very file read (so a replacement between the two is never mixed up).
+    FileNotFoundError: it is gone; any other failure to read it is a StorageError."""
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             data = fh.read()
+    except FileNotFoundError:
+        raise
     except OSError as err:
         raise sidecar.unreadable(Path(path), err) from None
     return sidecar.parse_entry(Path(path), data), st

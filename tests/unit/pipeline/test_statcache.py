@@ -149,3 +149,17 @@ def test_a_writer_that_died_mid_write_leaves_no_debris(tmp_path: Path) -> None:
     finally:
         live.kill()
         live.wait()
+
+
+def test_an_entry_gone_between_the_listing_and_its_read_is_as_if_never_listed(tmp_path: Path) -> None:
+    """A store being deleted (`rm -r` of its folder) under the job reading it: each entry gone since the listing
+    was a warning "cannot read sidecar … No such file or directory" (53 in a row, found by the soak). Such an entry
+    is simply not there; one that cannot be read for another reason still says why."""
+    _written(tmp_path)
+    store = tmp_path / sidecar.RAG_DIR
+    # listed, and no file to open: as if deleted since
+    (store / "gone.md.ragjson").symlink_to(store / "nowhere")
+    (store / "odd.md.ragjson").mkdir()
+    found = load_dir(tmp_path, StatCache())
+    assert set(found.live) == {"a.md"} and "gone.md" not in found.unreadable
+    assert set(found.unreadable) == {"odd.md"}
