@@ -42,15 +42,15 @@ log = logging.getLogger(__name__)
 STORE_GONE_S = 2.0
 
 
-def store_went(err: BaseException | None, directory: Path) -> bool:
+def store_went(err: BaseException | None, directory: Path, store: sidecar.StoreId | None = None) -> bool:
     """`err` is a write into the store of `directory` that failed because the store is no longer there, or is being
-    deleted (its `tmp/`, made with it, gone; `rm -r` removes `.rag/` itself last); not one that could never be made:
-    a folder the agent may not write in keeps failing, and says so."""
-    return (
-        isinstance(err, StorageError)
-        and err.errno == errno.ENOENT
-        and not os.path.isdir(sidecar.rag_dir(directory) / sidecar.TMP_DIR)
-    )
+    deleted (its `tmp/`, made with it, gone; `rm -r` removes `.rag/` itself last), or was made again since the job
+    that wrote took it (`store`, the store its lock holds: another thread's lock makes a deleted store again at
+    once); not one that could never be made: a folder the agent may not write in keeps failing, and says so."""
+    if not (isinstance(err, StorageError) and err.errno == errno.ENOENT):
+        return False
+    now = sidecar.store_id(directory)
+    return now is None or (store is not None and now != store)
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -79,6 +79,7 @@ class FileRecord:
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
     # the file's stat its change was decided on (the directory's listing)
     planned: os.stat_result | None = None
+    store: sidecar.StoreId | None = None  # the store the job holds locked (DirLock.store)
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
     lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
@@ -107,7 +108,7 @@ class FileRecord:
         except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
             if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
                 return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)  # the next job records it
-            if store_went(err, self.directory):  # (`rm -r` of the folder under way)
+            if store_went(err, self.directory, self.store):  # (`rm -r` of the folder under way)
                 retry = sidecar.utc_stamp(time.time() + STORE_GONE_S)  # not an error; its job says it once
                 return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=retry)
             log.error("%s", err)

@@ -426,3 +426,28 @@ def test_a_job_waiting_for_the_lock_of_a_removed_store_takes_a_new_one(tmp_path:
     thread.join(10)
     assert wrote and wrote[0].exists()
     assert (directory / ".rag" / ".gitignore").exists()
+
+
+def test_a_write_into_a_store_deleted_and_made_again_is_a_store_that_went(tmp_path: Path) -> None:
+    """`.rag/` deleted under a job's writes, and made again at once by another thread's lock: the write's "No such
+    file" was taken for an error of its own (an ERROR line a file, the file FAILED for a minute), since a store was
+    there again when it was asked. The store the job holds is another than the one there now: it went."""
+    import shutil
+
+    from ragd.pipeline.filerecord import store_went
+
+    with DirLock(tmp_path) as lock:
+        held = lock.store
+        assert held is not None and held == sidecar.store_id(tmp_path)
+        shutil.rmtree(tmp_path / sidecar.RAG_DIR)
+        with pytest.raises(StorageError) as failed:
+            sidecar.write_entry(tmp_path, _entry("a.md"))
+        assert store_went(failed.value, tmp_path, held)  # gone
+        with DirLock(tmp_path):  # made again by another lock
+            pass
+        assert sidecar.store_id(tmp_path) not in (None, held)
+        assert store_went(failed.value, tmp_path, held)
+        with DirLock(tmp_path) as again:
+            assert not store_went(failed.value, tmp_path, again.store)  # the store there is the one held
+    denied = StorageError("cannot write", "", errno=13)
+    assert not store_went(denied, tmp_path, held)

@@ -54,9 +54,11 @@ from .files import (
 from .lock import (
     LOCK_ATTEMPTS,
     DirLock,
+    StoreId,
     clean_debris,
     drop_emptied,
     keep_out_of_git,
+    store_id,
 )
 from .queries import (
     LEAD_KEY,
@@ -84,6 +86,7 @@ __all__ = [
     "EntryName",
     "FileEntry",
     "SourceInfo",
+    "StoreId",
     "StoredChunk",
     "StoredLead",
     "clean_debris",
@@ -102,6 +105,7 @@ __all__ = [
     "rag_dir",
     "read_entry",
     "recover",
+    "store_id",
     "try_read",
     "unreadable",
     "utc_stamp",

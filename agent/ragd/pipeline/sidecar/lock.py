@@ -90,10 +90,30 @@ class DirLock:
     def __exit__(self, *exc: object) -> None:
         self._release()
 
+    @property
+    def store(self) -> StoreId | None:
+        """The store this lock holds (while held): a store deleted and made again since is another."""
+        if self._fd is None:
+            return None
+        st = os.fstat(self._fd)
+        return (st.st_dev, st.st_ino)
+
     def _release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the fd drops the flock
             self._fd = None
+
+
+StoreId = tuple[int, int]  # a store's `tmp/` by device and inode
+
+
+def store_id(directory: Path) -> StoreId | None:
+    """The store of `directory` there now (None: there is none, or it cannot be looked at)."""
+    try:
+        st = os.stat(rag_dir(directory) / TMP_DIR)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _make_store(directory: Path) -> int:
