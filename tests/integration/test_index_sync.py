@@ -509,3 +509,32 @@ def test_pruning_a_folder_drops_only_the_sources_whose_file_and_sidecar_are_both
         assert sync.prune_gone(sub) == 0
     finally:
         idx.close()
+
+
+def test_a_folder_moved_in_with_a_note_left_in_it_is_indexed_whole(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """A folder moved out of every root before its last change note was deleted (the writer flushes a moment
+    later), then moved back in under another name: the note names one of its files, not the others. A folder with
+    notes pending was taken for one its own first job fills (which names every file it writes), so nothing
+    re-synced it, and its other files stayed out of the index until the verification repaired them (found by the
+    soak, seed 2735582741). It is re-synced whole; a folder whose notes name all its entries is not."""
+    root, away = tmp_path / "kb", tmp_path / "away"
+    for name in ("x/a.md", "x/b.md", "top.md"):  # (top.md: the index is never empty, never filled anew)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"a note about {name} and lighthouses\n")
+    away.mkdir()
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    (root / "x").rename(away / "x")
+    run(cfg)  # x leaves the index
+    mushroom.write(away / "x", [mushroom.Event("b.md", "upsert")])  # the note left behind
+    (away / "x").rename(root / "y")
+    summary = run(cfg)
+    assert summary.index.get("repaired") == 0, summary.index
+    assert_index_equals_sidecars(cfg, root)
+    idx = _open(cfg)
+    try:
+        assert set(idx.sources()) == {str(root / name) for name in ("y/a.md", "y/b.md", "top.md")}
+    finally:
+        idx.close()

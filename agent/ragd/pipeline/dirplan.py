@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from ..errors import StorageError
 from ..modes import valid_name
 from ..vocabulary import NoteStatus
 from . import folder_meta, mushroom, sidecar, statcache
@@ -113,11 +115,33 @@ def path_prefix(directory: Path) -> str:
 def _moved_in(sub: Path) -> bool:
     """A subdirectory new to this directory arrived with sidecars of its own (renamed, moved from another folder
     or root, or in from outside): its entries still match its files, so its own jobs upsert nothing, and the index
-    has to re-sync its subtree. A `.rag/` that only its own first job is filling (no file entry yet, or its change
-    note still pending) is not that: the job announces its files itself."""
-    if mushroom.pending(sub):
+    has to re-sync its subtree. A `.rag/` that only its own first jobs are filling is not that: they announce its
+    files themselves (`_announced`)."""
+    return not _announced(sub)
+
+
+def _announced(folder: Path) -> bool:
+    """Every entry in `folder`'s store is named by the change notes pending there, or is a subfolder of which the
+    same holds (a new tree filled by its own jobs; no entry at all, too). A note left behind in a folder moved
+    before the writer deleted it names only the files of its change, not the folder's others."""
+    live = [en.name for en in sidecar.list_entries(folder) if not en.deleted]
+    if not live:
+        return True
+    named: set[str] = set()
+    for note in mushroom.pending(folder):
+        try:
+            named.update(ev.file for ev in mushroom.read(note).events)
+        except StorageError:  # unreadable, or gone meanwhile: it names nothing
+            continue
+    return all(name in named or (_is_folder(folder / name) and _announced(folder / name)) for name in live)
+
+
+def _is_folder(path: Path) -> bool:
+    """A folder, not a link to one (os.lstat: never raises)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
         return False
-    return any(not en.deleted for en in sidecar.list_entries(sub))
 
 
 def read_deleted(directory: Path, name: str) -> FileEntry | None:
