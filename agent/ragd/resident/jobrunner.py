@@ -127,7 +127,7 @@ class JobRunner(AgentRuntime):
                 log.debug("job for %s ended after its root was removed; its outcome is dropped", directory)
                 return
             self._outcomes.done(directory, result, err)  # the boundary `run --once` shares (resident/jobs.py)
-            if result is not None and result.directory.is_dir():
+            if result is not None and os.path.isdir(result.directory):  # (False where it may not look)
                 self.links.record(directory, result.shared)
                 if changed_since_listed(directory, result.shared):  # its target changed while the job ran
                     self.debouncer.touch(directory)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -170,7 +171,7 @@ class Outcomes:
     def _finished(self, result: DirResult) -> None:
         back = self.tracker.is_held_out(result.directory)
         self.tracker.record(result)
-        if not result.directory.is_dir():
+        if gone(result.directory):
             # deleted while its job ran: the deletion may have been handled (and the directory forgotten) before
             # this result came in, which would leave what the job saw (its files, FAILED ones too) tracked for ever
             self._vanished(result.directory)
@@ -237,7 +238,7 @@ class Outcomes:
         if fu is not None:
             fu.changes.removed(directory)
         parent = directory.parent
-        if fu is not None and root_of(parent, fu.roots()) and parent.is_dir():
+        if fu is not None and root_of(parent, fu.roots()) and not gone(parent):
             fu.look_again(parent)
 
     def _failed(self, directory: Path, err: BaseException | None) -> None:
@@ -262,10 +263,21 @@ class Outcomes:
             fu.scheduler.retry_later(directory, time.monotonic() + fu.retry_dir_s)
 
 
+def gone(directory: Path) -> bool:
+    """`directory` is no directory now. One the agent may not reach (a folder above it closed) is not gone: that
+    folder's job holds it out of search (pathlib's `is_dir` raised PermissionError there)."""
+    try:
+        return not stat.S_ISDIR(os.stat(directory).st_mode)
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+
+
 def vanished(directory: Path, err: BaseException | None) -> bool:
     """The job failed because its directory is gone: it is no directory now, or the error names the directory
     itself. A missing path inside it (a subdirectory's store, say) is a failure of the job like any other."""
-    if not directory.is_dir():
+    if gone(directory):
         return True
     if not isinstance(err, FileNotFoundError | NotADirectoryError) or err.filename is None:
         return False

@@ -91,7 +91,7 @@ class Reactions(JobRunner):
 
     def _walk(self, roots: list[Path], urgent: bool) -> None:
         try:
-            dirs = [d for root in roots if root.is_dir() for d in walk_dirs(root, self.ignore)]
+            dirs = [d for root in roots if os.path.isdir(root) for d in walk_dirs(root, self.ignore)]
             self.indexer.call(
                 lambda s: s.apply_pending(dirs)
             )  # notes left by a stopped agent or another tool

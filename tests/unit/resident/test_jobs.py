@@ -227,3 +227,47 @@ def test_notes_that_came_with_a_moved_folder_are_offered_to_the_writer(tmp_path:
     out.done(root, _finished(root), None)  # a folder with no notes: nothing offered
     assert calls.offered == [came_along, own]
     assert scheduler.close(1.0)
+
+
+def test_a_job_that_ends_below_a_folder_closed_meanwhile_is_neither_gone_nor_an_error() -> None:
+    """A folder above the job's closed (chmod 000) while the job ran: asking pathlib whether the job's folder, or a
+    vanished one's parent, was still a folder raised PermissionError in the outcome's boundary. The folder is not
+    gone (the closed folder's own job holds it out of search): its outcome is recorded as usual. Run where the
+    process really cannot look: as root, in a forked child that drops to `nobody`."""
+    import os
+    import shutil
+    import tempfile
+
+    from tests.integration.test_dirjob_odd import NOBODY, _in_child
+
+    as_nobody = os.geteuid() == 0
+    base = Path(tempfile.mkdtemp(prefix="ragd-jobs-perm-"))  # not under pytest's 0700 tmp dir
+    base.chmod(0o755)
+    try:
+        root, closed = base / "r", base / "r" / "closed"
+        (closed / "sub").mkdir(parents=True)
+        if as_nobody:
+            for path in (root, closed, closed / "sub"):
+                os.chown(path, NOBODY, NOBODY)
+        closed.chmod(0)
+
+        def outcomes() -> list[object]:
+            scheduler = Scheduler(lambda d: DirResult(d), lambda *_: None, jobs=1)
+            scheduler.pause()
+            t = Tracker()
+            out = Outcomes(t, IGNORE, FollowUpCalls().follow_ups(scheduler, [root]))
+            done = FileOutcome("a.md", FileState.EMBEDDED, chunks=1, md5="m")
+            out.done(closed / "sub", _finished(closed / "sub", done), None)
+            recorded = t.root_summary(root)["files"]["EMBEDDED"]
+            # a job below it that failed as its folder could not be reached: the closed folder is held out
+            out.done(
+                closed / "sub" / "deep", None, FileNotFoundError(2, "gone", str(closed / "sub" / "deep"))
+            )
+            summary = t.root_summary(root)
+            return [recorded, summary["files"]["EMBEDDED"], [e["path"] for e in summary["dir_errors"]]]
+
+        recorded, after, held = _in_child(outcomes, as_nobody=as_nobody)
+        assert (recorded, after, held) == (1, 0, [str(closed)])
+    finally:
+        closed.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
