@@ -9,7 +9,9 @@ into the collection and its keyword index (`--path DIR` keeps both there and reu
 `--type hnsw` the collection is optimized (the graph built) once after loading. Queries as bench_index's: a
 perturbed chunk vector, and two words of that chunk. Printed: the load and optimize times, the first query, then
 p50 / p95 / max per mode (vector, keyword, hybrid; k = 10), the vector side's recall@10 against exact search
-(numpy over the same vectors), the process's RSS and the load average. Prints figures; asserts nothing.
+(numpy over the same vectors), the process's RSS and the load average, and the time to list the sources below a
+folder that holds none (what each new folder's first job asks of the index writer). Prints figures; asserts
+nothing.
 
 With `--vectors DIR` (made by `python -m bench.real_vectors DIR`: passages of real documentation and their
 vectors from the bundled model) the collection holds the first `--size` of those passages instead, and the
@@ -103,6 +105,14 @@ def main() -> None:
                    for h in idx.query(vector=vec, text=None, k=10)}  # fmt: skip
             recall.append(len(want & got) / 10)
         print(f"  vector recall@10 against exact search: {np.mean(recall):.3f}; RSS {rss_mib():.0f} MiB")
+        # what a folder found with no store costs the index writer (IndexSync.prune_gone): its indexed sources
+        # listed, none for a new folder
+        lat = []
+        for i in range(50):
+            t0 = time.perf_counter()
+            idx.sources(f"/nowhere/new folder {i}")
+            lat.append((time.perf_counter() - t0) * 1000)
+        print(f"  sources below a folder with none indexed: p50 {pct(lat, 50):.2f} ms  max {max(lat):.1f} ms")
         idx.close()
 
 
