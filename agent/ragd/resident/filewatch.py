@@ -16,7 +16,6 @@ says which): a tree of ordinary files costs nothing here. Past MAX_WATCHED files
 from __future__ import annotations
 
 import ctypes
-import errno
 import logging
 import os
 import select
@@ -25,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from .inotify import LIMIT_ERRORS, libc
+
 log = logging.getLogger(__name__)
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -32,7 +33,6 @@ IN_IGNORED, IN_Q_OVERFLOW, IN_DONT_FOLLOW = 0x8000, 0x4000, 0x02000000
 MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DONT_FOLLOW  # a write, a chmod or chown, a link count
 MAX_WATCHED = 10_000  # files watched at most (each an inotify watch of the user's max_user_watches)
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then len bytes of name)
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class FileWatch:
@@ -46,14 +46,16 @@ class FileWatch:
         self._fd = -1
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._refused = False  # the kernel refused a watch (its limit): said once
+        self._limit_said = (
+            False  # a limit of the kernel's refused a watch: said once (more files meet the same)
+        )
 
     def watch(self, paths: Iterable[Path]) -> None:
         for path in paths:
             with self._lock:
                 if self._closed or path in self._wd or len(self._wd) >= MAX_WATCHED or not self._open():
                     continue
-                wd = _libc.inotify_add_watch(self._fd, os.fsencode(path), MASK)
+                wd = libc.inotify_add_watch(self._fd, os.fsencode(path), MASK)
                 if wd < 0:
                     self._refuse(path, ctypes.get_errno())
                     continue
@@ -70,7 +72,7 @@ class FileWatch:
                 sharing.discard(path)
                 if not sharing:  # no other watched path of that inode: the watch goes
                     self._paths.pop(wd, None)
-                    _libc.inotify_rm_watch(self._fd, wd)
+                    libc.inotify_rm_watch(self._fd, wd)
 
     def watched(self) -> set[Path]:
         with self._lock:
@@ -91,7 +93,7 @@ class FileWatch:
     def _open(self) -> bool:
         if self._fd >= 0:
             return True
-        fd = _libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
         if fd < 0:
             self._refuse(None, ctypes.get_errno())
             return False
@@ -101,13 +103,14 @@ class FileWatch:
         return True
 
     def _refuse(self, path: Path | None, err: int) -> None:
-        if not self._refused:
-            self._refused = True
-            what = f"a watch on {path}" if path is not None else "an inotify instance"
-            log.info("hard-linked files are left to the verification: %s was refused (%s)", what,
-                     os.strerror(err) if err else "unknown error")  # fmt: skip
-        if err not in (errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-            self._refused = False  # (a file gone meanwhile, say: not a limit, said again next time)
+        """A watch, or the instance, was refused: said once for a limit reached (every later file meets the same),
+        each time otherwise (a file gone meanwhile, say); not at all once a limit was said."""
+        if self._limit_said:
+            return
+        self._limit_said = err in LIMIT_ERRORS
+        what = f"a watch on {path}" if path is not None else "an inotify instance"
+        log.info("hard-linked files are left to the verification: %s was refused (%s)", what,
+                 os.strerror(err) if err else "unknown error")  # fmt: skip
 
     # -- the reader thread ------------------------------------------------------------------------------------
     def _read(self, fd: int) -> None:

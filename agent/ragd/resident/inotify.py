@@ -1,7 +1,7 @@
 """What inotify grants this user: whether one more watch can be had now (`inotify_watch_available`, probed with a
 separate inotify instance), which inodes this process watches (`watched_inodes`, from /proc/self/fdinfo), and what to
 tell the user when a limit is reached (`inotify_hint`). The watcher (watcher.py) uses them to find the roots whose
-directories inotify no longer covers.
+directories inotify no longer covers; filewatch.py shares the calls into libc and the limits' errnos.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 
 MAX_USER_WATCHES = Path("/proc/sys/fs/inotify/max_user_watches")
 _IN_ATTRIB, _IN_ONLYDIR, _IN_DONT_FOLLOW = 0x4, 0x01000000, 0x02000000
-_LIMIT_ERRORS = frozenset({errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
-_libc = ctypes.CDLL(None, use_errno=True)
+# the errnos of a limit reached (watches, instances, open files, kernel memory), as against a path's own failure
+LIMIT_ERRORS = frozenset({errno.ENOSPC, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+libc = ctypes.CDLL(None, use_errno=True)  # inotify_init1, inotify_add_watch, inotify_rm_watch
 _FDINFO_WATCH = re.compile(r"^inotify wd:\S+ ino:([0-9a-f]+) ", re.MULTILINE)
 
 
@@ -23,14 +24,14 @@ def inotify_watch_available(path: Path) -> bool:
     """Whether the kernel grants this user one more inotify watch right now (probed on the directory `path` with a
     separate inotify instance, removed at once). False when the watch limit (max_user_watches) or the instance limit
     is exhausted; other failures (missing or unreadable path) raise OSError."""
-    fd = _libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+    fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
     if fd < 0:
         return _refused("inotify_init1", path)
     try:
-        wd = _libc.inotify_add_watch(fd, os.fsencode(path), _IN_ATTRIB | _IN_ONLYDIR | _IN_DONT_FOLLOW)
+        wd = libc.inotify_add_watch(fd, os.fsencode(path), _IN_ATTRIB | _IN_ONLYDIR | _IN_DONT_FOLLOW)
         if wd < 0:
             return _refused("inotify_add_watch", path)
-        _libc.inotify_rm_watch(fd, wd)
+        libc.inotify_rm_watch(fd, wd)
         return True
     finally:
         os.close(fd)
@@ -39,7 +40,7 @@ def inotify_watch_available(path: Path) -> bool:
 def _refused(call: str, path: Path) -> bool:
     """False for a resource limit (the errno of the failed call), OSError for anything else."""
     err = ctypes.get_errno()
-    if err in _LIMIT_ERRORS:
+    if err in LIMIT_ERRORS:
         return False
     raise OSError(err, f"{call}: {os.strerror(err)}", str(path))
 
