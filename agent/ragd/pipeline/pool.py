@@ -43,9 +43,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 START_METHOD = "forkserver"
-# The fork server listens on an AF_UNIX socket in the temp directory (`<TMPDIR>/ragd-mp-<pid>-XXXXXXXX/listener-XXXXXXXX`),
-# whose path the kernel takes up to 107 bytes: under a temp directory deeper than that allows, the server cannot
-# start, and the workers are spawned instead (each a fresh interpreter, as before the server).
+# The fork server listens on an AF_UNIX socket in the agent's multiprocessing temp directory
+# (`<TMPDIR>/ragd-mp-<pid>-XXXXXXXX/listener-XXXXXXXX`, tmpdirs.py), whose path the kernel takes up to 107 bytes:
+# under a temp directory deeper than that allows, the server cannot start, and the workers are spawned instead
+# (each a fresh interpreter, as before the server).
 SOCKET_PATH_MAX = 107
 FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the workers are not running
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
@@ -69,7 +70,7 @@ def _server_used() -> Any:
         return multiprocessing.get_context("spawn")
     with _SERVER_LOCK:
         _SERVER_USERS += 1
-        tmpdirs.claim_mp_dir()  # where the server's socket goes: a directory a later agent removes if this one is killed
+        tmpdirs.claim_mp_dir()  # the server's socket's: a later agent removes it if this one is killed
         context = multiprocessing.get_context(START_METHOD)
         context.set_forkserver_preload(sorted(_SERVER_PRELOAD))
         return context
