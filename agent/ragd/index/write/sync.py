@@ -198,16 +198,11 @@ class IndexSync:
         self._write_staged()
         indexed = self.index.sources(str(top))
         indexed.pop(str(top), None)  # a file of that name, not in the folder: its own events'
-        gone = [path for path in indexed if not _there(Path(path))]
-        if not gone:
-            return 0
-        with self._gathered():
-            for path in gone:
-                self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
-            self._write_staged()
-        self.index.flush()
-        log.info("%s: %d indexed sources whose files and sidecars are gone left the index", top, len(gone))
-        return len(gone)
+        gone = {path: have for path, have in indexed.items() if not _there(Path(path))}
+        dropped = self._converge({}, gone)  # what it holds, made to hold none of them
+        if dropped:
+            log.info("%s: %d indexed sources whose files and sidecars are gone left the index", top, dropped)
+        return dropped
 
     # -- staged writes -----------------------------------------------------------------------------------------
     @contextmanager
