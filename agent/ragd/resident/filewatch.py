@@ -46,9 +46,8 @@ class FileWatch:
         self._fd = -1
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._limit_said = (
-            False  # a limit of the kernel's refused a watch: said once (more files meet the same)
-        )
+        # a limit of the kernel's refused a watch: said once (more files meet the same)
+        self._limit_said = False
 
     def watch(self, paths: Iterable[Path]) -> None:
         for path in paths:

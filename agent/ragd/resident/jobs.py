@@ -133,9 +133,8 @@ class FollowUps:
     changes: ChangeLog  # the journal of what changed (for MCP: recent changes, change announcements)
     out_of_search: Callable[[Path], object]  # a folder that cannot be read: the index drops its subtree
     back_in_search: Callable[[Path], object]  # readable again: its subtree is served from its sidecars
-    prune_gone: Callable[
-        [Path], object
-    ]  # a folder found with no store: the index drops what is gone below it
+    # a folder found with no store: the index drops what is gone below it
+    prune_gone: Callable[[Path], object]
 
 
 class Outcomes:
