@@ -20,6 +20,7 @@ from tests.e2e.conftest import milvus_config, ragd
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.milvus_proxy import VersionRelay
 from tests.support.milvus_servers import OldMilvusServer, alive, free_port, old_milvus_missing, tree
+from tests.support.poll import poll
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
@@ -37,8 +38,13 @@ def test_a_stopped_server_leaves_none_of_its_processes(tmp_path: Path) -> None:
     server.start(timeout=180)
     try:
         assert server.proc is not None
-        running = tree(server.proc.pid)
-        assert any("milvus run standalone" in cmd for cmd in running.values()), running
+        pid = server.proc.pid
+
+        def with_child() -> dict[int, str] | None:
+            found = tree(pid)
+            return found if any("milvus run standalone" in cmd for cmd in found.values()) else None
+
+        running = poll(with_child, 30, what="the wrapper's `milvus run standalone` child to be listed")
     finally:
         server.stop()
     assert {pid: cmd for pid, cmd in running.items() if alive(pid)} == {}

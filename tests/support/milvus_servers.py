@@ -106,9 +106,14 @@ class ServerProcess:
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         try:
             poll(lambda: self._alive() and answers(self.port), timeout, what=f"the {self.name} to listen")
+            poll(lambda: self._alive() and self.ready(), timeout, every=1.0, what=f"the {self.name} to serve")
         except BaseException:
             self.stop()  # what it started so far: not left running
             raise
+
+    def ready(self) -> bool:
+        """Whether the server, listening, serves its clients (a server may accept connections before that)."""
+        return True
 
     def _alive(self) -> bool:
         assert self.proc is not None
@@ -167,3 +172,19 @@ class OldMilvusServer(ServerProcess):
         ports = [arg for key in OLD_MILVUS_PORTS
                  for arg in (f"--{key}-port", str(self.port if key == "proxy" else free_port()))]  # fmt: skip
         return [*OLD_MILVUS, "--data", str(self.data_dir), *ports]
+
+    def ready(self) -> bool:
+        """Its proxy listens before its coordinators are up (under load, for many seconds): until then a client's
+        connection fails as from a server that is not there."""
+        from pymilvus import MilvusClient
+
+        try:
+            client = MilvusClient(uri=self.uri, timeout=5)
+        except Exception:  # pymilvus's errors for a server not serving yet are of many kinds
+            return False
+        try:
+            return bool(client.get_server_version())
+        except Exception:
+            return False
+        finally:
+            client.close()
