@@ -34,6 +34,7 @@ from ..errors import SHUTDOWN, EmbedError, FileSkipped, ParseError, StorageError
 from ..model import Chunk, fields_json, vector_problem
 from ..vocabulary import FileState
 from . import sidecar
+from .cutwords import CUT_WORDS
 from .filerecord import FileRecord, permission_denied, replaced, source_info
 from .lead import lead_hash, lead_text
 from .outcome import ROOT_REMOVED, VANISHED, FileOutcome, ReuseFn
@@ -120,6 +121,8 @@ class FileTask(FileRecord):
         assert self.parsing is not None
         parsed = self.parsing.result()
         self.parser, self.chunks = parsed.parser, list(parsed.chunks)
+        if parsed.words:
+            CUT_WORDS.keep(self.chunks, parsed.words)  # for the index writer (cutwords.py)
         self.ocr = parsed.ocr.to_json() if parsed.ocr is not None else None
         self.document = parsed.metadata
         self.warning = parsed.warning

@@ -14,6 +14,8 @@
 - Each worker's address space is capped at `run.worker_memory` MiB; a file that needs more fails with code
   "memory" (or, when a C library aborts instead of raising, as a crash).
 - When the agent stops the workers, files under way end with code "shutdown" (ABANDONED: redone at the next start).
+- Given a `cut`, a worker also cuts its file's chunks into the keyword index's words, which the job keeps for the
+  index writer (cutwords.py): work taken out of the agent's one process.
 
 The directory job records the first three as FAILED entries retried with a backoff (outcome.BACKOFF_CODES), and
 its other files go on.
@@ -21,6 +23,7 @@ its other files go on.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
@@ -31,6 +34,7 @@ from pathlib import Path
 from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, Extracted, OcrReport, SplitterSettings
+from .cutwords import Cut
 from .parse import TEXT_EXTENSIONS
 from .pool import FEW_WINDOW_S, Few, WorkerPool, worker_count, worker_death
 
@@ -59,17 +63,37 @@ class Parsed:
     ocr: OcrReport | None = None
     metadata: Extracted | None = None
     warning: str | None = None
+    words: tuple[str, ...] = ()  # the chunks' keyword words, when the worker was given a cut (cutwords.py)
 
 
 def parse_and_split(
-    path: Path, limits: LimitsConfig, splitter: SplitterSettings, options: ParseConfig | None = None
+    path: Path,
+    limits: LimitsConfig,
+    splitter: SplitterSettings,
+    options: ParseConfig | None = None,
+    cut: str | None = None,
 ) -> Parsed:
-    """One file through the parse and split stages (in a worker, or in the caller with `run.workers = 0`)."""
+    """One file through the parse and split stages (in a worker, or in the caller with `run.workers = 0`); `cut`
+    (`module:function`, a `cutwords.Cut`): its chunks cut into the keyword index's words too."""
     from .parse import parse
     from .split import split
 
     doc = parse(path, limits, options)
-    return Parsed(doc.parser, tuple(split(doc, splitter)), doc.ocr, doc.metadata, doc.warning)
+    chunks = tuple(split(doc, splitter))
+    words = _cut(cut, chunks) if cut is not None and chunks else ()
+    return Parsed(doc.parser, chunks, doc.ocr, doc.metadata, doc.warning, words)
+
+
+def _cut(cut: str, chunks: tuple[Chunk, ...]) -> tuple[str, ...]:
+    """The chunks' words by the function `cut` names, or none: a cut that fails leaves the words to the index
+    writer, which meets the same failure where it is reported (the file itself is parsed)."""
+    module, _, name = cut.partition(":")
+    try:
+        fn: Cut = getattr(importlib.import_module(module), name)
+        return tuple(fn([(c.header, c.content) for c in chunks]))
+    except Exception as err:  # the cut's boundary, as above
+        log.debug("cutting the chunks of a file into words failed: %s", err)
+        return ()
 
 
 class Pending:
@@ -113,13 +137,18 @@ class Parsers:
         options: ParseConfig | None = None,
         *,
         few: int = FEW_FILES,
+        cut: str | None = None,
     ) -> None:
         """`few`: small text files parsed here, at most, in FEW_WINDOW_S seconds while the workers are not running
-        (0: every file goes to a worker)."""
+        (0: every file goes to a worker). `cut`: the function (`module:function`, a `cutwords.Cut`) with which a
+        worker cuts its chunks into the keyword index's words (`Parsed.words`); its module is imported by the
+        workers (and their fork server) only, never in the calling process."""
         self.workers = worker_count(run.workers)
         self.memory_mib, self.limits, self.options = run.worker_memory, limits, options or ParseConfig()
+        self.cut = cut
+        preload = PRELOAD + ((cut.partition(":")[0],) if cut is not None else ())
         self.pool = (
-            WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle, preload=PRELOAD)
+            WorkerPool("parse", self.workers, run.worker_memory, run.worker_idle, preload=preload)
             if self.workers
             else None
         )
@@ -139,7 +168,7 @@ class Parsers:
         timeout = self.limits.parse_timeout
         if self.pool is None or self._here(path):
             return parse_here(path, self.limits, splitter, self.options)
-        future = self.pool.submit(parse_and_split, (path, self.limits, splitter, self.options),
+        future = self.pool.submit(parse_and_split, (path, self.limits, splitter, self.options, self.cut),
                                   timeout=timeout + min(GRACE_S, timeout / 4), first=first)  # fmt: skip
         return Pending(future, path, timeout, self.memory_mib)
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..config import Config, data_dir
 from ..errors import IndexUnavailable
 from ..index import IndexBackend, open_or_rebuild
-from ..index.keyword import lexicon
+from ..index.keyword import WORKER_CUT, lexicon
 from ..index.query.search import SearchService
 from ..index.write.sync import IndexSync
 from ..index.write.verification import VerifyHooks
@@ -94,9 +94,9 @@ class Agent(Reactions, Recovery):
         self._job_dir = threading.local()  # the directory whose job runs on this thread
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
-        self.parsers = Parsers(
-            config.run, config.limits, config.parse
-        )  # worker processes, started with the first file
+        # worker processes, started with the first file; they cut the chunks' keyword words for a local index
+        cut = WORKER_CUT if config.index.backend == "zvec" else None
+        self.parsers = Parsers(config.run, config.limits, config.parse, cut=cut)
         self.parsers.when_used(self.embed.prepare)  # a file to parse: maybe texts to embed soon
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
                                 parsers=self.parsers, identify=self.history.identify)  # fmt: skip

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy, IndexUnavailable
+from ..index.keyword import WORKER_CUT
 from ..paths import root_problem
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
@@ -134,7 +135,8 @@ def run_once(
     tracker.add_to_phase(dirs)
     home = data_dir(config)
     queue = LazyEmbedQueue(config.embedding, run=config.run, models=home / MODELS)
-    parsers = Parsers(config.run, config.limits, config.parse)
+    cut = WORKER_CUT if index and config.index.backend == "zvec" else None  # Milvus cuts its own words
+    parsers = Parsers(config.run, config.limits, config.parse, cut=cut)
     parsers.when_used(queue.prepare)  # a file to parse: maybe texts to embed soon
     cache = StatCache.load(home)
     history = open_history(config, home)
@@ -145,8 +147,9 @@ def run_once(
         report = _reporter(progress, tracker, roots)
         slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
         # with the bundled model the main process has CPU to spare while the workers embed; with an API it is the
-        # bound, and an English-only run would build a dictionary it never uses
-        warm = index and config.embedding.provider == "local"
+        # bound, and an English-only run would build a dictionary it never uses; with the workers cutting the
+        # chunks' words, the writer cuts only what they did not (a dictionary built at the first Chinese one)
+        warm = index and config.embedding.provider == "local" and cut is None
         _run_all(ctx, Outcomes(tracker, ignore), dirs, slots, report, history, queue, ahead, warm_words=warm)
     except BaseException:
         if ahead is not None:

@@ -19,6 +19,7 @@ from ragd.errors import IndexError_
 from ragd.index import IndexBackend, SourceWrite, open_index
 from ragd.index.zvec.backend import ZvecIndex
 from ragd.index.zvec.schema import doc_id, to_doc
+from ragd.model import Chunk
 from tests.unit.index.test_index_zvec import DIM, IDENTITY, make_chunks
 
 
@@ -172,3 +173,24 @@ def test_a_process_killed_mid_write_is_recovered_by_repeating_it(tmp_path: Path)
         assert holds(index) == want
     finally:
         index.close()
+
+
+def test_the_words_a_parse_worker_cut_are_the_ones_the_keyword_index_holds(index: IndexBackend) -> None:
+    """The writer takes a chunk's words from those the parse workers cut (pipeline/cutwords.py) instead of cutting
+    them again; a chunk whose words were not kept is cut here, as before."""
+    from ragd.index.keyword.cutter import chunk_words
+    from ragd.pipeline.cutwords import CUT_WORDS
+
+    kept, cut_here = make_chunks("/kb/kept.md", ["alpha beta"]), make_chunks("/kb/here.md", ["gamma delta"])
+    (c,) = kept
+    assert chunk_words([(c.header, c.content)]) == ("File kept md alpha beta",)  # what a worker would keep
+    CUT_WORDS.keep([Chunk(c.content, 0, 10, 1, 1, header=c.header)], ["marker words"])  # not the text's own
+    index.write_sources([SourceWrite("/kb/kept.md", "v1", "/kb", kept), SourceWrite("/kb/here.md", "v1", "/kb",
+                                                                                     cut_here)])  # fmt: skip
+    assert CUT_WORDS.take(c.content_hash, c.header) is None  # taken by the writer
+    found = {h.source_path for h in index.query(vector=None, text="marker", k=5)}
+    assert found == {"/kb/kept.md"}
+    assert {
+        h.source_path for h in index.query(vector=None, text="alpha", k=5)
+    } == set()  # its words were kept
+    assert {h.source_path for h in index.query(vector=None, text="gamma", k=5)} == {"/kb/here.md"}

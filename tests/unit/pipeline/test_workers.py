@@ -338,6 +338,56 @@ def test_the_workers_are_forked_from_one_server_that_imported_their_modules_once
     )
 
 
+def dictionary_in_worker(seconds: float) -> tuple[int, int, int]:
+    """In a worker, after a `seconds` sleep: (its pid, whether it holds the keyword dictionary, the address of it)."""
+    from ragd.index.keyword import words
+
+    time.sleep(seconds)
+    built = words._load_jieba.cache_info().currsize  # before this task asked for it
+    return os.getpid(), built, id(words._load_jieba())
+
+
+def test_a_worker_given_the_keyword_cut_sends_each_chunks_words_with_its_chunks(
+    tmp_path: Path, parsers_of: list[Parsers]
+) -> None:
+    """What the index writer would cut (pipeline/cutwords.py): the same words, made in the worker."""
+    from ragd.index.keyword import WORKER_CUT, words
+    from ragd.index.keyword.fts import chunk_text
+
+    md = docgen.write_text(tmp_path / "notes.md", "# 标题 Title\n\n中华人民共和国 parse_config 正文. " * 200)
+    p = Parsers(RunConfig.model_validate({"workers": 1}), BIG_LIMITS, few=0, cut=WORKER_CUT)
+    parsers_of.append(p)
+    got = p.start(md, SPLIT).result()
+    assert len(got.chunks) > 1 and len(got.words) == len(got.chunks)
+    assert got.words == tuple(
+        words.joined(chunk_text(c.header, c.content), normalized=True) for c in got.chunks
+    )
+    assert "中华" in got.words[0].split() and "parse" in got.words[0].split()
+    assert got.chunks == parse_and_split(md, BIG_LIMITS, SPLIT).chunks  # the chunks as without the cut
+    assert parse_and_split(md, BIG_LIMITS, SPLIT).words == ()  # no cut asked: no words
+
+
+def test_the_workers_fork_server_builds_the_keyword_dictionary_once_for_all() -> None:
+    """The cut's module, preloaded by the fork server, builds the dictionary as it is imported: every worker holds
+    the server's very dictionary before its first Chinese text (each worker building its own cost ~0.2 s)."""
+    from ragd.index.keyword import WORKER_CUT
+
+    parsers = Parsers(RunConfig.model_validate({"workers": 2}), BIG_LIMITS, few=0, cut=WORKER_CUT)
+    assert parsers.pool is not None
+    try:
+        seen: dict[int, tuple[int, int]] = {}
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:
+            tasks = [parsers.pool.submit(dictionary_in_worker, (0.5,)) for _ in range(4)]
+            seen.update((pid, (built, at)) for pid, built, at in (t.result(timeout=60) for t in tasks))
+        assert len(seen) == 2, seen
+        if fork_servers_of(os.getpid()):  # (spawned workers, under a deep temp directory, build their own)
+            assert {built for built, _at in seen.values()} == {1}, seen
+            assert len({at for _built, at in seen.values()}) == 1, f"each worker built its own: {seen}"
+    finally:
+        parsers.close()
+
+
 def test_under_a_temp_directory_too_deep_for_the_servers_socket_the_workers_are_spawned(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

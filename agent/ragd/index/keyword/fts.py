@@ -71,6 +71,11 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFC", _LATIN_ACCENTS.sub("", unicodedata.normalize("NFKD", text)))
 
 
+def chunk_text(header: str, content: str) -> str:
+    """What the keyword index cuts of a chunk: its header and content, normalized (zvec keeps it as `fts_text`)."""
+    return normalize(f"{header}\n\n{content}" if header else content)
+
+
 @functools.lru_cache(maxsize=8192)
 def fold_char(ch: str) -> str:
     """`normalize` for one character, when that yields exactly one character (else `ch`): keeps offsets."""

@@ -64,6 +64,7 @@ class KeywordDoc:
     ext: str
     text: str  # the chunk's header and content, as the index should cut them (already `fts.normalize`d)
     meta_terms: str  # `|key=value|…|` (where.terms)
+    words: str | None = None  # `text` cut already (`words.joined`: a parse worker did it), or None
 
 
 def ancestors(path: str) -> list[str]:
@@ -169,7 +170,7 @@ class KeywordIndex:
     def _document(self, doc: KeywordDoc) -> Any:
         d = _tantivy().Document()
         d.add_text(ID, doc.id)
-        d.add_text(TEXT, words.joined(doc.text, normalized=True))
+        d.add_text(TEXT, doc.words if doc.words is not None else words.joined(doc.text, normalized=True))
         d.add_text(PATH, doc.path)
         for directory in ancestors(doc.path):
             d.add_text(DIRS, directory)

@@ -20,7 +20,7 @@ from ...config import IndexConfig
 from ...errors import IndexError_
 from ...model import EmbeddingIdentity
 from ..backend import Hit, IndexChunk
-from ..keyword.fts import normalize
+from ..keyword.fts import chunk_text
 from ..records import HEADING_SEP, check_vector, doc_id, extension, read_metadata
 
 SOURCE_PATH, SOURCE_DIR, ROOT, EXT = "source_path", "source_dir", "root", "ext"
@@ -151,7 +151,7 @@ def to_doc(
         CONTENT_HASH: chunk.content_hash,
         CHUNK_INDEX: chunk.chunk_index,
         CONTENT: check_text(chunk.content, f"the text of {where}"),
-        FTS_TEXT: normalize(f"{chunk.header}\n\n{chunk.content}" if chunk.header else chunk.content),
+        FTS_TEXT: chunk_text(chunk.header, chunk.content),
         HEADING_PATH: check_text(HEADING_SEP.join(chunk.heading_path), f"the headings of {where}"),
         PAGE: chunk.page,
         START_LINE: chunk.start_line,

@@ -10,6 +10,7 @@ from typing import Any
 
 import zvec
 
+from ...pipeline.cutwords import CUT_WORDS
 from ..backend import IndexChunk, SourceWrite
 from ..keyword.keywords import KeywordDoc
 from ..records import encode_lead, extension, metadata_columns
@@ -57,6 +58,8 @@ class ZvecWrites(ZvecReads):
         """
         last = {w.source_path: w for w in writes}  # a source written twice: the last write wins
         docs = [doc for w in last.values() for doc in self._docs(w)]  # all checked before anything is written
+        # the words the parse workers cut (pipeline/cutwords.py), in the order of `docs`; None: cut here
+        cut = [CUT_WORDS.take(c.content_hash, c.header) for w in last.values() for c in w.chunks]
         with self._exclusive("write") as coll:
             kw = self._keywords()
             kw.begin(last)
@@ -74,7 +77,9 @@ class ZvecWrites(ZvecReads):
             for start in range(0, len(docs), MAX_BATCH):
                 check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
             self._written += len(docs) + len(stale)
-            kw.write(sources=last, docs=[keyword_doc(d.id, d.fields) for d in docs])
+            kw.write(
+                sources=last, docs=[keyword_doc(d.id, d.fields, w) for d, w in zip(docs, cut, strict=True)]
+            )
 
     def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
         check_text(w.source_path, "the path")
@@ -140,8 +145,8 @@ class ZvecWrites(ZvecReads):
             coll.flush()
 
 
-def keyword_doc(doc_id: str, fields: dict[str, Any]) -> KeywordDoc:
-    """The keyword index's document for a zvec document's fields."""
+def keyword_doc(doc_id: str, fields: dict[str, Any], words: str | None = None) -> KeywordDoc:
+    """The keyword index's document for a zvec document's fields (`words`: its text already cut, or None)."""
     path = str(fields.get(SOURCE_PATH, ""))
     return KeywordDoc(doc_id, path, extension(path), str(fields.get(FTS_TEXT) or ""),
-                      str(fields.get(META_TERMS) or ""))  # fmt: skip
+                      str(fields.get(META_TERMS) or ""), words)  # fmt: skip

@@ -1,0 +1,69 @@
+"""The keyword index's words of new chunks, cut in the parse workers and kept here until the index writer takes them.
+
+Cutting a chunk into the keyword index's words (jieba for Chinese runs, a regular expression for the rest:
+index/keyword/words.py) was the index writer's largest share of the agent's interpreter time in a run of new files
+(docs/benchmarks.md, the referee's run): the agent's one process, whose interpreter lock every thread shares, did it
+for every chunk while the parse workers, done with their files, sat idle waiting for vectors. A worker that parsed
+and split a file now also cuts its chunks (`Parsers(cut=…)`: the function is the index's, given by the layer that
+wires the two), and the job keeps the words here as it takes the worker's result.
+
+The words are a function of a chunk's header and content alone, so a value kept here is right for whoever takes it
+(the key is the content's md5 and the header); a chunk whose words are not here (evicted, parsed in the job's own
+thread, its vector reused from an earlier entry, an index on a Milvus server, which cuts its own words) is cut by
+the writer as before. `take` removes what it returns. Bounded: at most MAX_CHARS characters of words are kept, the
+oldest dropped first (an index writer far behind the jobs, or an index that never takes them, keeps only the
+newest).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from ..model import Chunk
+
+MAX_CHARS = 4_000_000  # ~4-8 MB of words (and their keys) at most
+
+# what a parse worker calls on its chunks' (header, content) pairs: their words, in order
+Cut = Callable[[Sequence[tuple[str, str]]], tuple[str, ...]]
+
+
+class CutWords:
+    """Words kept by (content md5, header) until taken."""
+
+    def __init__(self, max_chars: int = MAX_CHARS) -> None:
+        self.max_chars = max_chars
+        self._kept: dict[tuple[str, str], str] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def keep(self, chunks: Sequence[Chunk], words: Sequence[str]) -> None:
+        """Keep each chunk's words (`words[i]` for `chunks[i]`; nothing if the counts differ)."""
+        if len(chunks) != len(words):
+            return
+        pairs = [((c.content_hash, c.header), w) for c, w in zip(chunks, words, strict=True)]
+        with self._lock:
+            for key, w in pairs:
+                old = self._kept.pop(key, None)
+                self._chars += len(w) - (len(old) if old is not None else 0)
+                self._kept[key] = w
+            while self._chars > self.max_chars and self._kept:
+                self._chars -= len(self._kept.pop(next(iter(self._kept))))
+
+    def take(self, content_hash: str, header: str) -> str | None:
+        """The words kept for this chunk (removed from here), or None."""
+        with self._lock:
+            w = self._kept.pop((content_hash, header), None)
+            if w is not None:
+                self._chars -= len(w)
+            return w
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def chars(self) -> int:
+        return self._chars
+
+
+CUT_WORDS = CutWords()  # the process's: every job keeps its workers' words here, the index writer takes them
