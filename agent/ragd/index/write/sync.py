@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import IndexUnavailable, RagdError
-from ...model import EmbeddingIdentity, vector_problem
+from ...model import NOT_FINITE, EmbeddingIdentity, vector_problem
 from ...modes import display_name, valid_name
 from ...paths import is_under, outermost, root_of
 from ...pipeline import mushroom, sidecar
@@ -48,16 +48,25 @@ def bad_vector(entry: FileEntry) -> str | None:
     ragd's embed stage never writes such vectors; another tool's sidecar may hold them. The index refuses them, so
     such a source is kept out of the index (and out of what the index should hold) instead of failing its note.
     """
-    for i, c in enumerate(entry.chunks):
-        vec = c.vector
-        if vec is None:
-            continue
-        if vec.shape[0] != entry.dimension:
-            return f"chunk {i} has a {vec.shape[0]}-d vector, the entry says {entry.dimension}-d"
-        problem = vector_problem(vec)
-        if problem is not None:
-            return f"chunk {i} has a {problem} vector"
-    return None
+    return decoded_vectors(entry)[1]
+
+
+def decoded_vectors(entry: FileEntry) -> tuple[list[np.ndarray | None], str | None]:
+    """Each chunk's vector (None: not embedded), decoded from its base64 once, and `bad_vector`'s verdict on them:
+    their norms computed together (a source's write decoded and checked each vector twice, one at a time)."""
+    vectors = [c.vector for c in entry.chunks]
+    for i, vec in enumerate(vectors):
+        if vec is not None and vec.shape[0] != entry.dimension:
+            return vectors, f"chunk {i} has a {vec.shape[0]}-d vector, the entry says {entry.dimension}-d"
+    present = [(i, vec) for i, vec in enumerate(vectors) if vec is not None]
+    if present:
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            norms = np.linalg.norm(np.stack([vec for _i, vec in present]), axis=1)
+        bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0.0))
+        if bad.size:
+            i, vec = present[int(bad[0])]
+            return vectors, f"chunk {i} has a {vector_problem(vec) or NOT_FINITE} vector"
+    return vectors, None
 
 
 def lead_vector(entry: FileEntry) -> np.ndarray | None:
@@ -79,11 +88,14 @@ def servable(entry: FileEntry | None, identity: EmbeddingIdentity) -> bool:
     return indexable(entry, identity) and entry is not None and bad_vector(entry) is None
 
 
-def to_index_chunks(source_path: Path, entry: FileEntry) -> list[IndexChunk]:
+def to_index_chunks(
+    source_path: Path, entry: FileEntry, vectors: Sequence[np.ndarray | None] | None = None
+) -> list[IndexChunk]:
+    """The entry's chunks as the index stores them; `vectors`: theirs, decoded already (`decoded_vectors`)."""
     chunks = []
     for i, c in enumerate(entry.chunks):
         meta = c.meta
-        vec = c.vector  # decoded from base64 each time it is asked for: once here
+        vec = c.vector if vectors is None else vectors[i]  # decoded from base64 each time it is asked for
         if vec is None:
             vec = np.zeros(entry.dimension, dtype=np.float32)
         chunks.append(
@@ -158,9 +170,9 @@ class IndexSync:
         # and writes it again) comes back with the same text, which its folder's job records without a change
         # note; a file really gone is recorded by that job as deleted, and its note removes it then.
         if root is not None and entry is not None and indexable(entry, self.identity):
-            why = bad_vector(entry)
+            vectors, why = decoded_vectors(entry)
             if why is None:
-                chunks = to_index_chunks(path, entry)
+                chunks = to_index_chunks(path, entry, vectors)
                 fields = entry.metadata.fields if entry.metadata else {}
                 write = SourceWrite(
                     str(path), entry.source.md5_hash, str(root), chunks, held, fields, lead_vector(entry)
