@@ -186,7 +186,9 @@ def pending(directory: Path) -> list[Path]:
 
 
 def walk_pending(dirs: Iterable[Path]) -> Iterator[Path]:
-    for d in dirs:
+    """The pending notes of `dirs`, each folder's once however often it is named (a big folder's job reports a
+    round at a time: a caller gathering the folders reported names it once per round)."""
+    for d in dict.fromkeys(dirs):
         yield from pending(d)
 
 

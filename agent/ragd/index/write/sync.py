@@ -321,7 +321,9 @@ class IndexSync:
         applied = []
         self._failed = {}
         with self._gathered():
-            for p in paths:
+            for p in dict.fromkeys(
+                paths
+            ):  # a note named twice is applied once (it is deleted after the flush)
                 self._note = p
                 try:
                     n = self.consume(p)
