@@ -22,22 +22,24 @@ from collections.abc import Callable, Sequence
 
 from ..model import Chunk
 
-MAX_CHARS = 4_000_000  # ~4-8 MB of words (and their keys) at most
+MAX_CHARS = 8_000_000  # of texts and words: ~8-16 MB at most
 
-# what a parse worker calls on its chunks' (header, content) pairs: their words, in order
-Cut = Callable[[Sequence[tuple[str, str]]], tuple[str, ...]]
+# what a parse worker calls on its chunks' (header, content) pairs: for each, in order, its keyword text (`fts.
+# chunk_text`: normalized, as the index keeps it) and that text cut into words
+Cut = Callable[[Sequence[tuple[str, str]]], tuple["Words", ...]]
+Words = tuple[str, str]  # (the chunk's normalized keyword text, its words)
 
 
 class CutWords:
-    """Words kept by (content md5, header) until taken."""
+    """Words (with the normalized text they were cut from) kept by (content md5, header) until taken."""
 
     def __init__(self, max_chars: int = MAX_CHARS) -> None:
         self.max_chars = max_chars
-        self._kept: dict[tuple[str, str], str] = {}
+        self._kept: dict[tuple[str, str], Words] = {}
         self._chars = 0
         self._lock = threading.Lock()
 
-    def keep(self, chunks: Sequence[Chunk], words: Sequence[str]) -> None:
+    def keep(self, chunks: Sequence[Chunk], words: Sequence[Words]) -> None:
         """Keep each chunk's words (`words[i]` for `chunks[i]`; nothing if the counts differ)."""
         if len(chunks) != len(words):
             return
@@ -45,17 +47,17 @@ class CutWords:
         with self._lock:
             for key, w in pairs:
                 old = self._kept.pop(key, None)
-                self._chars += len(w) - (len(old) if old is not None else 0)
+                self._chars += _size(w) - (_size(old) if old is not None else 0)
                 self._kept[key] = w
             while self._chars > self.max_chars and self._kept:
-                self._chars -= len(self._kept.pop(next(iter(self._kept))))
+                self._chars -= _size(self._kept.pop(next(iter(self._kept))))
 
-    def take(self, content_hash: str, header: str) -> str | None:
+    def take(self, content_hash: str, header: str) -> Words | None:
         """The words kept for this chunk (removed from here), or None."""
         with self._lock:
             w = self._kept.pop((content_hash, header), None)
             if w is not None:
-                self._chars -= len(w)
+                self._chars -= _size(w)
             return w
 
     def __len__(self) -> int:
@@ -64,6 +66,10 @@ class CutWords:
     @property
     def chars(self) -> int:
         return self._chars
+
+
+def _size(w: Words) -> int:
+    return len(w[0]) + len(w[1])
 
 
 CUT_WORDS = CutWords()  # the process's: every job keeps its workers' words here, the index writer takes them

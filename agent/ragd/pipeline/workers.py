@@ -34,7 +34,7 @@ from pathlib import Path
 from ..config import LimitsConfig, ParseConfig, RunConfig
 from ..errors import SHUTDOWN, ParseError, RagdError
 from ..model import Chunk, Extracted, OcrReport, SplitterSettings
-from .cutwords import Cut
+from .cutwords import Cut, Words
 from .parse import TEXT_EXTENSIONS
 from .pool import FEW_WINDOW_S, Few, WorkerPool, worker_count, worker_death
 
@@ -63,7 +63,9 @@ class Parsed:
     ocr: OcrReport | None = None
     metadata: Extracted | None = None
     warning: str | None = None
-    words: tuple[str, ...] = ()  # the chunks' keyword words, when the worker was given a cut (cutwords.py)
+    words: tuple[
+        Words, ...
+    ] = ()  # the chunks' keyword texts and words, when the worker was given a cut (cutwords.py)
 
 
 def parse_and_split(
@@ -84,7 +86,7 @@ def parse_and_split(
     return Parsed(doc.parser, chunks, doc.ocr, doc.metadata, doc.warning, words)
 
 
-def _cut(cut: str, chunks: tuple[Chunk, ...]) -> tuple[str, ...]:
+def _cut(cut: str, chunks: tuple[Chunk, ...]) -> tuple[Words, ...]:
     """The chunks' words by the function `cut` names, or none: a cut that fails leaves the words to the index
     writer, which meets the same failure where it is reported (the file itself is parsed)."""
     module, _, name = cut.partition(":")

@@ -183,8 +183,10 @@ def test_the_words_a_parse_worker_cut_are_the_ones_the_keyword_index_holds(index
 
     kept, cut_here = make_chunks("/kb/kept.md", ["alpha beta"]), make_chunks("/kb/here.md", ["gamma delta"])
     (c,) = kept
-    assert chunk_words([(c.header, c.content)]) == ("File kept md alpha beta",)  # what a worker would keep
-    CUT_WORDS.keep([Chunk(c.content, 0, 10, 1, 1, header=c.header)], ["marker words"])  # not the text's own
+    text = f"{c.header}\n\n{c.content}"
+    assert chunk_words([(c.header, c.content)]) == ((text, "File kept md alpha beta"),)  # what a worker keeps
+    # not the text's own: the writer took them
+    CUT_WORDS.keep([Chunk(c.content, 0, 10, 1, 1, header=c.header)], [("kept text", "marker words")])
     index.write_sources([SourceWrite("/kb/kept.md", "v1", "/kb", kept), SourceWrite("/kb/here.md", "v1", "/kb",
                                                                                      cut_here)])  # fmt: skip
     assert CUT_WORDS.take(c.content_hash, c.header) is None  # taken by the writer
@@ -194,3 +196,7 @@ def test_the_words_a_parse_worker_cut_are_the_ones_the_keyword_index_holds(index
         h.source_path for h in index.query(vector=None, text="alpha", k=5)
     } == set()  # its words were kept
     assert {h.source_path for h in index.query(vector=None, text="gamma", k=5)} == {"/kb/here.md"}
+    assert isinstance(index, ZvecIndex)
+    ids = [doc_id("/kb/kept.md", 0), doc_id("/kb/here.md", 0)]
+    stored = index._live().fetch(ids, output_fields=["fts_text"], include_vector=False)  # what zvec keeps
+    assert [stored[i].fields["fts_text"] for i in ids] == ["kept text", "File: here.md\n\ngamma delta"]

@@ -359,10 +359,9 @@ def test_a_worker_given_the_keyword_cut_sends_each_chunks_words_with_its_chunks(
     parsers_of.append(p)
     got = p.start(md, SPLIT).result()
     assert len(got.chunks) > 1 and len(got.words) == len(got.chunks)
-    assert got.words == tuple(
-        words.joined(chunk_text(c.header, c.content), normalized=True) for c in got.chunks
-    )
-    assert "中华" in got.words[0].split() and "parse" in got.words[0].split()
+    texts = [chunk_text(c.header, c.content) for c in got.chunks]
+    assert got.words == tuple((t, words.joined(t, normalized=True)) for t in texts)
+    assert "中华" in got.words[0][1].split() and "parse" in got.words[0][1].split()
     assert got.chunks == parse_and_split(md, BIG_LIMITS, SPLIT).chunks  # the chunks as without the cut
     assert parse_and_split(md, BIG_LIMITS, SPLIT).words == ()  # no cut asked: no words
 

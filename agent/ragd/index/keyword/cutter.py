@@ -18,9 +18,11 @@ from .fts import chunk_text
 log = logging.getLogger(__name__)
 
 
-def chunk_words(pairs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
-    """The keyword index's words of chunks given as (header, content) pairs, in order."""
-    return tuple(words.joined(chunk_text(header, content), normalized=True) for header, content in pairs)
+def chunk_words(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """For chunks given as (header, content) pairs, in order: each one's keyword text (normalized, as zvec keeps
+    it) and its words."""
+    texts = [chunk_text(header, content) for header, content in pairs]
+    return tuple((text, words.joined(text, normalized=True)) for text in texts)
 
 
 try:

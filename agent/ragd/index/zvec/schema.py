@@ -140,6 +140,8 @@ def to_doc(
     source_chunks: int,
     metadata: tuple[str, str] = ("", ""),
     lead: str = "",
+    *,
+    fts_text: str | None = None,
 ) -> zvec.Doc:
     where = f"{source_path}#{chunk.chunk_index}"
     fields: dict[str, Any] = {
@@ -151,7 +153,8 @@ def to_doc(
         CONTENT_HASH: chunk.content_hash,
         CHUNK_INDEX: chunk.chunk_index,
         CONTENT: check_text(chunk.content, f"the text of {where}"),
-        FTS_TEXT: chunk_text(chunk.header, chunk.content),
+        # made by a parse worker (pipeline/cutwords.py), or here
+        FTS_TEXT: chunk_text(chunk.header, chunk.content) if fts_text is None else fts_text,
         HEADING_PATH: check_text(HEADING_SEP.join(chunk.heading_path), f"the headings of {where}"),
         PAGE: chunk.page,
         START_LINE: chunk.start_line,

@@ -10,7 +10,7 @@ from typing import Any
 
 import zvec
 
-from ...pipeline.cutwords import CUT_WORDS
+from ...pipeline.cutwords import CUT_WORDS, Words
 from ..backend import IndexChunk, SourceWrite
 from ..keyword.keywords import KeywordDoc
 from ..records import encode_lead, extension, metadata_columns
@@ -57,9 +57,12 @@ class ZvecWrites(ZvecReads):
         past its chunk 0's count and none is left without its chunk 0.
         """
         last = {w.source_path: w for w in writes}  # a source written twice: the last write wins
-        docs = [doc for w in last.values() for doc in self._docs(w)]  # all checked before anything is written
-        # the words the parse workers cut (pipeline/cutwords.py), in the order of `docs`; None: cut here
+        # the keyword texts and words the parse workers made (pipeline/cutwords.py), chunk by chunk; None: here
         cut = [CUT_WORDS.take(c.content_hash, c.header) for w in last.values() for c in w.chunks]
+        kept = iter(cut)
+        docs = [
+            doc for w in last.values() for doc in self._docs(w, kept)
+        ]  # all checked before anything is written
         with self._exclusive("write") as coll:
             kw = self._keywords()
             kw.begin(last)
@@ -78,10 +81,14 @@ class ZvecWrites(ZvecReads):
                 check_statuses(coll.upsert(docs[start : start + MAX_BATCH]), "upsert", self._path)
             self._written += len(docs) + len(stale)
             kw.write(
-                sources=last, docs=[keyword_doc(d.id, d.fields, w) for d, w in zip(docs, cut, strict=True)]
+                sources=last,
+                docs=[
+                    keyword_doc(d.id, d.fields, k[1] if k else None) for d, k in zip(docs, cut, strict=True)
+                ],
             )
 
-    def _docs(self, w: SourceWrite) -> list[zvec.Doc]:
+    def _docs(self, w: SourceWrite, kept: Iterator[Words | None]) -> list[zvec.Doc]:
+        """The source's documents; `kept` gives each chunk's keyword text and words made already, or None."""
         check_text(w.source_path, "the path")
         metadata = metadata_columns(w.metadata)
         lead = encode_lead(w.lead, self._identity.dimension, w.source_path)
@@ -89,12 +96,9 @@ class ZvecWrites(ZvecReads):
         for i, chunk in enumerate(w.chunks):
             if chunk.chunk_index != i or chunk.source_path != w.source_path:
                 raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
-            size = len(w.chunks)
-            docs.append(
-                to_doc(
-                    w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size, metadata, lead
-                )
-            )
+            size, k = len(w.chunks), next(kept)
+            docs.append(to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size,
+                               metadata, lead, fts_text=k[0] if k else None))  # fmt: skip
         return docs
 
     @staticmethod
