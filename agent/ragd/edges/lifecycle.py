@@ -51,6 +51,9 @@ from .mcp_verbs import mcp_verbs
 log = logging.getLogger(__name__)
 
 TICK_S = 0.25
+# the health of every capability, systemd's status line, the watcher's threads, the progress line, the rest: each
+# tick, they were ~7 % of the agent's interpreter time while a big folder was indexed (docs/benchmarks.md)
+LOOK_S = 1.0
 STOP_GRACE_S = (
     3.0  # running jobs may finish within this; after it, unfinished files are left for the next start
 )
@@ -161,6 +164,7 @@ class Lifecycle:
         verify_every = self.config.watch.verify_interval
         next_verify = time.monotonic() + verify_every if verify_every else None
         next_recheck, recheck_wait = time.monotonic(), RECHECK_S
+        next_look = time.monotonic()
         while not (self._stop_signalled or self.stop_requested.wait(TICK_S)):
             now = time.monotonic()
             try:
@@ -182,19 +186,21 @@ class Lifecycle:
                     next_recheck, recheck_wait = now + recheck_wait, min(2 * recheck_wait, RECHECK_MAX_S)
                 if not self.agent.verifier.skipped:
                     recheck_wait = RECHECK_S
-                self._rest()
-                self.agent.watcher.check_alive()  # watchdog's threads: one that died is replaced (watcher.py)
+                if now >= next_look:  # what is looked at, not waited on: once a second, not at every tick
+                    next_look = now + LOOK_S
+                    self._rest()
+                    self.agent.watcher.check_alive()  # watchdog's threads: one that died is replaced (watcher.py)
+                    self.agent.health.check(self.agent)  # a change is logged once (resident/capabilities.py)
+                    self.notifier.status(self.status_text())
+                    self._say_progress(now)
                 if now >= next_coverage:
                     self.agent.watcher.check_coverage()
                     next_coverage = now + COVERAGE_CHECK_S
-                self.agent.health.check(self.agent)  # a change is logged once (resident/capabilities.py)
-                self.notifier.status(self.status_text())
-                self._say_progress(now)
                 self.main_loop_error = None
             except Exception as err:  # the main loop's boundary: log, report unhealthy, keep going
                 log.exception("internal error in the main loop")
                 self.main_loop_error = f"{type(err).__name__}: {err}"
-            self.notifier.tick(healthy=self.healthy())
+            self.notifier.tick(healthy=self.healthy)  # asked only when a watchdog ping is due
 
     def _recheck_due(self) -> bool:
         """The last verification left folders where work was under way, and the agent is now idle: they are

@@ -85,8 +85,9 @@ class Notifier:
             else:
                 self._pending_status = text
 
-    def tick(self, healthy: bool = True) -> None:
-        """Call often from the main loop: flushes a held-back STATUS, and pings the watchdog when it is due."""
+    def tick(self, healthy: bool | Callable[[], bool] = True) -> None:
+        """Call often from the main loop: flushes a held-back STATUS, and pings the watchdog when it is due and the
+        agent is `healthy` (a callable is asked only then: outside systemd, or between pings, never)."""
         if not self.enabled:
             return
         with self._lock:
@@ -95,7 +96,8 @@ class Notifier:
             if pending is not None and now - self._status_at >= STATUS_MIN_INTERVAL:
                 self._send_status_locked(pending, now)
             interval = self.watchdog_interval
-            if healthy and interval is not None and now - self._last_ping >= interval:
+            due = interval is not None and now - self._last_ping >= interval
+            if due and (healthy() if callable(healthy) else healthy):
                 self._last_ping = now
                 self._send(["WATCHDOG=1"])
 

@@ -201,3 +201,25 @@ def test_progress_text() -> None:
     assert progress_text(3400, 3400, 2, "idle") == "idle: 3400 files, 2 failed"
     assert progress_text(0, 1, 0, "indexing") == "indexing 0/1 file"
     assert progress_text(5, 5, 0, "idle") == "idle: 5 files"
+
+
+def test_the_agents_health_is_asked_only_when_a_ping_is_due(systemd: Systemd) -> None:
+    """The main loop hands its health check (every thread listed) as a callable: asked at a due ping only, never
+    outside systemd nor between pings."""
+    clock = FakeClock()
+    asked: list[float] = []
+
+    def healthy() -> bool:
+        asked.append(clock.now)
+        return True
+
+    Notifier({"WATCHDOG_USEC": "1000000"}, clock=clock).tick(healthy=healthy)  # no NOTIFY_SOCKET
+    n = systemd.notifier(clock, WATCHDOG_USEC="2000000")
+    n.tick(healthy=healthy)  # the first ping is due a second from the start
+    clock.now += 0.5
+    n.tick(healthy=healthy)
+    assert asked == [] and systemd.messages() == []
+    clock.now += 0.6
+    n.tick(healthy=healthy)
+    n.tick(healthy=healthy)  # the next is due a second later
+    assert asked == [clock.now] and systemd.messages() == [{"WATCHDOG": "1"}]
