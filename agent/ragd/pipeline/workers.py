@@ -63,9 +63,8 @@ class Parsed:
     ocr: OcrReport | None = None
     metadata: Extracted | None = None
     warning: str | None = None
-    words: tuple[
-        Words, ...
-    ] = ()  # the chunks' keyword texts and words, when the worker was given a cut (cutwords.py)
+    # the chunks' keyword texts and words, when the worker was given a cut (cutwords.py)
+    words: tuple[Words, ...] = ()
 
 
 def parse_and_split(

@@ -60,9 +60,8 @@ class ZvecWrites(ZvecReads):
         # the keyword texts and words the parse workers made (pipeline/cutwords.py), chunk by chunk; None: here
         cut = [CUT_WORDS.take(c.content_hash, c.header) for w in last.values() for c in w.chunks]
         kept = iter(cut)
-        docs = [
-            doc for w in last.values() for doc in self._docs(w, kept)
-        ]  # all checked before anything is written
+        # all checked before anything is written
+        docs = [doc for w in last.values() for doc in self._docs(w, kept)]
         with self._exclusive("write") as coll:
             kw = self._keywords()
             kw.begin(last)
