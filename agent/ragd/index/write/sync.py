@@ -95,7 +95,7 @@ def to_index_chunks(
     chunks = []
     for i, c in enumerate(entry.chunks):
         meta = c.meta
-        vec = c.vector if vectors is None else vectors[i]  # decoded from base64 each time it is asked for
+        vec = c.vector if vectors is None else vectors[i]  # (`c.vector` decodes its base64 at each use)
         if vec is None:
             vec = np.zeros(entry.dimension, dtype=np.float32)
         chunks.append(
@@ -321,9 +321,8 @@ class IndexSync:
         applied = []
         self._failed = {}
         with self._gathered():
-            for p in dict.fromkeys(
-                paths
-            ):  # a note named twice is applied once (it is deleted after the flush)
+            # a note named twice is applied once (it is deleted after the flush)
+            for p in dict.fromkeys(paths):
                 self._note = p
                 try:
                     n = self.consume(p)
