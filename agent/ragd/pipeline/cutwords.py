@@ -8,11 +8,11 @@ and split a file now also cuts its chunks (`Parsers(cut=…)`: the function is t
 wires the two), and the job keeps the words here as it takes the worker's result.
 
 The words are a function of a chunk's header and content alone, so a value kept here is right for whoever takes it
-(the key is the content's md5 and the header); a chunk whose words are not here (evicted, parsed in the job's own
-thread, its vector reused from an earlier entry, an index on a Milvus server, which cuts its own words) is cut by
-the writer as before. `take` removes what it returns. Bounded: at most MAX_CHARS characters of words are kept, the
-oldest dropped first (an index writer far behind the jobs, or an index that never takes them, keeps only the
-newest).
+(the key is the content's md5 and the header); a chunk whose words are not here (evicted, from a file parsed in the
+job's own thread, or not parsed at all: an index filled again from the sidecars) is cut by the writer as before.
+With a Milvus index the workers are given no cut (the server cuts its own words). `take` removes what it returns.
+Bounded: at most MAX_CHARS characters of texts and words are kept, the oldest dropped first (an index writer far
+behind the jobs keeps only the newest).
 """
 
 from __future__ import annotations
