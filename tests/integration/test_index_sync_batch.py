@@ -41,14 +41,22 @@ def body(name: str, lines: int, version: str = "v1") -> str:
     return "\n\n".join(f"{version} line {i} of {name} about lighthouses" for i in range(lines))
 
 
+def notes_in_a(tmp_path: Path, server: FakeOpenAI, files: int, lines: int) -> tuple[Path, Config]:
+    """A root whose folder `a` holds `files` notes of `lines` lines, their sidecars written and their change notes
+    not applied: (the root, the config)."""
+    root = tmp_path / "kb"
+    (root / "a").mkdir(parents=True)
+    for i in range(files):
+        (root / "a" / f"n{i}.md").write_text(body(f"a{i}", lines))
+    cfg = small_chunks_config(server, root)
+    assert run(cfg, index=False).ok
+    return root, cfg
+
+
 def one_note(tmp_path: Path, server: FakeOpenAI, lines: int) -> tuple[Path, Config, Path]:
     """A root with one note of `lines` lines, its sidecar written and its change note not applied: (the root, the
     config, the change note)."""
-    root = tmp_path / "kb"
-    (root / "a").mkdir(parents=True)
-    (root / "a" / "n0.md").write_text(body("a0", lines))
-    cfg = small_chunks_config(server, root)
-    assert run(cfg, index=False).ok
+    root, cfg = notes_in_a(tmp_path, server, 1, lines)
     (note,) = sorted(root.rglob("*.mushroom"))
     return root, cfg, note
 
@@ -159,12 +167,7 @@ def test_a_folder_named_once_per_round_has_each_of_its_notes_applied_once(
     reports a round at a time, so a pass could name it several times, and each of its notes, on disk until the
     pass's flush, was applied (its sources written) once per naming: 2,945 of the referee's 3,878 chunks written
     twice or three times in one run."""
-    root = tmp_path / "kb"
-    (root / "a").mkdir(parents=True)
-    for i in range(5):
-        (root / "a" / f"n{i}.md").write_text(body(f"a{i}", 3))
-    cfg = small_chunks_config(fake_openai_server, root)
-    assert run(cfg, index=False).ok
+    root, cfg = notes_in_a(tmp_path, fake_openai_server, 5, 3)
     (note,) = mushroom.pending(root / "a")
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     try:
@@ -224,12 +227,7 @@ def test_applied_notes_are_flushed_in_a_pause_or_after_flush_every_s(
 ) -> None:
     """The index writer flushes (and then deletes) applied notes once nothing else is on its way, or at the
     latest FLUSH_EVERY_S after the first: fewer flushes, fewer of the blocks zvec keeps in memory per flush."""
-    root = tmp_path / "kb"
-    (root / "a").mkdir(parents=True)
-    for i in range(3):
-        (root / "a" / f"n{i}.md").write_text(body(f"a{i}", 10))
-    cfg = small_chunks_config(fake_openai_server, root)
-    assert run(cfg, index=False).ok
+    root, cfg = notes_in_a(tmp_path, fake_openai_server, 3, 10)
     notes = sorted(root.rglob("*.mushroom"))
     assert notes
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)

@@ -21,7 +21,7 @@ from typing import Any
 from ..config import Config, data_dir
 from ..errors import IndexUnavailable
 from ..index import IndexBackend, open_or_rebuild
-from ..index.keyword import WORKER_CUT, lexicon
+from ..index.keyword import lexicon, worker_cut
 from ..index.query.search import SearchService
 from ..index.write.sync import IndexSync
 from ..index.write.verification import VerifyHooks
@@ -95,8 +95,7 @@ class Agent(Reactions, Recovery):
         self._waiting: dict[Path, int] = {}  # directory -> its files waiting for vectors now
         self.stat_cache = StatCache.load(self.data_dir)  # saved after each rescan and at the stop
         # worker processes, started with the first file; they cut the chunks' keyword words for a local index
-        cut = WORKER_CUT if config.index.backend == "zvec" else None
-        self.parsers = Parsers(config.run, config.limits, config.parse, cut=cut)
+        self.parsers = Parsers(config.run, config.limits, config.parse, cut=worker_cut(config.index.backend))
         self.parsers.when_used(self.embed.prepare)  # a file to parse: maybe texts to embed soon
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
                                 parsers=self.parsers, identify=self.history.identify)  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy, IndexUnavailable
-from ..index.keyword import WORKER_CUT
+from ..index.keyword import worker_cut
 from ..paths import root_problem
 from ..pipeline import mushroom
 from ..pipeline.dirjob import DirResult, JobContext, run_directory
@@ -135,7 +135,7 @@ def run_once(
     tracker.add_to_phase(dirs)
     home = data_dir(config)
     queue = LazyEmbedQueue(config.embedding, run=config.run, models=home / MODELS)
-    cut = WORKER_CUT if index and config.index.backend == "zvec" else None  # Milvus cuts its own words
+    cut = worker_cut(config.index.backend) if index else None
     parsers = Parsers(config.run, config.limits, config.parse, cut=cut)
     parsers.when_used(queue.prepare)  # a file to parse: maybe texts to embed soon
     cache = StatCache.load(home)

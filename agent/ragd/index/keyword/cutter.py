@@ -25,9 +25,8 @@ def chunk_words(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]
     return tuple((text, words.joined(text, normalized=True)) for text in texts)
 
 
+# the import's boundary: the first Chinese chunk meets the same error where it is cut
 try:
     words.warm()
-except (
-    Exception
-) as err:  # the import's boundary: the first Chinese chunk meets the same error where it is cut
+except Exception as err:
     log.debug("the keyword dictionary could not be built ahead: %s", err)
