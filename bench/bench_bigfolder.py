@@ -77,42 +77,63 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid`'s children, theirs, and so on: the workers are forked by a fork server, a child of the agent."""
+    out, todo = [], children(pid)
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        try:
+            todo += children(c)
+        except OSError:  # gone meanwhile
+            continue
+    return out
+
+
 class Cpu:
-    """CPU seconds of the agent's process and of its worker processes (each child's last reading kept: a worker
-    replaced during the job keeps what it used), from `/proc/PID/stat`, counted from when it is made."""
+    """CPU seconds of the agent's process and of its worker processes, from `/proc/PID/stat`, counted from when it is
+    made. The workers are the agent's children (the fork server, the resource tracker) with their own descendants:
+    each direct child's reading is its CPU, what its children it has waited for used (a worker replaced during the
+    job, every `MAX_TASKS` files, keeps what it used), and its living descendants'; its last reading is kept."""
 
     TICK = os.sysconf("SC_CLK_TCK")
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.start = self._read(pid)
-        self.children: dict[int, tuple[float, float]] = {}
-        self.before = {c: self._read(c) for c in children(pid)}  # workers already running
+        self.start = self._read(pid)[:2]
+        self.children: dict[int, float] = {}
+        self.before = {c: self._tree(c) for c in children(pid)}  # workers already running
 
-    def _read(self, pid: int) -> tuple[float, float]:
+    def _read(self, pid: int) -> tuple[float, float, float]:
+        """(utime, stime, the CPU of the children it has waited for)."""
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return (0.0, 0.0)
-        return int(fields[11]) / self.TICK, int(fields[12]) / self.TICK  # utime, stime
+            return (0.0, 0.0, 0.0)
+        return (int(fields[11]) / self.TICK, int(fields[12]) / self.TICK,
+                (int(fields[13]) + int(fields[14])) / self.TICK)  # fmt: skip
+
+    def _tree(self, pid: int) -> float:
+        return sum(sum(self._read(p)) for p in [pid, *descendants(pid)])
 
     def sample(self) -> None:
         for c in children(self.pid):
-            got = self._read(c)
-            if got != (0.0, 0.0):
+            got = self._tree(c)
+            if got > self.children.get(c, 0.0):
                 self.children[c] = got
 
     def report(self, files: int) -> str:
-        user, kernel = (now - then for now, then in zip(self._read(self.pid), self.start, strict=True))
-        workers = sum(u + k - sum(self.before.get(c, (0.0, 0.0))) for c, (u, k) in self.children.items())
+        user, kernel = (now - then for now, then in zip(self._read(self.pid)[:2], self.start, strict=True))
+        workers = sum(t - self.before.get(c, 0.0) for c, t in self.children.items())
+        n = sum(1 for _ in self.children)
         return (f"CPU during the job: agent {user + kernel:.1f} s (user {user:.1f}, kernel {kernel:.1f}), "
-                f"workers {workers:.1f} s ({len(self.children)} processes); per file: agent "
+                f"workers {workers:.1f} s (the agent's {n} child processes and theirs); per file: agent "
                 f"{1000 * (user + kernel) / files:.2f} ms, workers {1000 * workers / files:.2f} ms")  # fmt: skip
 
 
 def memory(pid: int) -> tuple[float, float]:
     """(the agent's RSS, its worker processes' RSS together), in MiB."""
-    return rss_kib(pid) / 1024, sum(rss_kib(c) for c in children(pid)) / 1024
+    return rss_kib(pid) / 1024, sum(rss_kib(c) for c in descendants(pid)) / 1024
 
 
 def smaps(pid: int, top: int = 12) -> None:

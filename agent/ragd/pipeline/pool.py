@@ -50,6 +50,11 @@ START_METHOD = "forkserver"
 SOCKET_PATH_MAX = 107
 FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the workers are not running
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
+# the workers' temp directories are swept after a task that failed (its worker may have been killed at the deadline
+# or crashed, its clean-up not run) and after every SWEEP_EVERY tasks (a worker that died between tasks); a worker
+# replaced after its MAX_TASKS removes its own as it exits. After every task, as before, the sweep listed the pool's
+# directory and signalled each worker's pid for each of a big folder's files and embed requests
+SWEEP_EVERY = MAX_TASKS
 
 
 # a function and its arguments, run as a worker starts
@@ -182,7 +187,12 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._under_way: set[Future[Any]] = set()  # ours, for the tasks submitted and not done
         self._waiting: tuple[deque[_Task], deque[_Task]] = (deque(), deque())  # first, then the others
+        # one timer at a time for the idle exit, armed as the pool falls idle and re-armed from when it fell idle
+        # last: starting a timer (a thread) each time the tasks under way ran out, as the pool did, started one for
+        # about every embed request of a big folder and cancelled it with the next
         self._idle_timer: threading.Timer | None = None
+        self._idle_since = 0.0  # when the tasks under way last ran out
+        self._tasks_done = 0  # counted for the sweep of the workers' temp directories (SWEEP_EVERY)
         # held while an idle pool's workers exit and its temp directories go: `close` waits for that to finish (an
         # agent stopping just then left the directories behind when its process ended first)
         self._retiring = threading.Lock()
@@ -247,9 +257,6 @@ class WorkerPool:
                 theirs.add_done_callback(lambda f, o=ours: self._one_done(f, o))  # type: ignore[misc]
 
     def _open(self) -> Any:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
         if self._pool is not None and not self._pool.active:  # broken (its channel to a worker failed)
             # stopped in a thread of its own: joining here, under the lock, would wait for the pool's threads,
             # which may be waiting for the lock to complete the tasks it failed
@@ -281,24 +288,37 @@ class WorkerPool:
             self._under_way.discard(ours)
             handed = self._hand_out()
             if not self._under_way and self._pool is not None and not self._closed:
-                self._idle_timer = threading.Timer(self.idle_s, self._close_if_idle)
-                self._idle_timer.daemon = True
-                self._idle_timer.start()
-            tmp = self._tmp
+                self._idle_since = time.monotonic()
+                if self._idle_timer is None:
+                    self._arm_idle(self.idle_s)
+            self._tasks_done += 1
+            tmp, sweep = self._tmp, self._tasks_done % SWEEP_EVERY == 0
         self._watch(handed)
         if theirs.cancelled():
             ours.set_exception(CancelledError())
         elif (err := theirs.exception()) is not None:
             ours.set_exception(err)
+            sweep = True  # maybe its worker was killed at the deadline, or crashed: gone by now, its clean-up not run
         else:
             ours.set_result(theirs.result())
-        if tmp is not None:  # the worker of a task killed at its deadline or crashed is gone by now
+        if tmp is not None and sweep:
             tmpdirs.sweep(tmp)
+
+    def _arm_idle(self, seconds: float) -> None:
+        """(Under the lock.) `_close_if_idle` in `seconds`."""
+        self._idle_timer = threading.Timer(seconds, self._close_if_idle)
+        self._idle_timer.daemon = True
+        self._idle_timer.start()
 
     def _close_if_idle(self) -> None:
         with self._retiring:
             with self._lock:
+                self._idle_timer = None
                 if self._under_way or self._pool is None or self._closed:
+                    return  # busy again: re-armed when its tasks next run out
+                left = self._idle_since + self.idle_s - time.monotonic()
+                if left > 0:  # it was busy meanwhile, and fell idle again later
+                    self._arm_idle(left)
                     return
                 pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
             pool.close()

@@ -6,8 +6,9 @@ So a pool of workers has a directory of its own in the system temp directory, `r
 (mode 0700), made by the agent as the pool starts; each worker makes `<its pid>-XXXX/` in it and sets it as its
 TMPDIR and `tempfile.tempdir` before any task (so the converters it runs use it too). The agent removes:
 
-- a worker's directory once that worker is gone (`sweep`, after each task: a kill at the deadline, a crash, a
-  worker replaced after its quota of tasks);
+- a worker's directory once that worker is gone (`sweep`, after a task that failed: a kill at the deadline, a
+  crash; and every `pool.SWEEP_EVERY` tasks, for a worker that died between tasks). A worker replaced after its
+  quota of tasks, or exiting with its idle pool, removes its own as it exits (a `multiprocessing` finalizer);
 - the pool's directory once its workers have exited (idle exit, shutdown, a broken pool replaced);
 - at a pool's start, the directories of agents that are gone (`remove_debris`), each worker's directory once that
   worker is gone too.

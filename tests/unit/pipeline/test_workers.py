@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,6 +23,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
+from pebble import ProcessExpired
 
 from ragd.config import LimitsConfig, RunConfig
 from ragd.errors import FileSkipped, ParseError
@@ -272,6 +274,59 @@ def test_idle_workers_exit_and_come_back_for_the_next_file(tmp_path: Path, parse
     poll(lambda: not p.running and not workers_of(os.getpid()), timeout=30, what="the idle workers to exit")
     assert p.start(ok, SPLIT).result().chunks
     assert p.started == 2
+
+
+def test_a_busy_pool_keeps_one_idle_timer_not_one_for_each_task() -> None:
+    """Each time its tasks ran out, the pool started a timer (a thread) for its idle exit and the next task cancelled
+    it: a thread for about every embed request of a big folder."""
+    workers = WorkerPool("test", 1, 0, 60.0)
+    seen: set[int] = set()
+    try:
+        for _ in range(40):
+            workers.submit(os.getpid, ()).result(timeout=60)
+            seen.update(id(t) for t in threading.enumerate() if isinstance(t, threading.Timer))
+    finally:
+        workers.close()
+    assert 1 <= len(seen) <= 2
+
+
+def test_a_pool_busy_again_exits_only_after_a_whole_idle_time() -> None:
+    workers = WorkerPool("test", 1, 0, 1.5)
+    try:
+        workers.submit(os.getpid, ()).result(timeout=60)
+        time.sleep(1.0)
+        busy_again = time.monotonic()
+        workers.submit(os.getpid, ()).result(timeout=60)
+        time.sleep(0.8)  # the timer armed at the first idle moment fires here: only 0.8 s idle since
+        assert workers.running
+        poll(
+            lambda: not workers.running and not workers_of(os.getpid()),
+            timeout=30,
+            what="the idle workers to exit",
+        )
+        assert time.monotonic() - busy_again >= 1.5
+    finally:
+        workers.close()
+
+
+def _die_now() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # a worker that crashes, its clean-up not run
+
+
+def test_a_worker_that_crashed_has_its_temp_dir_swept(tmp_path: Path, sys_tmp: Path) -> None:
+    """The workers' temp directories, swept after every task before, are swept after a task that failed (and every
+    `pool.SWEEP_EVERY` tasks)."""
+    workers = WorkerPool("test", 1, 0, 60.0)
+    try:
+        left = Path(workers.submit(leave_a_temp_dir, (tmp_path / "where",)).result(timeout=60))
+        with pytest.raises(
+            ProcessExpired
+        ):  # the worker dies under its task: the task fails, the sweep follows
+            workers.submit(_die_now, ()).result(timeout=60)
+        poll(lambda: not left.exists(), timeout=30, what="the gone worker's temp directory to be removed")
+    finally:
+        workers.close()
+    assert ours_in(sys_tmp) == []
 
 
 def test_files_under_way_when_the_pool_stops_end_as_shutdown(
