@@ -122,7 +122,7 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
             outcomes += run_files(ctx, directory, plan, steps.round)
             gone = _unrecorded(outcomes)
             final = [ev for ev in steps.left() if ev.status != NoteStatus.UPSERT or ev.file not in gone]
-            final += _done_again(plan, outcomes)
+            final += _done_again(steps.touched, outcomes)
             note = _finish_mushroom(directory, note, plan.events, final)
         finally:
             mushroom.release(steps.notes)
@@ -140,10 +140,12 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
 
 class _Steps:
     """What a job reporting in steps (`report`) has handed over so far: the names its notes announced, the notes
-    (final, marked so until the job ends), and its FAILED files' retry times."""
+    (final, marked so until the job ends), and its FAILED files' retry times; and the files its plan found only
+    touched (`touched`, for `_done_again`)."""
 
     def __init__(self, ctx: JobContext, directory: Path, plan: Plan, report: Report | None) -> None:
         self._ctx, self._dir, self._plan, self._report = ctx, directory, plan, report
+        self.touched = _touched_only(plan)
         self._handed: set[str] = set()
         self.notes: list[Path] = []
         self.retries: list[str] = []
@@ -174,7 +176,7 @@ class _Steps:
         events = [
             ev for n in names for ev in by_name.get(n, ()) if ev.status != NoteStatus.UPSERT or n not in gone
         ]
-        self._hand(events + _done_again(self._plan, outcomes), outcomes)
+        self._hand(events + _done_again(self.touched, outcomes), outcomes)
         self._handed.update(names)  # an upsert of a file gone before its entry was written is in no note
         return []
 
@@ -256,12 +258,19 @@ def _unrecorded(outcomes: list[FileOutcome]) -> set[str]:
     return {f.name for f in outcomes if f.reason == VANISHED or f.state == FileState.ABANDONED}
 
 
-def _done_again(plan: Plan, outcomes: list[FileOutcome]) -> list[Event]:
-    """Upserts for the files planned as only touched (a new stat, the same md5: no change note) that were edited
-    before the job got to them (FileTask._edited_since) and so were done again whole: their new entries need a note
-    as any change does, or the index keeps their old text."""
+def _touched_only(plan: Plan) -> set[str]:
+    """The files planned as only touched (a new stat, the same md5), with no upsert in the plan's note. Once a job
+    (not once a round: for a big folder's 469 rounds, that was the whole plan read 469 times)."""
     announced = {ev.file for ev in plan.events if ev.status == NoteStatus.UPSERT}
-    touched = {name for name, change in plan.work if change == Change.TOUCHED and name not in announced}
+    return {name for name, change in plan.work if change == Change.TOUCHED and name not in announced}
+
+
+def _done_again(touched: set[str], outcomes: list[FileOutcome]) -> list[Event]:
+    """Upserts for the files planned as only touched (`_touched_only`: no change note) that were edited before the
+    job got to them (FileTask._edited_since) and so were done again whole: their new entries need a note as any
+    change does, or the index keeps their old text."""
+    if not touched:
+        return []
     done = (FileState.EMBEDDED, FileState.SKIPPED, FileState.FAILED)
     return [Event(f.name, NoteStatus.UPSERT) for f in outcomes if f.name in touched and f.state in done]
 

@@ -42,6 +42,11 @@ log = logging.getLogger("ragd.resident.history")
 SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
 _IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
 _AT_PATH = f"SELECT id FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, first_seen DESC LIMIT 1"
+# `md5 != ''` in a query by md5 lets SQLite use the partial index `documents_md5`: without it, each query read the
+# whole table (a big folder's new files, one query each: a 30,000-row scan for each of the last of 30,000 notes)
+_WITH_MD5 = (
+    "SELECT 1 FROM documents WHERE md5 = ? AND md5 != '' AND path != ? LIMIT 1"  # a `_left_with` candidate
+)
 
 
 class HistoryWrites(HistoryFile):
@@ -53,8 +58,12 @@ class HistoryWrites(HistoryFile):
         if known:
             return known
         try:
-            with self._lock:  # the common case, a path the history knows, without a write transaction
-                row = self._db.execute(_AT_PATH, (path,)).fetchone()
+            with (
+                self._lock
+            ):  # the common cases without a write transaction: a path the history knows, or a new
+                row = self._db.execute(_AT_PATH, (path,)).fetchone()  # file whose content left no other path
+                if row is None and not (md5 and self._db.execute(_WITH_MD5, (md5, path)).fetchone()):
+                    return derived_id(path) if had_entry else new_id()  # (a big folder's files: one each)
             if row is not None:
                 return str(row[0])
             with self._tx() as db:
@@ -82,7 +91,7 @@ class HistoryWrites(HistoryFile):
     def _left_with(self, db: sqlite3.Connection, md5: str, path: str) -> tuple[str, str] | None:
         """A document of content `md5` that left its path: deleted within the move window, or whose file is gone."""
         since = time.time() - self.config.move_window
-        rows = db.execute("SELECT id, path, state, deleted_at FROM documents WHERE md5 = ? AND path != ? "
+        rows = db.execute("SELECT id, path, state, deleted_at FROM documents WHERE md5 = ? AND md5 != '' AND path != ? "
                           "ORDER BY deleted_at DESC", (md5, path)).fetchall()  # fmt: skip
         for doc_id, old_path, state, deleted_at in rows:
             if state == ChangeKind.DELETED and deleted_at is not None and deleted_at >= since:

@@ -215,3 +215,38 @@ def test_a_root_removed_leaves_the_documents_of_the_roots_nested_in_it_that_stay
     assert history.document(path=str(inner / "b.md")).state == "EMBEDDED"  # type: ignore[union-attr]
     assert history.document(path=str(tmp_path / "kb2" / "c.md")).state == "EMBEDDED"  # type: ignore[union-attr]
     assert history.removed(outer) == [str(inner / "b.md")]  # and without: the rest, and nothing twice
+
+
+def test_a_new_file_is_identified_and_duplicates_found_without_reading_every_document(tmp_path: Path) -> None:
+    """The queries by content used no index (the index on md5 is partial: `WHERE md5 != ''`, which a query must say
+    too), so each new file of a big folder read the whole table: 30,000 notes made 30,000 scans of up to 30,000
+    rows. Counted in SQLite's virtual-machine steps (a progress handler called every 100)."""
+    h = History(tmp_path / "data", HistoryConfig(), embedding="fake:8", splitter="recursive:1000:200")
+    try:
+        many = tmp_path / "many"
+        outcomes = tuple(
+            FileOutcome(
+                f"n{i}.md", "EMBEDDED", chunks=1, md5=f"m{i}", document_id=f"d{i}", size=10, parser="text"
+            )  # type: ignore[arg-type]
+            for i in range(5000)
+        )
+        h.record(DirResult(many, outcomes))
+        many.mkdir()
+        (many / "n7.md").write_text("x")
+        steps = [0]
+
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        h._db.set_progress_handler(step, 100)
+        try:
+            new = h.identify(str(tmp_path / "new.md"), "m-new", None, False)  # content seen nowhere
+            moved = h.identify(str(tmp_path / "other" / "n7.md"), "m7", None, False)  # n7.md is still there
+            same = h.same_content(["m3", "m-new"])
+        finally:
+            h._db.set_progress_handler(None, 0)
+        assert new not in {f"d{i}" for i in range(5000)} and moved != "d7" and same == {}
+        assert steps[0] < 50, f"{steps[0] * 100} steps: the table was read whole"
+    finally:
+        h.close()
