@@ -11,8 +11,14 @@ from pathlib import Path, PurePath
 
 
 def is_under(path: PurePath, top: PurePath) -> bool:
-    """`path` is `top` or lies below it (by path components: `/a/bc` is not under `/a/b`)."""
-    return path == top or top in path.parents
+    """`path` is `top` or lies below it (by path components: `/a/bc` is not under `/a/b`). By the components' tuples,
+    which pathlib keeps: `top in path.parents` made a path object of each parent, and a big folder's job asked this
+    three times a file (whether its root was removed meanwhile)."""
+    parts, top_parts = path.parts, top.parts
+    n = len(top_parts)
+    if n == 0:  # "." (relative): every relative path is under it, no absolute one
+        return not path.is_absolute()
+    return len(parts) >= n and parts[:n] == top_parts
 
 
 def under_any(path: PurePath, tops: Iterable[PurePath]) -> bool:
