@@ -48,9 +48,12 @@ log = logging.getLogger(__name__)
 
 
 def chunk_meta(c: Chunk) -> dict[str, object]:
-    return {"start_index": c.start_index, "end_index": c.end_index, "start_line": c.start_line,
+    """A stored chunk's meta, without the keys that have no value: as its entry's JSON leaves them out, so that the
+    entry written and the entry read back are equal (the index writer may take the one written: sidecar/recent.py)."""
+    meta = {"start_index": c.start_index, "end_index": c.end_index, "start_line": c.start_line,
             "end_line": c.end_line, "page": c.page, "header": c.header,
             "heading_path": list(c.heading_path) or None}  # fmt: skip
+    return {k: v for k, v in meta.items() if v is not None}
 
 
 def _labels_changed(before: Any, after: Any) -> str:

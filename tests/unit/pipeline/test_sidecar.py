@@ -75,7 +75,9 @@ def test_written_entry_keeps_every_key_the_ragjson_tool_requires(tmp_path: Path)
     assert set(tool["chunks"][0]) <= set(data["chunks"][0])
     assert data["ragjson_version"] == "2.4"
     assert "你好" in path.read_text(encoding="utf-8")  # UTF-8, not \\u escapes
-    again = sidecar.read_entry(path)
+    again = sidecar.parse_entry(
+        path, path.read_bytes()
+    )  # from the disk (read_entry takes the entry just written)
     assert again == _entry()
 
 
@@ -87,7 +89,7 @@ def test_ocr_key_round_trips_and_is_absent_without_ocr(tmp_path: Path) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["ocr"] == {"pages": [2, 3], "confidence": 0.93, "low_confidence_pages": [3],
                            "not_read": [{"page": 4, "reason": "OCR failed: boom"}]}  # fmt: skip
-    entry = sidecar.read_entry(path)
+    entry = sidecar.parse_entry(path, path.read_bytes())
     assert entry is not None and entry.ocr == data["ocr"]
     assert "ocr" not in json.loads(plain.read_text(encoding="utf-8"))
 
@@ -451,3 +453,55 @@ def test_a_write_into_a_store_deleted_and_made_again_is_a_store_that_went(tmp_pa
             assert not store_went(failed.value, tmp_path, again.store)  # the store there is the one held
     denied = StorageError("cannot write", "", errno=13)
     assert not store_went(denied, tmp_path, held)
+
+
+def test_an_entry_just_written_is_read_back_once_as_written_while_its_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """The index writer reads back each entry a job just wrote (sidecar/recent.py): the first read takes the entry
+    written, unless its file changed since; any later read is from the disk."""
+    written = replace(_entry("a.md"), model_name="kept")
+    with DirLock(tmp_path):
+        path = sidecar.write_entry(tmp_path, written)
+    first = sidecar.read_entry(path)
+    assert first is written
+    again = sidecar.read_entry(path)
+    assert again == written and again is not written
+
+    with DirLock(tmp_path):  # another tool replaces it (a new file renamed over it)
+        sidecar.write_entry(tmp_path, written)
+    other = replace(written, model_name="theirs")
+    tmp = path.with_name("other.tmp")
+    tmp.write_bytes(sidecar.dumps(other.to_json()))
+    os.replace(tmp, path)
+    got = sidecar.read_entry(path)
+    assert got is not None and got.model_name == "theirs"
+
+    with DirLock(tmp_path):  # written again, then changed in place (the same inode)
+        sidecar.write_entry(tmp_path, written)
+    with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.write(b"\n ")
+    got = sidecar.read_entry(path)
+    assert got is not None and got is not written and got.model_name == "kept"
+
+    with DirLock(tmp_path):  # written again, then deleted
+        sidecar.write_entry(tmp_path, written)
+    path.unlink()
+    with pytest.raises(StorageError):
+        sidecar.read_entry(path)
+
+
+def test_the_entries_kept_for_reading_back_are_bounded_oldest_first(tmp_path: Path) -> None:
+    from ragd.pipeline.sidecar.recent import Recent
+
+    recent = Recent(max_bytes=100)
+    paths = [tmp_path / f"{n}.ragjson" for n in range(4)]
+    for p in paths:
+        p.write_bytes(b"{}")
+        recent.put(str(p), p.stat(), _entry(p.name), 40)
+    assert len(recent) == 2  # 160 bytes: the two oldest went
+    assert recent.take(str(paths[0])) is None and recent.take(str(paths[1])) is None
+    assert recent.take(str(paths[3])) is not None and recent.take(str(paths[3])) is None  # taken once
+    recent.put(str(paths[0]), paths[0].stat(), _entry(), 101)  # larger than the bound: not kept
+    assert recent.take(str(paths[0])) is None

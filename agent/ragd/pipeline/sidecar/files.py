@@ -4,6 +4,7 @@ source, an entry marked deleted and recovered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from ...atomic import atomic_write
 from ...errors import StorageError
 from ...modes import display_name, valid_name
 from .entry import DIR_ENTRY, FileEntry, dumps, entry_from_json
+from .recent import RECENT
 
 RAG_DIR = ".rag"
 TMP_DIR = "tmp"
@@ -37,7 +39,11 @@ def entry_path(directory: Path, name: str, *, deleted: bool = False) -> Path:
 
 
 def read_entry(path: Path) -> FileEntry | None:
-    """Read one entry file; a directory entry gives None. Unreadable or malformed -> StorageError."""
+    """Read one entry file; a directory entry gives None. Unreadable or malformed -> StorageError. An entry this
+    process just wrote, its file unchanged since, is taken as written (recent.py)."""
+    kept = RECENT.take(str(path))
+    if kept is not None:
+        return kept
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -103,8 +109,15 @@ def write_entry(directory: Path, entry: FileEntry, like: os.stat_result | None =
     """Write a file entry; `like` is the source's stat (the entry is never more readable than the source). `.rag/`
     is not flushed after each entry (one fsync a file is the cost that counts in a big folder): an entry whose
     rename a power cut undoes is named by its folder's change note, written and flushed before it, and made again."""
-    return write_atomic(directory, entry.source.file_name + ENTRY_SUFFIX, dumps(entry.to_json()), like=like,
-                        sync_folder=False)  # fmt: skip
+    payload = dumps(entry.to_json())
+    target = write_atomic(
+        directory, entry.source.file_name + ENTRY_SUFFIX, payload, like=like, sync_folder=False
+    )
+    with contextlib.suppress(OSError):  # (gone already: read from the disk, as any entry)
+        RECENT.put(
+            str(target), os.stat(target), entry, len(payload)
+        )  # for the index writer's read (recent.py)
+    return target
 
 
 def write_dir_entry(directory: Path, name: str) -> Path:
