@@ -52,8 +52,8 @@ FEW_WINDOW_S = 10.0  # the window of `Few`: a few files or texts while the worke
 MAX_TASKS = 500  # tasks per worker before it is replaced (bounds what a leaking library can hold)
 # the workers' temp directories are swept after a task that failed (its worker may have been killed at the deadline
 # or crashed, its clean-up not run) and after every SWEEP_EVERY tasks (a worker that died between tasks); a worker
-# replaced after its MAX_TASKS removes its own as it exits. After every task, as before, the sweep listed the pool's
-# directory and signalled each worker's pid for each of a big folder's files and embed requests
+# replaced after its MAX_TASKS removes its own as it exits. (Run after every task, the sweep listed the pool's
+# directory and signalled each worker's pid for each of a big folder's files and embed requests.)
 SWEEP_EVERY = MAX_TASKS
 
 
