@@ -43,10 +43,9 @@ SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
 _IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
 _AT_PATH = f"SELECT id FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, first_seen DESC LIMIT 1"
 # `md5 != ''` in a query by md5 lets SQLite use the partial index `documents_md5`: without it, each query read the
-# whole table (a big folder's new files, one query each: a 30,000-row scan for each of the last of 30,000 notes)
-_WITH_MD5 = (
-    "SELECT 1 FROM documents WHERE md5 = ? AND md5 != '' AND path != ? LIMIT 1"  # a `_left_with` candidate
-)
+# whole table (a big folder's new files, one query each: a 30,000-row scan for each of the last of 30,000 notes).
+# _WITH_MD5: whether there is a candidate for `_left_with`
+_WITH_MD5 = "SELECT 1 FROM documents WHERE md5 = ? AND md5 != '' AND path != ? LIMIT 1"
 
 
 class HistoryWrites(HistoryFile):
@@ -58,12 +57,12 @@ class HistoryWrites(HistoryFile):
         if known:
             return known
         try:
-            with (
-                self._lock
-            ):  # the common cases without a write transaction: a path the history knows, or a new
-                row = self._db.execute(_AT_PATH, (path,)).fetchone()  # file whose content left no other path
+            # the common cases without a write transaction: a path the history knows, or a new file whose content
+            # left no other path (a big folder's files, one each)
+            with self._lock:
+                row = self._db.execute(_AT_PATH, (path,)).fetchone()
                 if row is None and not (md5 and self._db.execute(_WITH_MD5, (md5, path)).fetchone()):
-                    return derived_id(path) if had_entry else new_id()  # (a big folder's files: one each)
+                    return derived_id(path) if had_entry else new_id()
             if row is not None:
                 return str(row[0])
             with self._tx() as db:

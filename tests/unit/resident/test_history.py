@@ -225,9 +225,7 @@ def test_a_new_file_is_identified_and_duplicates_found_without_reading_every_doc
     try:
         many = tmp_path / "many"
         outcomes = tuple(
-            FileOutcome(
-                f"n{i}.md", "EMBEDDED", chunks=1, md5=f"m{i}", document_id=f"d{i}", size=10, parser="text"
-            )  # type: ignore[arg-type]
+            FileOutcome(f"n{i}.md", FileState.EMBEDDED, chunks=1, md5=f"m{i}", document_id=f"d{i}", size=10)
             for i in range(5000)
         )
         h.record(DirResult(many, outcomes))

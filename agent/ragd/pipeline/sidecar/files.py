@@ -113,10 +113,9 @@ def write_entry(directory: Path, entry: FileEntry, like: os.stat_result | None =
     target = write_atomic(
         directory, entry.source.file_name + ENTRY_SUFFIX, payload, like=like, sync_folder=False
     )
-    with contextlib.suppress(OSError):  # (gone already: read from the disk, as any entry)
-        RECENT.put(
-            str(target), os.stat(target), entry, len(payload)
-        )  # for the index writer's read (recent.py)
+    # kept for the index writer's read (recent.py); a file gone already is read from the disk, as any entry
+    with contextlib.suppress(OSError):
+        RECENT.put(str(target), os.stat(target), entry, len(payload))
     return target
 
 
