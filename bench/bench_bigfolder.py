@@ -125,9 +125,8 @@ class Cpu:
     def report(self, files: int) -> str:
         user, kernel = (now - then for now, then in zip(self._read(self.pid)[:2], self.start, strict=True))
         workers = sum(t - self.before.get(c, 0.0) for c, t in self.children.items())
-        n = sum(1 for _ in self.children)
         return (f"CPU during the job: agent {user + kernel:.1f} s (user {user:.1f}, kernel {kernel:.1f}), "
-                f"workers {workers:.1f} s (the agent's {n} child processes and theirs); per file: agent "
+                f"workers {workers:.1f} s (the agent's {len(self.children)} child processes and theirs); per file: agent "
                 f"{1000 * (user + kernel) / files:.2f} ms, workers {1000 * workers / files:.2f} ms")  # fmt: skip
 
 

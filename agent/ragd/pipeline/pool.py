@@ -320,7 +320,7 @@ class WorkerPool:
                 if left > 0:  # it was busy meanwhile, and fell idle again later
                     self._arm_idle(left)
                     return
-                pool, tmp, self._pool, self._tmp, self._idle_timer = self._pool, self._tmp, None, None, None
+                pool, tmp, self._pool, self._tmp = self._pool, self._tmp, None, None
             pool.close()
             pool.join()
             _server_released(pool)

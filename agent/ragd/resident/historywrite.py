@@ -42,10 +42,11 @@ log = logging.getLogger("ragd.resident.history")
 SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
 _IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
 _AT_PATH = f"SELECT id FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, first_seen DESC LIMIT 1"
-# `md5 != ''` in a query by md5 lets SQLite use the partial index `documents_md5`: without it, each query read the
-# whole table (a big folder's new files, one query each: a 30,000-row scan for each of the last of 30,000 notes).
-# _WITH_MD5: whether there is a candidate for `_left_with`
-_WITH_MD5 = "SELECT 1 FROM documents WHERE md5 = ? AND md5 != '' AND path != ? LIMIT 1"
+# The documents of a content at another path (`_left_with`'s candidates). `md5 != ''` lets SQLite use the partial
+# index `documents_md5`: without it, each query read the whole table (a big folder's new files, one query each: a
+# 30,000-row scan for each of the last of 30,000 notes).
+_ELSEWHERE = "FROM documents WHERE md5 = ? AND md5 != '' AND path != ?"
+_ANY_ELSEWHERE = f"SELECT 1 {_ELSEWHERE} LIMIT 1"  # whether `_left_with` has a candidate at all
 
 
 class HistoryWrites(HistoryFile):
@@ -61,7 +62,7 @@ class HistoryWrites(HistoryFile):
             # left no other path (a big folder's files, one each)
             with self._lock:
                 row = self._db.execute(_AT_PATH, (path,)).fetchone()
-                if row is None and not (md5 and self._db.execute(_WITH_MD5, (md5, path)).fetchone()):
+                if row is None and not (md5 and self._db.execute(_ANY_ELSEWHERE, (md5, path)).fetchone()):
                     return derived_id(path) if had_entry else new_id()
             if row is not None:
                 return str(row[0])
@@ -90,8 +91,8 @@ class HistoryWrites(HistoryFile):
     def _left_with(self, db: sqlite3.Connection, md5: str, path: str) -> tuple[str, str] | None:
         """A document of content `md5` that left its path: deleted within the move window, or whose file is gone."""
         since = time.time() - self.config.move_window
-        rows = db.execute("SELECT id, path, state, deleted_at FROM documents WHERE md5 = ? AND md5 != '' AND path != ? "
-                          "ORDER BY deleted_at DESC", (md5, path)).fetchall()  # fmt: skip
+        rows = db.execute(f"SELECT id, path, state, deleted_at {_ELSEWHERE} ORDER BY deleted_at DESC",
+                          (md5, path)).fetchall()  # fmt: skip
         for doc_id, old_path, state, deleted_at in rows:
             if state == ChangeKind.DELETED and deleted_at is not None and deleted_at >= since:
                 return str(doc_id), str(old_path)
