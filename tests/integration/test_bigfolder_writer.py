@@ -116,6 +116,8 @@ def test_the_flushes_grow_rarer_while_a_long_stream_of_writes_goes_on(
         coming.clear()  # a pause: flushed at once, and the next stream starts again at FLUSH_EVERY_S
         indexer.put_mushroom(notes[4])
         poll(lambda: not notes[4].exists(), timeout=30, every=0.02, what="the note to be flushed in a pause")
+        # the flush deletes the note, then counts itself: the count is read once the writer has done so
+        poll(lambda: indexer._doubled != 4, timeout=5, every=0.01, what="the flush to be counted")
         assert indexer._doubled == 0
     finally:
         indexer.stop()
