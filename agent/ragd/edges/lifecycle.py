@@ -30,6 +30,7 @@ from typing import Any
 
 from ragctl.protocol import socket_path
 
+from .. import heap
 from ..config import Config, load_config
 from ..errors import ConfigError, RagdError
 from ..mcp.server import McpService
@@ -147,6 +148,7 @@ class Lifecycle:
         self.server = ControlServer(sock, handlers, admission.caller)
         self.server.start()
         self._record = write_discovery_record(self.socket_path)
+        heap.settle()  # the imports done, before the first job
         self.agent.start()
         self.notifier.ready(self.status_text())
         log.info("ragd %s ready: control socket %s, %d root(s)", self.agent.version(),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragctl import protocol as p
 
-from .. import access
+from .. import access, heap
 from ..errors import RagdError
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class McpService:
             self._first()
             self.start()
             self._then()
+            heap.settle()  # the MCP stack's imports out of the collector's passes
         except Exception as err:  # an MCP server that cannot start never stops the agent
             log.exception("the MCP server did not start")
             self.error, self.state = f"the MCP server did not start: {err}", "failed"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from .. import heap
 from ..config import Config, data_dir
 from ..errors import ConfigError, IndexBusy, IndexUnavailable
 from ..index.keyword import worker_cut
@@ -127,6 +128,7 @@ def run_once(
     roots = check_roots(config.roots)
     if index:
         _check_index(config)
+    heap.settle()  # the imports done (the index's too)
     started = time.monotonic()
     ignore = Ignore(config.ignore)
     dirs = [d for root in roots for d in walk_dirs(root, ignore)]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import heap
 from ...config import EmbeddingConfig, RunConfig
 from ..pool import FEW_WINDOW_S, Few, WorkerPool, worker_count
 from .base import Embedder, shut_down_error
@@ -262,6 +263,8 @@ def _import_client() -> None:
         from . import openai_api  # noqa: F401
     except ImportError as err:  # the first request meets the same error, where its caller sees it
         log.debug("could not import the embeddings API's client ahead of its first request: %s", err)
+        return
+    heap.settle()  # its ~800 modules' objects out of the collector's passes
 
 
 def _latest(a: float | None, b: float | None) -> float | None:
