@@ -1,8 +1,13 @@
 """One file's way through the pipeline, in two steps so that a directory's files share embedding requests:
 
     begin():   stat/precheck -> md5 -> hand the file to a parse worker (workers.py)
-    prepare(): wait for its chunks -> reuse stored vectors -> CHUNKED entry -> submit texts (and its lead's)
+    prepare(): wait for its chunks -> reuse stored vectors -> submit texts (and its lead's)
     finish():  wait for the vectors -> EMBEDDED entry
+
+A file's entry is written once, when its vectors are back (until then its old entry, or none, stands: a crash
+leaves a file whose entry no longer matches it, done again at the next start). A file the agent stops under after
+it was chunked is written CHUNKED ("not done yet": redone at the next start). Writing every file's CHUNKED entry
+before its texts went out cost a big folder's agent a fifth of its CPU (docs/benchmarks/history.md).
 
 An EMBEDDED entry of an earlier ragd, with no lead (lead.py), gets one from its stored chunks (`Change.LEAD`):
 nothing is parsed, one text is embedded.
@@ -171,7 +176,6 @@ class FileTask(FileRecord):
         texts = [self.chunks[i].embed_text for i in self.todo] + self._lead_todo()
         if not texts:
             return self.finish()
-        self._write(FileState.CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
         return self._submit(texts)
 
     def _submit(self, texts: list[str]) -> FileOutcome | None:
@@ -179,9 +183,23 @@ class FileTask(FileRecord):
             self.future = self.ctx.submit(texts)
         except EmbedError as err:  # the embedder closed before this file got to it (the agent is stopping)
             if err.code == SHUTDOWN:
-                return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
+                return self._stopped(err)
             return self.failed(err)
         return None
+
+    def _stopped(self, err: EmbedError) -> FileOutcome:
+        """The agent stopped while this file's texts were on their way to the embedder or awaited: its entry is
+        written CHUNKED (its chunks, with the vectors it reuses), "not done yet", redone at the next start. An
+        entry being given its lead is left as it is (served without one); a file whose root was removed, too (the
+        job records nothing more of its files)."""
+        if not (self.change == Change.LEAD and self.old is not None) and not self.ctx.dropped():
+            try:
+                self._write(FileState.CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
+            except (
+                StorageError
+            ) as unwritten:  # the old entry stays, which the file no longer matches: redone too
+                log.warning("%s", unwritten)
+        return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
 
     def _lead(self, header: str, contents: Sequence[str], reuse: ReuseFn | None = None) -> StoredLead:
         """The document's lead (lead.py): the old entry's while its text is the same and its vector sound, or one
@@ -258,8 +276,8 @@ class FileTask(FileRecord):
             try:
                 vectors = self.future.result()
             except EmbedError as err:
-                if err.code == SHUTDOWN:  # the agent is stopping: the CHUNKED entry says "not done yet"
-                    return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
+                if err.code == SHUTDOWN:  # the agent is stopping
+                    return self._stopped(err)
                 return self.failed(err)
             if self._lead_todo():
                 assert self.lead is not None

@@ -26,8 +26,8 @@ WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may p
 
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
-# why a file is ABANDONED: left as it was (CHUNKED, or its old entry) because the file's root was removed while its
-# job ran (or the agent stopped): redone at the next start, or when the root is added again
+# why a file is ABANDONED: left as it was (its old entry, or none) because the file's root was removed while its
+# job ran (or, written CHUNKED, because the agent stopped): redone when the root is added again (at the next start)
 ROOT_REMOVED = "its root was removed while its directory's job ran"
 VANISHED = "vanished during the job"
 RETRY_MAX_S = 6 * 3600.0

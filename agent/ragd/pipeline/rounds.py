@@ -19,8 +19,8 @@ from .outcome import FileOutcome, JobContext
 FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
 PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
 # a round's files are finished (their vectors awaited, their entries written) this many at a time: each entry's
-# write waits for its fsync (7 ms a file on a loaded machine, twice a file with the CHUNKED entry), which kept the
-# embedder waiting for texts (2.4 a request) while one thread wrote a big folder's entries one by one
+# write waits for its fsync (7 ms a file on a loaded machine), which kept the embedder waiting for texts (2.4 a
+# request) while one thread wrote a big folder's entries one by one
 FINISH_THREADS = 4
 # a round's outcomes, all recorded, handed over (dirjob's steps); returns what is left to report at the end
 HandRound = Callable[[list[FileOutcome]], list[FileOutcome]]
