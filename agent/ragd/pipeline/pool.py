@@ -81,6 +81,22 @@ def _server_used() -> Any:
         return context
 
 
+def start_server(preload: Sequence[str]) -> None:
+    """Start the fork server now, with `preload` (and what pools made so far registered), ahead of the first pool:
+    a run that will parse starts it before its own imports, which its ~0.8 s of imports then overlap. Served and
+    stopped as one the first worker started (`_server_released`); never used, it ends with this process. Nothing
+    where the server cannot run (the workers are spawned there) or has started already."""
+    if not _server_socket_fits():
+        return
+    from multiprocessing import forkserver
+
+    with _SERVER_LOCK:
+        _SERVER_PRELOAD.update(preload)
+        tmpdirs.claim_mp_dir()
+        multiprocessing.get_context(START_METHOD).set_forkserver_preload(sorted(_SERVER_PRELOAD))
+        forkserver.ensure_running()
+
+
 def _server_socket_fits() -> bool:
     """Whether the fork server's socket path fits AF_UNIX under this process's temp directory."""
     import tempfile

@@ -682,3 +682,45 @@ def test_a_worker_killed_while_idle_leaves_no_temp_dir_once_its_pool_is_replaced
     finally:
         workers.close()
     assert ours_in(sys_tmp) == []
+
+
+EARLY_SERVER = """
+import json, os
+from multiprocessing import forkserver
+from ragd.pipeline import pool
+from ragd.pipeline.pool import WorkerPool
+
+pool.start_server(("colorsys",))  # what `ragd run --once` does before its own imports
+early = forkserver._forkserver._forkserver_pid
+workers = WorkerPool("t", 1, 1024, 60.0)  # a pool with no preload of its own
+try:
+    preloaded = workers.submit(eval, ("'colorsys' in __import__('sys').modules",)).result(timeout=60)
+    served = forkserver._forkserver._forkserver_pid
+finally:
+    workers.close()
+print(json.dumps({"early": early, "served": served, "preloaded": preloaded,
+                  "stopped": forkserver._forkserver._forkserver_pid is None}))
+"""
+
+
+def test_the_fork_server_started_ahead_serves_the_first_pool_and_stops_with_it(tmp_path: Path) -> None:
+    """`ragd run --once` starts the parse workers' fork server before it imports its config and pipeline, so that
+    the server's imports overlap its own (pool.start_server): the first pool's workers come from that server, with
+    what it was started with imported, and the server stops with the last pool, as one the first worker started.
+    (In a child process: the test runner's fork server is not this test's.)"""
+    import json
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", EARLY_SERVER], capture_output=True, text=True, timeout=120,
+                         env=env, check=True)  # fmt: skip
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["early"] is not None and seen["served"] == seen["early"], seen
+    assert seen["preloaded"] is True and seen["stopped"] is True, seen
+
+
+def test_the_early_start_names_the_workers_keyword_cut() -> None:
+    """`run --once` names the modules the fork server imports before it imports the index: the same cut."""
+    from ragd.index.keyword import WORKER_CUT
+    from ragd.pipeline import preload
+
+    assert WORKER_CUT.partition(":")[0] == preload.CUT_MODULE
