@@ -45,6 +45,7 @@ CORE = (
     "errors.py",
     "metakeys.py",
     "atomic.py",
+    "heap.py",
     "paths.py",
     "modes.py",
     "vocabulary.py",
