@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ragctl.protocol import BAD_REQUEST
 from ragctl.protocol.search_flags import Renamed, add_search_flags
 
-from .. import __version__
+from .. import __version__, heap
 from ..errors import RagdError
 
 if TYPE_CHECKING:
@@ -90,8 +90,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "run" and args.once:
-        _start_workers_early(args)
+    if args.command == "run":
+        heap.manage()  # the agent's process: its imports kept out of the collector's passes once done (heap.py)
+        if args.once:
+            _start_workers_early(args)
     # (imported now, not with this module: for `run --once`, after the parse workers' fork server has started)
     from ..config import load_config
     from .console import setup_logging

@@ -195,9 +195,8 @@ class FileTask(FileRecord):
         if not (self.change == Change.LEAD and self.old is not None) and not self.ctx.dropped():
             try:
                 self._write(FileState.CHUNKED, chunks=tuple(self.stored), parser=self.parser, ocr=self.ocr)
-            except (
-                StorageError
-            ) as unwritten:  # the old entry stays, which the file no longer matches: redone too
+            # not written: the old entry stays, which the file no longer matches, so it is redone all the same
+            except StorageError as unwritten:
                 log.warning("%s", unwritten)
         return FileOutcome(self.name, FileState.ABANDONED, reason=err.message)
 

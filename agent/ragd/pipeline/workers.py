@@ -45,7 +45,7 @@ GRACE_S = 2.0  # at most this long past limits.parse_timeout before a worker is 
 TIMEOUT, CRASHED, MEMORY = "timeout", "crashed", "memory"  # the codes of a worker's failures
 # imported as a worker starts, outside any deadline: the stages, and the splitter's langchain module (which
 # split.py imports with its first text: 0.15 s of a 0.3 s deadline on a loaded machine)
-PRELOAD = preload.PARSE  # the modules each worker imports as it starts
+PRELOAD = preload.PARSE
 # While the workers are not running, a few small text files (a fresh agent's first note, a new note in a quiet
 # folder: at most FEW_FILES in FEW_WINDOW_S seconds, each at most HERE_BYTES of .md, .txt, ...) are parsed in the
 # job's thread: decoding a few KiB needs no worker, and starting two (a process each, its imports: 1-2 s) held a
