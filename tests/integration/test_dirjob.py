@@ -375,16 +375,21 @@ def test_a_file_is_written_once_its_vectors_are_back_and_chunked_if_the_embedder
 
     root = tmp_path / "kb"
     root.mkdir()
-    (root / "waits.md").write_text("# Waiting\n\nits vectors never come back\n")
-    (root / "done.md").write_text("# Done\n\nits vectors come back\n")
+    (root / "waits.md").write_text("# Waiting\n\nthe first file's words\n")
+    (root / "done.md").write_text("# Done\n\nthe second file's words\n")
     cfg = api_config(fake_openai_server, [root])
     ctx, queue = helpers.context(cfg)
-    fake_openai_server.hold_next(1)
+    fake_openai_server.hold_next(2)  # the two files' texts: one request, or one each
+
+    def both_sent() -> bool:
+        texts = fake_openai_server.texts
+        return all(any(f"{n} file's words" in t for t in texts) for n in ("first", "second"))
+
     results = []
     job = threading.Thread(target=lambda: results.append(run_directory(ctx, root)))
     job.start()
     try:
-        poll(lambda: len(fake_openai_server.requests) >= 1, timeout=30, what="the job's request")
+        poll(both_sent, timeout=30, what="the job's requests")
         assert (
             not sidecar.entry_path(root, "waits.md").exists()
             and not sidecar.entry_path(root, "done.md").exists()
