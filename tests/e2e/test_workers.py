@@ -37,11 +37,11 @@ def alive(pid: int) -> bool:
 
 
 def write_config(
-    tmp_path: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, limits: str = ""
+    tmp_path: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, limits: str = "", idle: float = 1.0
 ) -> None:
     cfg = tmp_path / "ragd.toml"
     cfg.write_text(api_config_text(server, watch=FAST_WATCH) + f"\n[limits]\nmax_text_chars = 100000000\n{limits}"
-                   + "\n[run]\nworkers = 2\nworker_idle = 1.0\n")  # fmt: skip
+                   + f"\n[run]\nworkers = 2\nworker_idle = {idle}\n")  # fmt: skip
     monkeypatch.setenv("RAGD_CONFIG", str(cfg))
 
 
@@ -79,7 +79,8 @@ def test_the_agent_parses_in_workers_that_exit_when_idle(tmp_path: Path, agent_e
 
 def kill_an_agent_at_work(log: Path, root: Path) -> int:
     """An agent SIGKILLed while its workers parse 40 files in `root`, once the workers it had then have exited: its
-    pid."""
+    pid. (The config's `worker_idle` must outlast the parse: a pool that fell idle after the last file, its workers
+    exiting and its directory removed, was killed once in CI.)"""
     for i in range(40):  # enough files that workers are busy when the agent is killed
         (root / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
     agent = AgentProcess(log, str(root))
@@ -93,13 +94,17 @@ def kill_an_agent_at_work(log: Path, root: Path) -> int:
     return agent.pid
 
 
-def test_no_worker_outlives_a_killed_agent(tmp_path: Path, agent_env: Path) -> None:
+def test_no_worker_outlives_a_killed_agent(
+    tmp_path: Path, agent_env: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_config(tmp_path, fake_openai_server, monkeypatch, idle=60.0)
     kill_an_agent_at_work(tmp_path / "agent.log", agent_env)
 
 
 def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
-    tmp_path: Path, agent_env: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, agent_env: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    write_config(tmp_path, fake_openai_server, monkeypatch, idle=60.0)
     sys_tmp = tmp_path / "sys-tmp"
     sys_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(sys_tmp))

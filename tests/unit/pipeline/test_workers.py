@@ -703,16 +703,18 @@ print(json.dumps({"early": early, "served": served, "preloaded": preloaded,
 """
 
 
-def test_the_fork_server_started_ahead_serves_the_first_pool_and_stops_with_it(tmp_path: Path) -> None:
+def test_the_fork_server_started_ahead_serves_the_first_pool_and_stops_with_it() -> None:
     """`ragd run --once` starts the parse workers' fork server before it imports its config and pipeline, so that
     the server's imports overlap its own (pool.start_server): the first pool's workers come from that server, with
     what it was started with imported, and the server stops with the last pool, as one the first worker started.
     (In a child process: the test runner's fork server is not this test's.)"""
     import json
 
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", EARLY_SERVER], capture_output=True, text=True, timeout=120,
-                         env=env, check=True)  # fmt: skip
+    # a temp directory short enough for the server's socket (a test's own is too deep for it on CI's runner)
+    with tempfile.TemporaryDirectory(prefix="ragd-t-", dir="/tmp") as short:
+        env = {**os.environ, "TMPDIR": short}
+        out = subprocess.run([sys.executable, "-c", EARLY_SERVER], capture_output=True, text=True, timeout=120,
+                             env=env, check=True)  # fmt: skip
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["early"] is not None and seen["served"] == seen["early"], seen
     assert seen["preloaded"] is True and seen["stopped"] is True, seen
