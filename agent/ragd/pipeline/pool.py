@@ -75,10 +75,16 @@ def _server_used() -> Any:
         return multiprocessing.get_context("spawn")
     with _SERVER_LOCK:
         _SERVER_USERS += 1
-        tmpdirs.claim_mp_dir()  # the server's socket's: a later agent removes it if this one is killed
-        context = multiprocessing.get_context(START_METHOD)
-        context.set_forkserver_preload(sorted(_SERVER_PRELOAD))
-        return context
+        return _server_context()
+
+
+def _server_context() -> Any:
+    """(Under _SERVER_LOCK.) The fork server's context, with every preload registered so far, its socket's
+    directory claimed (a later agent removes it if this one is killed)."""
+    tmpdirs.claim_mp_dir()
+    context = multiprocessing.get_context(START_METHOD)
+    context.set_forkserver_preload(sorted(_SERVER_PRELOAD))
+    return context
 
 
 def start_server(preload: Sequence[str]) -> None:
@@ -92,8 +98,7 @@ def start_server(preload: Sequence[str]) -> None:
 
     with _SERVER_LOCK:
         _SERVER_PRELOAD.update(preload)
-        tmpdirs.claim_mp_dir()
-        multiprocessing.get_context(START_METHOD).set_forkserver_preload(sorted(_SERVER_PRELOAD))
+        _server_context()
         forkserver.ensure_running()
 
 
