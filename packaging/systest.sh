@@ -102,13 +102,23 @@ cannot_boot() {  # the first boot failed: this machine does not let nspawn run a
     fail "$1"
 }
 BOOTED=0
+# The machine's init: the child of systemd-nspawn in a PID namespace of its own. Not just its first child: nspawn
+# forks a helper that clones the init and exits, and a reboot once caught that helper (every nsenter then failed).
+leader() {
+    local own p ns
+    own=$(readlink "/proc/$NSPAWN/ns/pid" 2>/dev/null) || return 0
+    for p in $(pgrep -P "$NSPAWN" || true); do
+        ns=$(readlink "/proc/$p/ns/pid" 2>/dev/null) || continue
+        [ "$ns" != "$own" ] && { echo "$p"; return 0; }
+    done
+}
 boot() {
     systemd-nspawn -D "$ROOT" -b -M "$MACHINE" --register=no --keep-unit --console=passive --private-network \
         > "$RUN/nspawn.log" 2>&1 &
     NSPAWN=$!
     LEADER=
     for _ in $(seq 150); do
-        LEADER=$(pgrep -P "$NSPAWN" | head -1 || true)
+        LEADER=$(leader)
         [ -n "$LEADER" ] && break
         kill -0 "$NSPAWN" 2>/dev/null || { cat "$RUN/nspawn.log"; cannot_boot "systemd-nspawn exited"; }
         sleep 0.2
