@@ -124,6 +124,8 @@ class FakeOpenAI:
         self.wrong_dim: int | None = None  # answer with vectors of this dimension instead
         self.reverse_order = False  # list `data` last text first (clients must sort by `index`)
         self.always_base64 = False  # answer in base64 whatever encoding_format asked (as some servers do)
+        self.always_float = False  # answer in numbers whatever encoding_format asked (servers that ignore it)
+        self.refuse_base64 = False  # answer 400 to encoding_format "base64" (servers that know only "float")
         self.html = False  # answer 200 with an HTML page (a base_url that points at a web site)
         self.poisons: dict[str, str] = {}  # marker -> kind: texts containing the marker get a poisoned vector
         self.abandoned = 0  # answers the client hung up on before they were sent in full
@@ -221,6 +223,7 @@ class FakeOpenAI:
             self.requests.clear()
             self.poisons.clear()
         self.delay, self.wrong_dim, self.reverse_order, self.always_base64 = 0.0, None, False, False
+        self.always_float = self.refuse_base64 = False
         self.html = False
         self._released.set()
 
@@ -276,8 +279,10 @@ class FakeOpenAI:
             )
         if any(t == "" for t in texts):
             return _error("'$.input' is invalid: empty strings are not allowed", "invalid_request")
+        if self.refuse_base64 and body.get("encoding_format") == "base64":
+            return _error("encoding_format: only 'float' is supported", "invalid_request")
         dim = self.wrong_dim or body.get("dimensions") or self.dim
-        as_b64 = self.always_base64 or body.get("encoding_format") == "base64"
+        as_b64 = self.always_base64 or (body.get("encoding_format") == "base64" and not self.always_float)
         data = []
         for i, text in enumerate(texts):
             v: Any = self.vector(text, dim).tolist()

@@ -140,7 +140,7 @@ def test_openai_happy_path(server: FakeOpenAI) -> None:
         np.testing.assert_allclose(row, server.vector(text), atol=1e-6)
     (req,) = server.requests
     assert req.texts == ["alpha", "beta", "中文", " "]
-    assert req.body["model"] == "fake-embed" and req.body["encoding_format"] == "float"
+    assert req.body["model"] == "fake-embed" and req.body["encoding_format"] == "base64"
     assert "dimensions" not in req.body
     assert req.headers["authorization"] == f"Bearer {KEY}"
     assert embedder.embed([]).shape == (0, 8) and len(server.requests) == 1
@@ -151,6 +151,44 @@ def test_openai_sorts_by_index_and_decodes_base64(server: FakeOpenAI) -> None:
     server.always_base64 = True
     v = make(server).embed(["one", "two", "three"])
     np.testing.assert_allclose(v, np.stack([server.vector(t) for t in ["one", "two", "three"]]), atol=1e-6)
+
+
+def test_openai_reads_numbers_from_a_server_that_ignores_base64(server: FakeOpenAI) -> None:
+    server.always_float = True
+    v = make(server).embed(["one", "two"])
+    np.testing.assert_allclose(v, np.stack([server.vector(t) for t in ["one", "two"]]), atol=1e-6)
+    assert server.requests[0].body["encoding_format"] == "base64"
+
+
+def test_openai_asks_for_numbers_once_the_server_refuses_base64(
+    server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that knows only "float" answers 400 to base64: the batch is asked again in numbers at once (not
+    an attempt of its own), and every later batch is asked in numbers."""
+    server.refuse_base64 = True
+    embedder = make(server, retries=0)
+    with caplog.at_level(logging.INFO, logger="ragd.pipeline.embed.openai_api"):
+        first = embedder.embed(["one", "two"])
+        second = embedder.embed(["three"])
+    np.testing.assert_allclose(first, np.stack([server.vector(t) for t in ["one", "two"]]), atol=1e-6)
+    np.testing.assert_allclose(second, server.vector("three")[None, :], atol=1e-6)
+    assert [r.body["encoding_format"] for r in server.requests] == ["base64", "float", "float"]
+    assert [r.texts for r in server.requests] == [["one", "two"], ["one", "two"], ["three"]]
+    assert embedder.retries == 0
+    said = [r.getMessage() for r in caplog.records if "base64" in r.getMessage()]
+    assert said == [
+        f"the embeddings API at {server.base_url} does not send vectors in base64: asking for numbers from now on"
+    ]
+
+
+def test_openai_keeps_base64_when_a_batch_is_refused_in_both(server: FakeOpenAI) -> None:
+    """A 400 that is about the texts (refused in numbers too) is the batch's error; base64 is kept."""
+    server.fail_next(2, 400, message="input too long")
+    embedder = make(server, retries=0)
+    with pytest.raises(EmbedError, match="input too long"):
+        embedder.embed(["a very long text"])
+    assert embedder.embed(["short"]).shape == (1, 8)
+    assert [r.body["encoding_format"] for r in server.requests] == ["base64", "float", "base64"]
 
 
 def test_openai_sends_dimensions_only_when_asked(server: FakeOpenAI) -> None:

@@ -55,6 +55,7 @@ def test_an_unusable_vector_fails_only_its_caller(
 ) -> None:
     server = fake_openai_server
     server.poison("poisonpill", kind)
+    server.always_float = kind in ("nan", "inf", "null")  # as JSON literals, from a server sending numbers
     queue = api_queue(server)
     calls = [["alpha one", "alpha two"], ["bravo", "a poisonpill here", "bravo three"], ["charlie"]]
     try:

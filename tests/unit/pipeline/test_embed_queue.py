@@ -362,7 +362,7 @@ def test_a_probe_that_fails_holds_the_api_down_longer() -> None:
 def test_an_error_that_waiting_does_not_heal_does_not_hold_the_api_down() -> None:
     """A refused text (400) fails its own batch only: the next batch is sent."""
     with _over_api(retries=2, batch_size=1, concurrency=1) as (server, queue):
-        server.fail_next(1, 400, message="input too long")
+        server.fail_next(2, 400, message="input too long")  # asked in base64, then in numbers: both refused
         first = queue.submit(["too long"])
         second = queue.submit(["fine"])
         err = first.exception(timeout=10)

@@ -12,6 +12,11 @@ a server trickling its answer is cut off at the deadline like a silent one, and 
 timeout. Each retry gets a new `timeout`; the backoff waits between attempts are not counted in it. For that,
 each thread that embeds has its own client with one keep-alive connection.
 
+Vectors are asked for in base64 (the API's compact form, which the `openai` client asks for too): a quarter of
+the bytes of JSON numbers, and no number to format or parse on either side. A server that refuses it (400 or 422
+to a request that asked for base64, answered when the same batch asks for "float") gets "float" from then on; a
+server that ignores it and sends numbers is read as well.
+
 Vectors are returned as the server sent them, NaN and infinities included (Python servers write `NaN`, JS
 ones `null`): the embed queue refuses unusable rows per text, so that one bad text fails only its own file.
 """
@@ -24,7 +29,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -41,6 +46,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+REFUSED_REQUEST = frozenset({400, 422})  # how a server that knows only "float" answers "base64"
+_Encoding = Literal["float", "base64"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class OpenAIEmbedder:
         self._count_lock = threading.Lock()
         self._local = threading.local()
         self._clients: list[_Http] = []
+        self._encoding: _Encoding = "base64"  # "float" once the server refused base64
 
     def close(self) -> None:
         """Interrupt any backoff wait or request in flight (the batch fails with "embedder shut down") and
@@ -148,24 +156,34 @@ class OpenAIEmbedder:
             raise shut_down_error()
 
     def _attempt(self, inputs: list[str]) -> Any:
-        """One request under the deadline: the parsed answer, or the _Failure to report."""
+        """One request under the deadline (two when the server refuses base64): the parsed answer, or the
+        _Failure to report."""
+        encoding = self._encoding
+        answer = self._attempt_as(inputs, encoding)
+        if encoding == "base64" and isinstance(answer, _Failure) and answer.status in REFUSED_REQUEST:
+            answer = self._attempt_as(inputs, "float")
+            if not isinstance(answer, _Failure) and self._encoding == "base64":
+                self._encoding = "float"
+                log.info("%s does not send vectors in base64: asking for numbers from now on", self.source)
+        return answer
+
+    def _attempt_as(self, inputs: list[str], encoding: _Encoding) -> Any:
         http = self._http()
         try:
             with http.watchdog.deadline(self._cfg.timeout):
-                content = self._request(http.client, inputs)
+                content = self._request(http.client, inputs, encoding)
         except openai.APIError as err:
             if self._stop.is_set():  # close() cut it
                 raise shut_down_error() from None
             return self._classify(err, timed_out=http.watchdog.expired)
         return _parse(content)
 
-    def _request(self, client: openai.OpenAI, inputs: list[str]) -> bytes:
+    def _request(self, client: openai.OpenAI, inputs: list[str], encoding: _Encoding) -> bytes:
         extra: dict[str, Any] = {"dimensions": self.dimension} if self._cfg.send_dimensions else {}
-        # "float" (the API's documented default) explicitly: the client would ask for base64, which some
-        # OpenAI-compatible servers and gateways do not support. The raw body is parsed here: the client's
-        # own parsing builds a Python object per float and cost more CPU than everything else in a run.
+        # The raw body is parsed here: the client's own parsing builds a Python object per vector (per float
+        # when numbers come back) and cost more CPU than everything else in a run.
         raw = client.embeddings.with_raw_response.create(
-            input=inputs, model=self.model_name, encoding_format="float", **extra
+            input=inputs, model=self.model_name, encoding_format=encoding, **extra
         )
         return raw.http_response.content
 
@@ -287,7 +305,7 @@ def _parse(content: bytes) -> Any:
 
 
 def _as_floats(embedding: Any) -> Any:
-    """A vector as floats: a list as is, a base64 string (servers that ignore encoding_format) decoded."""
+    """A vector as floats: a list (a server that sends numbers) as is, a base64 string decoded."""
     if isinstance(embedding, str):
         return np.frombuffer(base64.b64decode(embedding), dtype="<f4")
     return embedding
