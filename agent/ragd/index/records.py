@@ -4,7 +4,6 @@ heading paths as text, and the check every vector passes before it is written or
 from __future__ import annotations
 
 import base64
-import math
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +13,7 @@ import numpy as np
 import orjson
 
 from ..errors import IndexError_
-from ..model import fields_json
+from ..model import fields_json, vector_problems
 from .backend import SourceSummary
 from .where import terms
 
@@ -51,16 +50,24 @@ def extensions(raw: Sequence[str]) -> list[str]:
 
 
 def check_vector(vec: np.ndarray, dimension: int, where: str) -> np.ndarray:
-    arr = np.asarray(vec, dtype=np.float32).reshape(-1)
-    if arr.shape[0] != dimension:
-        raise IndexError_(
-            f"vector of {where} has dimension {arr.shape[0]}, the index expects {dimension}",
-            "re-embed the file with the configured model",
-        )
-    norm = float(np.linalg.norm(arr))
-    if not math.isfinite(norm) or norm == 0.0:
-        raise IndexError_(f"vector of {where} is zero or not finite", "re-embed the file")
-    return arr
+    return check_vectors([vec], dimension, [where])[0]
+
+
+def check_vectors(vecs: Sequence[np.ndarray], dimension: int, wheres: Sequence[str]) -> list[np.ndarray]:
+    """The vectors as float32 rows the index takes, each of `dimension` and neither zero nor non-finite (an
+    IndexError_ naming the first that is not, by its `wheres`); their norms computed in one pass (model.py)."""
+    arrs = [np.asarray(vec, dtype=np.float32).reshape(-1) for vec in vecs]
+    for arr, where in zip(arrs, wheres, strict=True):
+        if arr.shape[0] != dimension:
+            raise IndexError_(
+                f"vector of {where} has dimension {arr.shape[0]}, the index expects {dimension}",
+                "re-embed the file with the configured model",
+            )
+    if arrs:
+        for problem, where in zip(vector_problems(np.stack(arrs)), wheres, strict=True):
+            if problem is not None:
+                raise IndexError_(f"vector of {where} is zero or not finite", "re-embed the file")
+    return arrs
 
 
 def encode_lead(vec: np.ndarray | None, dimension: int, where: str) -> str:

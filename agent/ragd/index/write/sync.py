@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import IndexUnavailable, RagdError
-from ...model import NOT_FINITE, EmbeddingIdentity, vector_problem
+from ...model import EmbeddingIdentity, vector_problem, vector_problems
 from ...modes import display_name, valid_name
 from ...paths import is_under, outermost, root_of
 from ...pipeline import mushroom, sidecar
@@ -60,12 +60,10 @@ def decoded_vectors(entry: FileEntry) -> tuple[list[np.ndarray | None], str | No
             return vectors, f"chunk {i} has a {vec.shape[0]}-d vector, the entry says {entry.dimension}-d"
     present = [(i, vec) for i, vec in enumerate(vectors) if vec is not None]
     if present:
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            norms = np.linalg.norm(np.stack([vec for _i, vec in present]), axis=1)
-        bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0.0))
-        if bad.size:
-            i, vec = present[int(bad[0])]
-            return vectors, f"chunk {i} has a {vector_problem(vec) or NOT_FINITE} vector"
+        problems = vector_problems(np.stack([vec for _i, vec in present]))
+        for (i, _vec), problem in zip(present, problems, strict=True):
+            if problem is not None:
+                return vectors, f"chunk {i} has a {problem} vector"
     return vectors, None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import zvec
 
 from ...config import IndexConfig
@@ -142,7 +143,9 @@ def to_doc(
     lead: str = "",
     *,
     fts_text: str | None = None,
+    vector: np.ndarray | None = None,
 ) -> zvec.Doc:
+    """The chunk's row; `vector`: its vector checked already (records.check_vectors, a source's together)."""
     where = f"{source_path}#{chunk.chunk_index}"
     fields: dict[str, Any] = {
         SOURCE_PATH: source_path,
@@ -166,7 +169,8 @@ def to_doc(
     }
     if chunk.page is None:
         del fields[PAGE]
-    vector = check_vector(chunk.vector, dimension, where)
+    if vector is None:
+        vector = check_vector(chunk.vector, dimension, where)
     return zvec.Doc(id=doc_id(source_path, chunk.chunk_index), fields=fields, vectors={EMBEDDING: vector})
 
 

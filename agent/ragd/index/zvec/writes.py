@@ -13,7 +13,7 @@ import zvec
 from ...pipeline.cutwords import CUT_WORDS, Words
 from ..backend import IndexChunk, SourceWrite
 from ..keyword.keywords import KeywordDoc
-from ..records import encode_lead, extension, metadata_columns
+from ..records import check_vectors, encode_lead, extension, metadata_columns
 from . import filters as F
 from .collection import check_statuses, zvec_errors
 from .reads import ZvecReads
@@ -91,13 +91,16 @@ class ZvecWrites(ZvecReads):
         check_text(w.source_path, "the path")
         metadata = metadata_columns(w.metadata)
         lead = encode_lead(w.lead, self._identity.dimension, w.source_path)
-        docs = []
         for i, chunk in enumerate(w.chunks):
             if chunk.chunk_index != i or chunk.source_path != w.source_path:
                 raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+        vectors = check_vectors([c.vector for c in w.chunks], self._identity.dimension,
+                                [f"{w.source_path}#{i}" for i in range(len(w.chunks))])  # fmt: skip
+        docs = []
+        for chunk, vector in zip(w.chunks, vectors, strict=True):
             size, k = len(w.chunks), next(kept)
             docs.append(to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size,
-                               metadata, lead, fts_text=k[0] if k else None))  # fmt: skip
+                               metadata, lead, fts_text=k[0] if k else None, vector=vector))  # fmt: skip
         return docs
 
     @staticmethod

@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ...errors import SHUTDOWN, EmbedError
-from ...model import NOT_FINITE, ZERO, vector_problem
+from ...model import NOT_FINITE, ZERO, vector_problems
 
 
 @runtime_checkable
@@ -83,7 +83,7 @@ def source_of(embedder: Embedder) -> str:
 def row_problems(vectors: np.ndarray) -> list[str | None]:
     """Per row of a float32 (n, d) array: None if the vector is usable, else ZERO or NOT_FINITE (the index's test:
     a NaN or infinite value, a norm overflowing float32, or all zeros is refused)."""
-    return [vector_problem(row) for row in vectors]
+    return vector_problems(vectors) if len(vectors) else []
 
 
 def invalid_vectors_error(source: str, model_name: str, problems: Sequence[str | None]) -> EmbedError:
