@@ -167,7 +167,7 @@ def test_openai_asks_for_numbers_once_the_server_refuses_base64(
     an attempt of its own), and every later batch is asked in numbers."""
     server.refuse_base64 = True
     embedder = make(server, retries=0)
-    with caplog.at_level(logging.INFO, logger="ragd.pipeline.embed.openai_api"):
+    with caplog.at_level(logging.DEBUG, logger="ragd.pipeline.embed.openai_api"):
         first = embedder.embed(["one", "two"])
         second = embedder.embed(["three"])
     np.testing.assert_allclose(first, np.stack([server.vector(t) for t in ["one", "two"]]), atol=1e-6)

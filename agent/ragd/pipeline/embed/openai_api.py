@@ -164,7 +164,7 @@ class OpenAIEmbedder:
             answer = self._attempt_as(inputs, "float")
             if not isinstance(answer, _Failure) and self._encoding == "base64":
                 self._encoding = "float"
-                log.info("%s does not send vectors in base64: asking for numbers from now on", self.source)
+                log.debug("%s does not send vectors in base64: asking for numbers from now on", self.source)
         return answer
 
     def _attempt_as(self, inputs: list[str], encoding: _Encoding) -> Any:
