@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -531,14 +533,21 @@ def test_a_folder_deleted_while_its_job_waits_for_vectors_is_no_error(
     cfg = api_config(fake_openai_server, [tmp_path / "kb"], retries=0)
     ctx, queue = helpers.context(cfg)
 
+    sent: list[Future[Any]] = []
+
     def submit(texts: object) -> object:  # the folder goes as soon as the first texts went out
         fut = queue.submit(texts)  # type: ignore[arg-type]
+        sent.append(fut)
         shutil.rmtree(folder)
         return fut
 
     try:
         with caplog.at_level(logging.WARNING):
             result = run_directory(replace(ctx, submit=submit), folder)  # type: ignore[arg-type]
+            # the job does not wait for a vanished file's vectors; the test does, so that closing the queue does
+            # not cut a request off (the agent stopping, which says so: another matter)
+            for fut in sent:
+                fut.exception(timeout=10)
     finally:
         queue.close()
     assert not folder.exists()
