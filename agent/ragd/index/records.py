@@ -73,20 +73,10 @@ def check_vectors(vecs: Sequence[np.ndarray], dimension: int, wheres: Sequence[s
 def encode_lead(vec: np.ndarray | None, dimension: int, where: str) -> str:
     """A document's lead vector as every chunk row of it holds it: unit length, little-endian float16, base64
     (cosines to it are good to about 1e-3, plenty to rank a question's candidate documents); "" for none."""
-    return encode_leads([vec], dimension, [where])[0]
-
-
-def encode_leads(vecs: Sequence[np.ndarray | None], dimension: int, wheres: Sequence[str]) -> list[str]:
-    """`encode_lead` of each (`wheres`: their documents), checked, scaled and converted together."""
-    out = [""] * len(vecs)
-    present = [(i, vec) for i, vec in enumerate(vecs) if vec is not None]
-    if present:
-        rows = np.stack(check_vectors([vec for _i, vec in present], dimension,
-                                      [f"the lead of {wheres[i]}" for i, _vec in present]))  # fmt: skip
-        units = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype("<f2")
-        for (i, _vec), row in zip(present, units, strict=True):
-            out[i] = base64.b64encode(row.tobytes()).decode("ascii")
-    return out
+    if vec is None:
+        return ""
+    arr = check_vector(vec, dimension, f"the lead of {where}")
+    return base64.b64encode((arr / np.linalg.norm(arr)).astype("<f2").tobytes()).decode("ascii")
 
 
 def lead_bytes(raw: object, dimension: int) -> bytes | None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 import pytest
 
 from ragd.errors import IndexError_
-from ragd.index.records import check_vector, check_vectors, encode_lead, encode_leads
+from ragd.index.records import check_vector, check_vectors
 from ragd.model import NOT_FINITE, ZERO, vector_problem, vector_problems
 
 ROWS = {
@@ -43,13 +41,3 @@ def test_the_index_refuses_the_same_vectors_naming_the_first() -> None:
         check_vectors([ROWS["fine"], ROWS["fine"][:4]], 8, ["a#0", "a#1"])
     with pytest.raises(IndexError_, match=r"vector of the query is zero or not finite"):
         check_vector(ROWS["nan"], 8, "the query")
-
-
-def test_leads_encoded_together_as_each_alone() -> None:
-    a, b = ROWS["fine"], ROWS["large"]
-    together = encode_leads([a, None, b], 8, ["x.md", "y.md", "z.md"])
-    assert together == [encode_lead(a, 8, "x.md"), "", encode_lead(b, 8, "z.md")]
-    unit = np.frombuffer(base64.b64decode(together[0]), dtype="<f2").astype(np.float32)
-    np.testing.assert_allclose(unit, a / np.linalg.norm(a), atol=1e-3)
-    with pytest.raises(IndexError_, match=r"vector of the lead of z.md is zero or not finite"):
-        encode_leads([a, None, ROWS["zero"]], 8, ["x.md", "y.md", "z.md"])

@@ -8,13 +8,12 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import zvec
 
 from ...pipeline.cutwords import CUT_WORDS, Words
 from ..backend import IndexChunk, SourceWrite
 from ..keyword.keywords import KeywordDoc
-from ..records import check_vectors, encode_leads, extension, metadata_columns
+from ..records import check_vectors, encode_lead, extension, metadata_columns
 from . import filters as F
 from .collection import check_statuses, zvec_errors
 from .reads import ZvecReads
@@ -61,23 +60,8 @@ class ZvecWrites(ZvecReads):
         # the keyword texts and words the parse workers made (pipeline/cutwords.py), chunk by chunk; None: here
         cut = [CUT_WORDS.take(c.content_hash, c.header) for w in last.values() for c in w.chunks]
         kept = iter(cut)
-        # all checked before anything is written; the vectors (and the leads) of every source together: a numpy
-        # call per vector or per source gave up the interpreter lock each time (model.vector_problems)
-        sources = list(last.values())
-        for w in sources:
-            check_text(w.source_path, "the path")
-            for i, chunk in enumerate(w.chunks):
-                if chunk.chunk_index != i or chunk.source_path != w.source_path:
-                    raise ValueError(
-                        f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}"
-                    )
-        dim = self._identity.dimension
-        leads = encode_leads([w.lead for w in sources], dim, [w.source_path for w in sources])
-        vectors = iter(check_vectors([c.vector for w in sources for c in w.chunks], dim,
-                                     [f"{w.source_path}#{c.chunk_index}" for w in sources for c in w.chunks]))  # fmt: skip
-        docs = [
-            doc for w, lead in zip(sources, leads, strict=True) for doc in self._docs(w, kept, lead, vectors)
-        ]
+        # all checked before anything is written
+        docs = [doc for w in last.values() for doc in self._docs(w, kept)]
         with self._exclusive("write") as coll:
             kw = self._keywords()
             kw.begin(last)
@@ -102,18 +86,21 @@ class ZvecWrites(ZvecReads):
                 ],
             )
 
-    def _docs(
-        self, w: SourceWrite, kept: Iterator[Words | None], lead: str, vectors: Iterator[np.ndarray]
-    ) -> list[zvec.Doc]:
-        """The source's documents (checked: write_sources); `kept` gives each chunk's keyword text and words made
-        already, or None; `vectors` each chunk's vector, checked."""
+    def _docs(self, w: SourceWrite, kept: Iterator[Words | None]) -> list[zvec.Doc]:
+        """The source's documents; `kept` gives each chunk's keyword text and words made already, or None."""
+        check_text(w.source_path, "the path")
         metadata = metadata_columns(w.metadata)
-        size = len(w.chunks)
+        lead = encode_lead(w.lead, self._identity.dimension, w.source_path)
+        for i, chunk in enumerate(w.chunks):
+            if chunk.chunk_index != i or chunk.source_path != w.source_path:
+                raise ValueError(f"chunk {i} of {w.source_path} is {chunk.source_path}#{chunk.chunk_index}")
+        vectors = check_vectors([c.vector for c in w.chunks], self._identity.dimension,
+                                [f"{w.source_path}#{i}" for i in range(len(w.chunks))])  # fmt: skip
         docs = []
-        for chunk in w.chunks:
-            k = next(kept)
+        for chunk, vector in zip(w.chunks, vectors, strict=True):
+            size, k = len(w.chunks), next(kept)
             docs.append(to_doc(w.source_path, w.source_md5, w.root, chunk, self._identity.dimension, size,
-                               metadata, lead, fts_text=k[0] if k else None, vector=next(vectors)))  # fmt: skip
+                               metadata, lead, fts_text=k[0] if k else None, vector=vector))  # fmt: skip
         return docs
 
     @staticmethod
