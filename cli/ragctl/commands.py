@@ -37,13 +37,28 @@ CONNECT_POLL_S = 0.1  # `wait`: how often an agent that is not listening yet is 
 # -- arguments -> request ---------------------------------------------------------------------------------------
 def absolute(path: str) -> str:
     """A path argument as the agent wants it: absolute, resolved against ragctl's working directory."""
-    return str(Path(path).expanduser().resolve())
+    return _utf8(str(Path(path).expanduser().resolve()))
 
 
 def entry_path(path: str) -> str:
     """A path naming an entry, absolute: its folder resolved, its own name kept (a symbolic link names itself)."""
     full = Path(os.path.abspath(Path(path).expanduser()))
-    return str(full.parent.resolve() / full.name) if full.name else str(full)
+    return _utf8(str(full.parent.resolve() / full.name) if full.name else str(full))
+
+
+def _utf8(path: str) -> str:
+    """`path`, refused with a clear error when its bytes are not UTF-8 (a Latin-1 name from an old archive): the
+    agent tracks only UTF-8 names, and the control socket speaks UTF-8 JSON."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise CliError(
+            f"cannot name {shown}: it is not valid UTF-8 (ragd indexes only UTF-8 names)",
+            "rename it to a UTF-8 name, e.g. `convmv -f latin1 -t utf-8 --notest PATH`",
+            EXIT_USAGE,
+        ) from None
+    return path
 
 
 def _opt_abs(path: str | None) -> str | None:

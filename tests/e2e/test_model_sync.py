@@ -504,6 +504,10 @@ class ModelSync(RuleBasedStateMachine):
     def roots_add(self, data: st.DataObject) -> None:
         rel = self.pick(data, self.model.root_candidates(), "root")
         say(f"ragctl roots add {rel!r}")
+        if not ms.is_utf8(rel):  # a folder the agent cannot track: ragctl refuses it, and says why
+            done = ragctl("roots", "add", self.tree.path(rel), check=2)
+            assert "is not valid UTF-8" in done.stderr and "Traceback" not in done.stderr, done.stderr
+            return
         ragctl("roots", "add", self.tree.path(rel))
         self.model.add_root(rel)
         self.tree.touch_under(rel)

@@ -631,3 +631,18 @@ def test_status_shows_a_big_folders_files_and_the_time_left() -> None:
             "eta_s": 754.2, "failed": 0}  # fmt: skip
     assert render.progress_line(prog) == "indexing 640/30000 files (0/1 dirs), 0 failed, about 13 min left"
     assert render.progress_line({**prog, "eta_s": None, "files_total": 640}) == "indexing 0/1 dirs, 0 failed"
+
+
+def test_a_path_that_is_not_utf8_is_refused_with_its_reason(
+    agent: FakeAgent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Latin-1 folder name (bytes that are not UTF-8): the agent tracks only UTF-8 names and the socket speaks UTF-8
+    JSON, so ragctl refuses it itself (a traceback before: `UnicodeEncodeError ... surrogates not allowed`)."""
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9 latin1"))
+    folder.mkdir()
+    for argv in (["roots", "add", str(folder)], ["roots", "remove", str(folder)], ["wait", str(folder)]):
+        assert run(agent, *argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"ragctl: cannot name {tmp_path}/caf\\xe9 latin1: it is not valid UTF-8" in err, err
+        assert "Traceback" not in err and "convmv" in err
+    assert agent.requests == []  # refused before asking the agent
