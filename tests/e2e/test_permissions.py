@@ -311,3 +311,29 @@ def test_without_a_watch_event_the_verification_finds_the_folder_and_brings_it_b
         assert "Traceback" not in agent.log()
     finally:
         agent.kill()
+
+
+def test_a_folder_unreadable_when_watching_began_is_watched_once_it_can_be_read(
+    base: Path, as_user: AsUser, fake_openai_server: FakeOpenAI
+) -> None:
+    """inotify watches only a folder its process may read: one closed when the agent started (or moved in closed)
+    had no watch, and once opened its files were indexed but a file written in it later never was (found by the
+    soak: a file made in such a folder missing from status). Opened again, it is watched, the folders below it
+    too."""
+    kb, sub = as_user.kb, as_user.kb / "sub"
+    sub.chmod(0)
+    agent = user_agent(base / "agent.log", as_user.python, as_user.user, str(kb), env=as_user.env)
+    try:
+        agent.wait_ready()
+        agent.wait_idle()
+        assert keyword_hits("zqtop") and not keyword_hits("zqsuba")
+        sub.chmod(0o755)
+        poll(lambda: keyword_hits("zqsuba") and keyword_hits("zqinner"), what="sub/ to be indexed")
+        ragctl("wait")
+        for path, marker in ((sub / "later.md", "zqlater"), (sub / "inner" / "deeper.md", "zqdeeper")):
+            write_doc(path, marker)
+            os.chown(path, as_user.user.uid, as_user.user.gid)
+        poll(lambda: keyword_hits("zqlater") and keyword_hits("zqdeeper"), what="the files written later")
+        assert "Traceback" not in agent.log()
+    finally:
+        agent.kill()

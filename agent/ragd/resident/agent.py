@@ -106,6 +106,7 @@ class Agent(Reactions, Recovery):
             retry_dir_s=DIR_RETRY_S, changes=self.changes,
             out_of_search=lambda d: self.indexer.call(partial(drop_subtree, root=d, keep=[])),
             back_in_search=lambda d: self.indexer.call(partial(fill_root, root=d)),
+            watch_below=lambda d: self.watcher.watch_below(d),
             prune_gone=lambda d: self.indexer.call(lambda s: s.prune_gone(d))))  # fmt: skip
         self._writer: Indexer | None = None  # once the index is open
         self._searcher: SearchService | None = None

@@ -133,6 +133,7 @@ class FollowUps:
     changes: ChangeLog  # the journal of what changed (for MCP: recent changes, change announcements)
     out_of_search: Callable[[Path], object]  # a folder that cannot be read: the index drops its subtree
     back_in_search: Callable[[Path], object]  # readable again: its subtree is served from its sidecars
+    watch_below: Callable[[Path], object]  # ... and watched again, the folders below it too (watcher.py)
     # a folder found with no store: the index drops what is gone below it
     prune_gone: Callable[[Path], object]
 
@@ -227,9 +228,11 @@ class Outcomes:
         embedded again), and the folders below it are looked at (the tracker forgot their files)."""
         log.info("%s can be read again: its files are back in search", directory)
         fu.back_in_search(directory)
-        below = [d for d in walk_dirs(directory, self.ignore) if d != directory]
-        self.tracker.add_to_phase(below)
-        fu.scheduler.enqueue(below)
+        fu.watch_below(directory)
+        # its folders, and itself again: what was written in it before its watch was made is seen now
+        again = list(walk_dirs(directory, self.ignore))
+        self.tracker.add_to_phase(again)
+        fu.scheduler.enqueue(again)
 
     def _vanished(self, directory: Path) -> None:
         self.tracker.forget(directory)

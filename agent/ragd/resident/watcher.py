@@ -186,6 +186,29 @@ class Watcher:
         if entry is not None:
             self._unschedule(entry)
 
+    def watch_below(self, directory: Path) -> int:
+        """Watch `directory` and the folders below it again, for each inotify root that holds it: inotify watches only
+        a folder its process may read, so one closed when its root's watches were made (the agent's start, a
+        move into the root, a rescan after an overflow) has none, and nothing written in it after it is opened
+        again would be reported (found by the soak: a note made in such a folder never indexed). Called by a
+        folder's job that finds it readable again (jobs.py), before its folders are looked at again. Returns the
+        roots whose watches were added (0 for polled roots, which list every folder anyway)."""
+        with self._lock:
+            entries = [e for r, e in self._roots.items() if e.mode == INOTIFY and is_under(directory, r)]
+            added = 0
+            for entry in entries:
+                try:  # watchdog 7.1's: the root's watch group, which adds a folder's watches under its own lock
+                    group = entry.observer._emitter_for_watch[entry.watch]._inotify  # type: ignore[attr-defined]
+                except (AttributeError, KeyError):  # no such group (another watchdog, a stopped emitter)
+                    continue
+                if group is not None:
+                    with group._lock:
+                        group._add_all_callbacks(
+                            os.fsencode(directory)
+                        )  # a folder it cannot read is left out
+                    added += 1
+            return added
+
     def mode(self, root: Path) -> str:
         """The root's mode, "inotify" or "polling"; "none" for a root that is not watched."""
         with self._lock:

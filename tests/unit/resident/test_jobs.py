@@ -38,6 +38,7 @@ class FollowUpCalls:
         self.back: list[Path] = []  # and back in search
         self.pruned: list[Path] = []  # folders found with no store: what is gone below them leaves the index
         self.found = 0
+        self.watched: list[Path] = []  # folders to watch again, readable again
         self.changes = ChangeLog()
         self.told: list[Change] = []  # what the journal told its listeners
         self.changes.listen(self.told.extend)
@@ -49,7 +50,7 @@ class FollowUpCalls:
         return FollowUps(scheduler, roots=lambda: roots, hand_note=self.notes.append,
                          offer_note=self.offered.append, look_again=self.looked.append, subdirs_found=found, retry_dir_s=60.0,
                          changes=self.changes, out_of_search=self.dropped.append, back_in_search=self.back.append,
-                         prune_gone=self.pruned.append)  # fmt: skip
+                         watch_below=self.watched.append, prune_gone=self.pruned.append)  # fmt: skip
 
 
 def test_without_follow_ups_every_outcome_is_recorded_and_counted_once(tmp_path: Path) -> None:
