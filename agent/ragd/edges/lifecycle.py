@@ -231,6 +231,9 @@ class Lifecycle:
             self._busy_since = None
             self._idle_at = now
             self.agent.embed.unmap_pages()  # the model's mapped weights: in the page cache, not in the agent's RSS
+            if writer is not None:
+                with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
+                    writer.index.give_back_pages()  # the index's mapped files, the same way (mapped.py)
             memory.release()  # what indexing freed goes back to the system
 
     def _rest(self) -> None:

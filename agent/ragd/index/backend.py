@@ -205,6 +205,11 @@ class IndexBackend(Protocol):
         """Give back the memory of an index nothing uses (its next use opens it again). True if it did."""
         ...
 
+    def give_back_pages(self) -> int:
+        """Take the pages of the index's mapped files out of the process's resident set (they stay in the page
+        cache; ragd/mapped.py): bytes advised, 0 for an index that maps none."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from ragd.config import Config, IndexConfig
+from ragd.errors import IndexError_
 from ragd.index import IndexBackend, collection_dir, open_index
 from ragd.index.write.sync import IndexSync
 from ragd.index.write.writer import Indexer
-from ragd.index.zvec import upkeep
+from ragd.index.zvec import health, upkeep
 from ragd.index.zvec.collection import COMPACTED, COMPACTING
 from ragd.model import md5_hex
 from ragd.pipeline.scan import Ignore
@@ -110,6 +111,34 @@ def test_a_compaction_cut_short_leaves_a_usable_collection(tmp_path: Path) -> No
         assert index.count() == count
         assert "docs/network.md" in rel_paths(index.query(vector=None, text="ERR_CONN_RESET", k=3), root)
         assert not here.with_name(here.name + COMPACTED).exists()
+    finally:
+        index.close()
+
+
+def test_a_compaction_whose_copy_fails_leaves_the_index_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy is made by a child process (health.CopyInChild): one that fails (here killed at once, its time
+    being up) is an index error naming it, and the collection, its searches and its writes stay as they were."""
+    root = tmp_path / "kb"
+    index = open_index(tmp_path / "data", IDENTITY, IndexConfig())
+    try:
+        load_corpus(index, root)
+        for n in range(EDITS):
+            edit(index, root, n)
+        before = snapshot(index, root)
+        blocks = index.blocks
+        monkeypatch.setattr(health, "OPTIMIZE_TIMEOUT_S", 0.0)
+        with pytest.raises(IndexError_, match="did not finish within 0 s"):
+            index.compact()
+        assert snapshot(index, root) == before and index.blocks == blocks
+        here = collection_dir(tmp_path / "data", IDENTITY)
+        assert not here.with_name(here.name + COMPACTING).exists()
+        edit(index, root, 99)
+        assert rel_paths(index.query(vector=None, text="zebra99", k=3), root) == ["edits/note3.md"]
+        monkeypatch.undo()
+        assert index.compact() == blocks + 1 and index.blocks == 1  # the next one goes through
+        assert rel_paths(index.query(vector=None, text="zebra99", k=3), root) == ["edits/note3.md"]
     finally:
         index.close()
 

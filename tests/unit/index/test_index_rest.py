@@ -110,3 +110,33 @@ def test_close_while_resting_lets_go(index: IndexBackend, tmp_path: Path) -> Non
     assert not index.resting
     assert not index.rest()
     open_index(tmp_path / "data", IDENTITY, IndexConfig()).close()
+
+
+def test_the_pages_of_the_collections_files_are_given_back_and_searches_find_the_same(
+    index: IndexBackend, tmp_path: Path
+) -> None:
+    """An idle agent gives back the pages its searches and writes touched in the collection's mapped files
+    (ragd/mapped.py): out of its resident set, the next search as before."""
+    before = index.query(vector=embed("beta networks"), text="beta 文本", k=2)
+    path = collection_dir(tmp_path / "data", IDENTITY)
+    assert resident_kib_below(path) > 0
+    assert index.give_back_pages() > 0
+    assert resident_kib_below(path) == 0
+    after = index.query(vector=embed("beta networks"), text="beta 文本", k=2)
+    assert [(h.source_path, h.chunk_index, h.score) for h in after] == [
+        (h.source_path, h.chunk_index, h.score) for h in before
+    ]
+    assert index.rest() and index.give_back_pages() == 0  # resting: nothing mapped
+
+
+def resident_kib_below(folder: Path) -> int:
+    """This process's resident KiB of the maps of files below `folder` (/proc/self/smaps)."""
+    total, current = 0, False
+    with open("/proc/self/smaps", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if fields and "-" in fields[0] and not fields[0].endswith(":"):
+                current = len(fields) == 6 and fields[5].startswith(f"{folder}/")
+            elif current and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total

@@ -25,6 +25,7 @@ from typing import Any
 
 import zvec
 
+from ... import mapped
 from ...config import IndexConfig
 from ...errors import IndexError_
 from ...model import EmbeddingIdentity
@@ -205,6 +206,13 @@ class ZvecIndex(ZvecUpkeep):
                 return True
         finally:
             self._write_lock.release()
+
+    def give_back_pages(self) -> int:
+        """Take the pages of the collection's mapped files out of the process's resident set (mapped.py: they stay
+        in the page cache; the next search maps what it reads again). Queries and writes wait the moment it takes,
+        which keeps zvec from unmapping a file meanwhile. Returns the bytes of the maps advised."""
+        with self._rw.writing():
+            return mapped.give_back(self._path) if self._coll is not None else 0
 
     def _wake(self) -> None:
         """Open the resting collection again (callers hold `_rw`; readers may arrive together)."""

@@ -25,11 +25,19 @@ import hashlib
 import json
 import logging
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ...atomic import atomic_write
 
@@ -170,22 +178,84 @@ def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> Verdict:
 OPTIMIZE_TIMEOUT_S = 6 * 3600.0  # a graph of millions of chunks takes tens of minutes on 2 cores
 
 
-def optimize_in_child(path: Path, timeout: float = OPTIMIZE_TIMEOUT_S) -> str:
-    """Optimize the closed collection at `path` (build its HNSW graph) in a child process; its report line, or
-    OSError/RuntimeError when it failed. Slow (a minute at 100k chunks): the caller's searches go on meanwhile."""
-    try:
-        done = subprocess.run(probe_command(path, "--optimize"), env=_child_env(), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, errors="replace", timeout=timeout)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(
-            f"building the HNSW graph of {path} did not finish within {timeout:.0f} s"
-        ) from None
-    lines = [ln[len(PROBE_MARK) :].strip() for ln in done.stdout.splitlines() if ln.startswith(PROBE_MARK)]
-    if done.returncode != 0 or not lines or not lines[-1].startswith("ok"):
-        tail = (
-            lines[-1]
-            if lines
-            else (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        )
-        raise RuntimeError(f"building the HNSW graph of {path} failed: {tail}")
-    return lines[-1]
+class CopyInChild:
+    """A compaction's copy made by a child process (probe.py `--copy`): this process sends the documents, a batch
+    at a time, and the child inserts them into the empty collection at `path`, flushes, builds the HNSW graph if
+    asked (`optimize`), and closes it. The copy's writing segment and the graph's build live and die with the child:
+    made in the agent, they were most of its 1 GiB peak at 100,000 notes (docs/benchmarks/history.md, issue 36).
+    A child that fails, dies or runs past `timeout` (killed then) makes `send` or `finish` raise RuntimeError."""
+
+    def __init__(self, path: Path, *, optimize: bool, timeout: float = OPTIMIZE_TIMEOUT_S) -> None:
+        self._path = path
+        # stdout and stderr: a pipe nobody reads meanwhile could fill; closed by `finish` or `kill`
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115
+        options = ["--copy", *(["--optimize"] if optimize else [])]
+        self._proc = subprocess.Popen(probe_command(path, *options), env=_child_env(), stdin=subprocess.PIPE,
+                                      stdout=self._out, stderr=subprocess.STDOUT)  # fmt: skip
+        self._timeout, self._timed_out, self._report = timeout, False, ""
+        self._timer = threading.Timer(timeout, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self._timed_out = True
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+
+    def send(self, docs: Sequence[Any]) -> None:
+        """Hand the child `docs` (zvec Docs, as `fetch` returns them) to insert."""
+        batch = [(d.id, d.fields, {name: np.asarray(v, dtype=np.float32) for name, v in (d.vectors or {}).items()})
+                 for d in docs]  # fmt: skip
+        stdin = self._proc.stdin
+        assert stdin is not None
+        try:
+            pickle.dump(batch, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError:  # BrokenPipeError: the child is gone
+            raise RuntimeError(self._failure()) from None
+
+    def finish(self) -> int:
+        """Wait for the child to flush, build and close the copy; the documents it holds."""
+        stdin = self._proc.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError):
+            stdin.close()
+        self._proc.wait()
+        self._timer.cancel()
+        line = self._line()
+        found = re.match(r"ok, (\d+) documents", line)
+        if self._proc.returncode != 0 or found is None:
+            raise RuntimeError(self._failure())
+        return int(found.group(1))
+
+    def kill(self) -> None:
+        """Stop the child (a compaction given up); the caller removes the copy."""
+        self._timer.cancel()
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+        with contextlib.suppress(OSError, ValueError):
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+        self._proc.wait()
+        if not self._out.closed:
+            self._out.close()
+
+    def _line(self) -> str:
+        """The child's report (its last PROBE_MARK line), else the last line it printed (once it has exited)."""
+        if not self._out.closed:
+            self._out.seek(0)
+            lines = self._out.read().decode("utf-8", "replace").strip().splitlines()
+            self._out.close()
+            marked = [ln[len(PROBE_MARK) :].strip() for ln in lines if ln.startswith(PROBE_MARK)]
+            self._report = marked[-1] if marked else (lines[-1] if lines else "")
+        return self._report
+
+    def _failure(self) -> str:
+        self._timer.cancel()
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+        code = self._proc.wait()
+        if self._timed_out:
+            tail = f"did not finish within {self._timeout:.0f} s"
+        else:
+            tail = self._line() or (f"killed by signal {-code}" if code < 0 else f"exit status {code}")
+        return f"copying the index into {self._path} failed: {tail}"

@@ -8,8 +8,13 @@ Reading matters, not only opening: a damaged manifest crashed some opens only at
 
 `python -m ragd.index.zvec.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the
 collection for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph
-of its copy outside the agent's process, whose searches go on meanwhile (zvec/upkeep.py, `compact`). It prints
-`ok, N documents, T s`.
+of its copy outside the agent's process, whose searches go on meanwhile. It prints `ok, N documents, T s`.
+
+`python -m ragd.index.zvec.probe --copy [--optimize] DIR` opens the empty collection the agent created at DIR for
+writing, inserts the documents the agent sends on its standard input (pickled batches of `(id, fields,
+vectors)`, until the end of the input), flushes, optimizes with `--optimize`, closes, and prints `ok, N documents,
+T s`: how a compaction copies a collection (zvec/upkeep.py, `compact`) without the copy's memory in the agent.
+The input is the agent's own, through a pipe to its child: unpickling it trusts nothing else.
 """
 
 from __future__ import annotations
@@ -61,17 +66,47 @@ def _optimize(path: str) -> str:
     return f"ok, {count} documents, {time.monotonic() - started:.1f} s"
 
 
+def _copy(path: str, optimize: bool) -> str:
+    import pickle
+    import time
+
+    import zvec
+
+    from .collection import check_statuses
+
+    zvec.init(query_threads=1, log_level=zvec.LogLevel.ERROR)
+    started = time.monotonic()
+    coll = zvec.open(path, zvec.CollectionOption(read_only=False))
+    try:
+        while True:
+            try:
+                batch = pickle.load(sys.stdin.buffer)
+            except EOFError:
+                break
+            docs = [zvec.Doc(id=i, fields=fields, vectors=vectors) for i, fields, vectors in batch]
+            check_statuses(coll.insert(docs), "insert", path)  # type: ignore[arg-type]
+        coll.flush()
+        if optimize:
+            coll.optimize()
+        count = int(coll.stats.doc_count)
+    finally:
+        coll.close()
+    return f"ok, {count} documents, {time.monotonic() - started:.1f} s"
+
+
 def main(argv: list[str]) -> int:
+    copy = argv[:1] == ["--copy"]
+    argv = argv[1:] if copy else argv
     optimize = argv[:1] == ["--optimize"]
     argv = argv[1:] if optimize else argv
     if len(argv) != 1:
         print(
-            f"{PROBE_MARK} error: usage: python -m ragd.index.zvec.probe [--optimize] COLLECTION_DIR",
+            f"{PROBE_MARK} error: usage: python -m ragd.index.zvec.probe [--copy] [--optimize] COLLECTION_DIR",
             flush=True,
         )
         return 2
     try:
-        outcome = _optimize(argv[0]) if optimize else _exercise(argv[0])
+        outcome = _copy(argv[0], optimize) if copy else (_optimize if optimize else _exercise)(argv[0])
     except Exception as err:  # the probe's whole job is to report any failure as a line
         kind = "busy" if "Can't lock" in str(err) else "error"
         print(f"{PROBE_MARK} {kind}: {type(err).__name__}: {err}", flush=True)

@@ -4,15 +4,15 @@ searches go on."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 
 import zvec
 
+from ... import mapped
 from ...errors import IndexError_
 from . import collection, health, scan
-from .collection import check_statuses, open_collection, zvec_errors
+from .collection import open_collection, zvec_errors
 from .schema import (
     EMBEDDING,
     SOURCE_PATH,
@@ -31,6 +31,7 @@ DOCS_PER_BLOCK = 1000  # ... or, if more, one per this many documents (100k: 100
 BUSY_COMPACT_BLOCKS = 24
 BUSY_DOCS_PER_BLOCK = 2500
 COMPACT_BATCH = 256  # documents copied per step of a compaction (searches wait for one step at most)
+GIVE_BACK_EVERY = 4  # steps of a compaction between two give-backs of the pages it mapped (mapped.py)
 
 
 class ZvecUpkeep(ZvecWrites):
@@ -120,9 +121,9 @@ class ZvecUpkeep(ZvecWrites):
         return self.blocks >= max(BUSY_COMPACT_BLOCKS, documents // BUSY_DOCS_PER_BLOCK)
 
     def compact(self) -> int:
-        """Rewrite the collection as one block: every document copied into a new collection beside it (a batch
-        at a time, so that searches go on between batches), flushed once, then swapped in. Returns the blocks
-        folded.
+        """Rewrite the collection as one block: every document copied into a new collection beside it (read a
+        batch at a time, so that searches go on between batches, and written by a child process: `CopyInChild`),
+        flushed once, then swapped in. Returns the blocks folded.
 
         zvec 0.8 adds a vector index block to the writing segment at each flush that wrote documents, keeps every
         block in memory (about 1.4 MB each, whatever it holds) and searches each one, and folds them only in an
@@ -139,29 +140,34 @@ class ZvecUpkeep(ZvecWrites):
             with self._rw.reading(), zvec_errors("compaction", self._path):
                 kind = self._wanted_type()
                 ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
-            fresh = open_collection(fresh_path, self._identity, self._cfg, read_only=False, kind=kind)
+            # created empty with its schema here; filled, flushed and (HNSW) optimized by a child process, so that
+            # the copy's writing segment and the graph's build are never in the agent's memory
+            open_collection(fresh_path, self._identity, self._cfg, read_only=False, kind=kind).close()
+            started = time.monotonic()
+            child: health.CopyInChild | None = None
             try:
-                for start in range(0, len(ids), COMPACT_BATCH):
+                child = health.CopyInChild(
+                    fresh_path, optimize=kind == "hnsw", timeout=health.OPTIMIZE_TIMEOUT_S
+                )
+                for step, start in enumerate(range(0, len(ids), COMPACT_BATCH), 1):
                     with self._rw.reading(), zvec_errors("compaction", self._path):
                         docs = list(self._live().fetch(ids[start : start + COMPACT_BATCH]).values())
-                    with self._rw.writing(), zvec_errors("compaction", fresh_path):  # no query runs beside
-                        check_statuses(fresh.insert(docs), "insert", fresh_path)
-                with self._rw.writing(), zvec_errors("compaction", fresh_path):
-                    fresh.flush()
-                    copied = int(fresh.stats.doc_count)
-                    fresh.close()
-                if kind == "hnsw":  # the graph, built in a child process while searches go on here
-                    started = time.monotonic()
-                    try:
-                        health.optimize_in_child(fresh_path)
-                    except (RuntimeError, OSError) as err:
-                        raise IndexError_(str(err), "see the agent log; the index is left as it was") from err
-                    log.info("HNSW graph of %d documents built in %.1f s", copied, time.monotonic() - started)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    fresh.close()
+                    child.send(docs)
+                    if step % GIVE_BACK_EVERY == 0:  # the pages the copy read: out of the agent's RSS
+                        with self._rw.writing():
+                            mapped.give_back(self._path)
+                copied = child.finish()
+            except BaseException as err:
+                if child is not None:
+                    child.kill()
                 collection.remove_debris(self._path)
+                if isinstance(err, (RuntimeError, OSError)):
+                    raise IndexError_(str(err), "see the agent log; the index is left as it was") from err
                 raise
+            with self._rw.writing():
+                mapped.give_back(self._path)
+            log.info("copy of %d documents%s made in a child process in %.1f s", copied,
+                     " and its HNSW graph" if kind == "hnsw" else "", time.monotonic() - started)  # fmt: skip
             with self._rw.writing(), zvec_errors("compaction", self._path):
                 if copied != int(
                     self._live().stats.doc_count
