@@ -129,6 +129,28 @@ def test_the_pages_of_the_collections_files_are_given_back_and_searches_find_the
     assert index.rest() and index.give_back_pages() == 0  # resting: nothing mapped
 
 
+def test_giving_pages_back_never_waits_for_a_write_an_optimize_or_a_compaction(index: IndexBackend) -> None:
+    """The agent's main loop gives the pages back when it becomes idle, which it may be while the writer optimizes
+    (a minute at 100,000 chunks: systemd's watchdog would kill a main loop that long away): it skips instead."""
+    index.query(vector=None, text="alpha", k=1)
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # what every write, optimize and compaction holds while it runs
+        with index._write_lock:  # type: ignore[attr-defined]
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert held.wait(10)
+        assert index.give_back_pages() == 0  # at once, not after the writer
+    finally:
+        release.set()
+        thread.join()
+    assert index.give_back_pages() > 0
+
+
 def resident_kib_below(folder: Path) -> int:
     """This process's resident KiB of the maps of files below `folder` (/proc/self/smaps)."""
     total, current = 0, False
