@@ -3,8 +3,10 @@ adds a block zvec keeps in memory; a compaction rewrites the collection as one, 
 
 from __future__ import annotations
 
+import pickle
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +18,12 @@ from ragd.index import IndexBackend, collection_dir, open_index
 from ragd.index.write.sync import IndexSync
 from ragd.index.write.writer import Indexer
 from ragd.index.zvec import health, upkeep
-from ragd.index.zvec.collection import COMPACTED, COMPACTING
+from ragd.index.zvec.collection import COMPACTED, COMPACTING, open_collection
+from ragd.index.zvec.schema import to_doc
 from ragd.model import md5_hex
 from ragd.pipeline.scan import Ignore
 from tests.support.poll import poll
-from tests.unit.index.test_index_zvec import CORPUS, IDENTITY, embed, load_corpus, make_chunks, rel_paths
+from tests.unit.index.test_index_zvec import CORPUS, DIM, IDENTITY, embed, load_corpus, make_chunks, rel_paths
 
 EDITS = 12
 
@@ -141,6 +144,29 @@ def test_a_compaction_whose_copy_fails_leaves_the_index_as_it_was(
         assert rel_paths(index.query(vector=None, text="zebra99", k=3), root) == ["edits/note3.md"]
     finally:
         index.close()
+
+
+def test_the_copys_child_inserts_what_it_is_sent_and_gives_up_on_an_input_cut_short(tmp_path: Path) -> None:
+    """The child's side (probe.py `--copy`): batches of documents, then None, are inserted, flushed and counted;
+    an input that ends before its None (the agent stopped or died while sending) ends the child at once, with no
+    "ok" (it did not go on to flush, nor to build a graph, for an agent that is gone)."""
+    docs = [
+        to_doc(c.source_path, "md5", "/kb", c, DIM, 2) for c in make_chunks("/kb/a.md", ["alpha", "beta"])
+    ]
+    batch = [
+        (d.id, d.fields, {k: np.asarray(v, dtype=np.float32) for k, v in d.vectors.items()}) for d in docs
+    ]
+
+    def child(name: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+        fresh = tmp_path / f"{name}{COMPACTING}"  # made empty by the agent (a failed copy is then removed)
+        open_collection(fresh, IDENTITY, IndexConfig(), read_only=False, kind="flat").close()
+        return subprocess.run(health.probe_command(fresh, "--copy"), input=data, capture_output=True, timeout=120,
+                              env=health._child_env())  # fmt: skip
+
+    cut = child("cut", pickle.dumps(batch))
+    assert cut.returncode == 1 and b"EOFError" in cut.stdout and b"ok," not in cut.stdout, cut
+    whole = child("whole", pickle.dumps(batch) + pickle.dumps(None))
+    assert whole.returncode == 0 and f"{health.PROBE_MARK} ok, 2 documents".encode() in whole.stdout, whole
 
 
 def test_a_read_only_or_hnsw_collection_is_never_compacted(tmp_path: Path) -> None:

@@ -217,8 +217,11 @@ class CopyInChild:
         """Wait for the child to flush, build and close the copy; the documents it holds."""
         stdin = self._proc.stdin
         assert stdin is not None
-        with contextlib.suppress(OSError):
+        try:
+            pickle.dump(None, stdin)  # the end: without it the child gives up (its agent stopped meanwhile)
             stdin.close()
+        except OSError:
+            raise RuntimeError(self._failure()) from None
         self._proc.wait()
         self._timer.cancel()
         line = self._line()

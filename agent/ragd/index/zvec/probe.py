@@ -12,9 +12,10 @@ of its copy outside the agent's process, whose searches go on meanwhile. It prin
 
 `python -m ragd.index.zvec.probe --copy [--optimize] DIR` opens the empty collection the agent created at DIR for
 writing, inserts the documents the agent sends on its standard input (pickled batches of `(id, fields,
-vectors)`, until the end of the input), flushes, optimizes with `--optimize`, closes, and prints `ok, N documents,
+vectors)`, then None), flushes, optimizes with `--optimize`, closes, and prints `ok, N documents,
 T s`: how a compaction copies a collection (zvec/upkeep.py, `compact`) without the copy's memory in the agent.
-The input is the agent's own, through a pipe to its child: unpickling it trusts nothing else.
+The input is the agent's own, through a pipe to its child: unpickling it trusts nothing else. An input that ends
+before its None (the agent stopped or died meanwhile) ends the child at once (EOFError), the copy unfinished.
 """
 
 from __future__ import annotations
@@ -78,11 +79,7 @@ def _copy(path: str, optimize: bool) -> str:
     started = time.monotonic()
     coll = zvec.open(path, zvec.CollectionOption(read_only=False))
     try:
-        while True:
-            try:
-                batch = pickle.load(sys.stdin.buffer)
-            except EOFError:
-                break
+        while (batch := pickle.load(sys.stdin.buffer)) is not None:  # None: the last batch was sent
             docs = [zvec.Doc(id=i, fields=fields, vectors=vectors) for i, fields, vectors in batch]
             check_statuses(coll.insert(docs), "insert", path)  # type: ignore[arg-type]
         coll.flush()

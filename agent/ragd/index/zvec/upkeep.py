@@ -166,8 +166,9 @@ class ZvecUpkeep(ZvecWrites):
                 raise
             with self._rw.writing():
                 mapped.give_back(self._path)
-            log.info("copy of %d documents%s made in a child process in %.1f s", copied,
-                     " and its HNSW graph" if kind == "hnsw" else "", time.monotonic() - started)  # fmt: skip
+            log.log(logging.INFO if kind == "hnsw" else logging.DEBUG, "copy of %d documents%s made in a child "
+                    "process in %.1f s", copied, " and its HNSW graph" if kind == "hnsw" else "",
+                    time.monotonic() - started)  # fmt: skip
             with self._rw.writing(), zvec_errors("compaction", self._path):
                 if copied != int(
                     self._live().stats.doc_count
