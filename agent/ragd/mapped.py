@@ -10,6 +10,8 @@ ever), and the next access maps what it reads again, a minor fault each, or a re
 
 Only maps where that loses nothing are advised: read-only ones, and shared ones (the file is their backing). A
 private writable map of a file may hold pages copied on write, which the advice would throw away: never touched.
+(Nor would a private map written and then made read-only, as the loader does with a library's relocations: only
+the files below the folder asked for are advised, which zvec maps read-only from the start.)
 The maps are read from /proc/self/maps and then advised: had one been unmapped in between and its addresses given
 to memory of another kind, the advice would zero that memory. So the caller holds what keeps the library that
 mapped the files from unmapping any (for zvec: the index's lock that no query or write runs beside), and tantivy's

@@ -202,10 +202,8 @@ class Watcher:
                 except (AttributeError, KeyError):  # no such group (another watchdog, a stopped emitter)
                     continue
                 if group is not None:
-                    with group._lock:
-                        group._add_all_callbacks(
-                            os.fsencode(directory)
-                        )  # a folder it cannot read is left out
+                    with group._lock:  # a folder this process still cannot read is left out, as at the start
+                        group._add_all_callbacks(os.fsencode(directory))
                     added += 1
             return added
 

@@ -266,10 +266,10 @@ class Indexer:
         with self._lock:
             del self._unflushed[: len(notes)]
         self._doubled = 0 if force else self._doubled + 1
-        with contextlib.suppress(
-            RagdError
-        ):  # what the writes and the flush touched in the index's mapped files:
-            self.index.give_back_pages()  # out of the agent's RSS, in the page cache (ragd/mapped.py)
+        # what the writes and the flush touched in the index's mapped files: out of the agent's RSS, in the page
+        # cache (ragd/mapped.py)
+        with contextlib.suppress(RagdError):
+            self.index.give_back_pages()
         return True
 
     def _apply(self, paths: list[Path]) -> None:
