@@ -221,7 +221,9 @@ def watch(
     print(
         f"  idle: agent {a:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f}), workers {w:.0f} MiB"
     )
-    emb = status(agent.env).get("embedder", {})
+    st = status(agent.env)
+    emb = st.get("embedder", {})
+    print(f"  the index: {st.get('index', {}).get('chunks')} chunks (a note is one chunk; its lead is a field of it)")
     return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_at": peak_at, "peak_workers": peak_workers,
             "idle_agent": a, "idle_workers": w, "texts": emb.get("texts", 0),
             "requests": emb.get("requests", 0)}  # fmt: skip
