@@ -223,7 +223,9 @@ def watch(
     )
     st = status(agent.env)
     emb = st.get("embedder", {})
-    print(f"  the index: {st.get('index', {}).get('chunks')} chunks (a note is one chunk; its lead is a field of it)")
+    print(
+        f"  the index: {st.get('index', {}).get('chunks')} chunks (a note is one chunk; its lead is a field of it)"
+    )
     return {"first_s": first, "idle_s": idle, "peak_agent": peak_agent, "peak_at": peak_at, "peak_workers": peak_workers,
             "idle_agent": a, "idle_workers": w, "texts": emb.get("texts", 0),
             "requests": emb.get("requests", 0)}  # fmt: skip

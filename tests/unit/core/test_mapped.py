@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragd import mapped
+from tests.support import smaps
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps is Linux's")
 
@@ -18,16 +19,7 @@ PAGES = 64
 
 
 def resident_kib(path: Path) -> int:
-    """This process's resident KiB of the maps of `path` (/proc/self/smaps)."""
-    total, current = 0, False
-    with open("/proc/self/smaps", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split(maxsplit=5)
-            if fields and "-" in fields[0] and not fields[0].endswith(":"):
-                current = len(fields) == 6 and fields[5].rstrip("\n") == str(path)
-            elif current and fields[0] == "Rss:":
-                total += int(fields[1])
-    return total
+    return smaps.resident_kib(lambda name: name == str(path))
 
 
 def a_file(path: Path) -> bytes:

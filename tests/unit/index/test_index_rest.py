@@ -14,6 +14,7 @@ from ragd.config import IndexConfig
 from ragd.errors import IndexBusy
 from ragd.index import IndexBackend, collection_dir, open_index
 from ragd.index.zvec import health
+from tests.support import smaps
 from tests.unit.index.test_index_zvec import HOLDER, IDENTITY, embed, load_corpus, rel_paths
 
 
@@ -152,13 +153,4 @@ def test_giving_pages_back_never_waits_for_a_write_an_optimize_or_a_compaction(i
 
 
 def resident_kib_below(folder: Path) -> int:
-    """This process's resident KiB of the maps of files below `folder` (/proc/self/smaps)."""
-    total, current = 0, False
-    with open("/proc/self/smaps", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split(maxsplit=5)
-            if fields and "-" in fields[0] and not fields[0].endswith(":"):
-                current = len(fields) == 6 and fields[5].startswith(f"{folder}/")
-            elif current and fields[0] == "Rss:":
-                total += int(fields[1])
-    return total
+    return smaps.resident_kib(lambda name: name.startswith(f"{folder}/"))
