@@ -28,31 +28,20 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.bench_bigfolder import descendants, rss_kib
+
 DIM = 512
 
 
-def status(pid: int | str = "self") -> dict[str, int]:
-    """VmRSS, RssAnon, RssFile of a process, in MiB (0 when it is gone)."""
-    out = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                key = line.split(":", 1)[0]
-                if key in out:
-                    out[key] = int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return out
+def status(pid: int | None = None) -> dict[str, int]:
+    """VmRSS, RssAnon, RssFile of a process (this one by default), in MiB (0 when it is gone)."""
+    pid = os.getpid() if pid is None else pid
+    return {field: rss_kib(pid, field) // 1024 for field in ("VmRSS", "RssAnon", "RssFile")}
 
 
 def children_rss() -> int:
-    """The RSS of this process's children, MiB."""
-    try:
-        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-            pids = f.read().split()
-    except OSError:
-        return 0
-    return sum(status(p)["VmRSS"] for p in pids)
+    """The RSS of this process's child processes (and theirs), MiB."""
+    return sum(rss_kib(c) for c in descendants(os.getpid())) // 1024
 
 
 def build(path: Path, size: int) -> None:

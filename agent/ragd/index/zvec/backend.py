@@ -25,7 +25,6 @@ from typing import Any
 
 import zvec
 
-from ... import mapped
 from ...config import IndexConfig
 from ...errors import IndexError_
 from ...model import EmbeddingIdentity
@@ -204,20 +203,6 @@ class ZvecIndex(ZvecUpkeep):
                 health.write_stamp(self._path)  # closed cleanly: waking needs no probe
                 self._rest = Resting.hold(self._path, documents)
                 return True
-        finally:
-            self._write_lock.release()
-
-    def give_back_pages(self) -> int:
-        """Take the pages of the collection's mapped files out of the process's resident set (mapped.py: they stay
-        in the page cache; the next search maps what it reads again). Queries and writes wait the moment it takes,
-        which keeps zvec from unmapping a file meanwhile. Never waits for a write, an optimize or a compaction (an
-        optimize holds the collection for a minute at 100,000 chunks, and the agent's main loop calls this when it
-        becomes idle): 0 then, as for a resting collection. Returns the bytes of the maps advised."""
-        if not self._write_lock.acquire(blocking=False):
-            return 0
-        try:
-            with self._rw.writing():
-                return mapped.give_back(self._path) if self._coll is not None else 0
         finally:
             self._write_lock.release()
 

@@ -149,6 +149,11 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, path) if p)}
 
 
+def reports(output: str) -> list[str]:
+    """The lines a probe child printed for its parent (those starting with PROBE_MARK), the mark taken off."""
+    return [ln[len(PROBE_MARK) :].strip() for ln in output.splitlines() if ln.startswith(PROBE_MARK)]
+
+
 def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> Verdict:
     """Open the collection read-only in a child process, read from it, and report how that went."""
     try:
@@ -168,7 +173,7 @@ def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> Verdict:
     if done.returncode < 0:
         name = signal.Signals(-done.returncode).name if -done.returncode in signal.valid_signals() else ""
         return Verdict(True, f"opening it crashed the process ({name or f'signal {-done.returncode}'})")
-    lines = [ln[len(PROBE_MARK) :].strip() for ln in done.stdout.splitlines() if ln.startswith(PROBE_MARK)]
+    lines = reports(done.stdout)
     if not lines:
         tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         return Verdict(False, f"the probe did not run ({tail})")
@@ -246,9 +251,9 @@ class CopyInChild:
         """The child's report (its last PROBE_MARK line), else the last line it printed (once it has exited)."""
         if not self._out.closed:
             self._out.seek(0)
-            lines = self._out.read().decode("utf-8", "replace").strip().splitlines()
+            text = self._out.read().decode("utf-8", "replace")
             self._out.close()
-            marked = [ln[len(PROBE_MARK) :].strip() for ln in lines if ln.startswith(PROBE_MARK)]
+            lines, marked = text.strip().splitlines(), reports(text)
             self._report = marked[-1] if marked else (lines[-1] if lines else "")
         return self._report
 

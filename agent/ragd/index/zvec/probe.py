@@ -6,11 +6,7 @@ by a signal instead and the parent knows the collection is damaged.
 
 Reading matters, not only opening: a damaged manifest crashed some opens only at the first keyword query.
 
-`python -m ragd.index.zvec.probe --optimize DIR` (`ragd --ragd-index-probe --optimize DIR`) instead opens the
-collection for writing and optimizes it (builds its HNSW graph), then closes it: how a compaction builds the graph
-of its copy outside the agent's process, whose searches go on meanwhile. It prints `ok, N documents, T s`.
-
-`python -m ragd.index.zvec.probe --copy [--optimize] DIR` opens the empty collection the agent created at DIR for
+`python -m ragd.index.zvec.probe --copy [--optimize] DIR` (`ragd --ragd-index-probe --copy …` when frozen) opens the empty collection the agent created at DIR for
 writing, inserts the documents the agent sends on its standard input (pickled batches of `(id, fields,
 vectors)`, then None), flushes, optimizes with `--optimize`, closes, and prints `ok, N documents,
 T s`: how a compaction copies a collection (zvec/upkeep.py, `compact`) without the copy's memory in the agent.
@@ -51,22 +47,6 @@ def _exercise(path: str) -> str:
         coll.close()
 
 
-def _optimize(path: str) -> str:
-    import time
-
-    import zvec
-
-    zvec.init(query_threads=1, log_level=zvec.LogLevel.ERROR)
-    started = time.monotonic()
-    coll = zvec.open(path, zvec.CollectionOption(read_only=False))
-    try:
-        coll.optimize()
-        count = int(coll.stats.doc_count)
-    finally:
-        coll.close()
-    return f"ok, {count} documents, {time.monotonic() - started:.1f} s"
-
-
 def _copy(path: str, optimize: bool) -> str:
     import pickle
     import time
@@ -94,16 +74,16 @@ def _copy(path: str, optimize: bool) -> str:
 def main(argv: list[str]) -> int:
     copy = argv[:1] == ["--copy"]
     argv = argv[1:] if copy else argv
-    optimize = argv[:1] == ["--optimize"]
+    optimize = copy and argv[:1] == ["--optimize"]
     argv = argv[1:] if optimize else argv
     if len(argv) != 1:
         print(
-            f"{PROBE_MARK} error: usage: python -m ragd.index.zvec.probe [--copy] [--optimize] COLLECTION_DIR",
+            f"{PROBE_MARK} error: usage: python -m ragd.index.zvec.probe [--copy [--optimize]] COLLECTION_DIR",
             flush=True,
         )
         return 2
     try:
-        outcome = _copy(argv[0], optimize) if copy else (_optimize if optimize else _exercise)(argv[0])
+        outcome = _copy(argv[0], optimize) if copy else _exercise(argv[0])
     except Exception as err:  # the probe's whole job is to report any failure as a line
         kind = "busy" if "Can't lock" in str(err) else "error"
         print(f"{PROBE_MARK} {kind}: {type(err).__name__}: {err}", flush=True)

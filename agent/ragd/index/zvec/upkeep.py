@@ -84,6 +84,21 @@ class ZvecUpkeep(ZvecWrites):
             self._written = 0
             self._rw.serial = True  # several segments from now on
 
+    def give_back_pages(self) -> int:
+        """Take the pages of the collection's mapped files out of the process's resident set (mapped.py: they stay
+        in the page cache; the next search maps what it reads again). Queries and writes wait the moment it takes,
+        which keeps zvec from unmapping a file meanwhile. Never waits for a write, an optimize or a compaction (an
+        optimize holds the collection for a minute at 100,000 chunks, and the agent's main loop calls this when it
+        becomes idle): 0 then, as for a resting collection; a compaction's own thread, which holds the write lock,
+        gives back as it copies (`compact`). Returns the bytes of the maps advised."""
+        if not self._write_lock.acquire(blocking=False):
+            return 0
+        try:
+            with self._rw.writing():
+                return mapped.give_back(self._path) if self._coll is not None else 0
+        finally:
+            self._write_lock.release()
+
     # -- compaction (flat) -------------------------------------------------------------------------------------
     @property
     def blocks(self) -> int:
@@ -154,8 +169,7 @@ class ZvecUpkeep(ZvecWrites):
                         docs = list(self._live().fetch(ids[start : start + COMPACT_BATCH]).values())
                     child.send(docs)
                     if step % GIVE_BACK_EVERY == 0:  # the pages the copy read: out of the agent's RSS
-                        with self._rw.writing():
-                            mapped.give_back(self._path)
+                        self.give_back_pages()  # (the write lock is this thread's already)
                 copied = child.finish()
             except BaseException as err:
                 if child is not None:
@@ -164,8 +178,6 @@ class ZvecUpkeep(ZvecWrites):
                 if isinstance(err, (RuntimeError, OSError)):
                     raise IndexError_(str(err), "see the agent log; the index is left as it was") from err
                 raise
-            with self._rw.writing():
-                mapped.give_back(self._path)
             log.log(logging.INFO if kind == "hnsw" else logging.DEBUG, "copy of %d documents%s made in a child "
                     "process in %.1f s", copied, " and its HNSW graph" if kind == "hnsw" else "",
                     time.monotonic() - started)  # fmt: skip
