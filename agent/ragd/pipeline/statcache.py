@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterator
@@ -91,6 +92,14 @@ class StatCache:
         self.hits = 0
         self.misses = 0
         self._dirty = False  # changed since loaded or saved
+
+    def compact(self) -> int:
+        """Each record copied, its name interned (resident/memory.py: `compact`); returns how many."""
+        with self._lock:
+            self._dirs = {
+                d: {sys.intern(n): _copy(r) for n, r in records.items()} for d, records in self._dirs.items()
+            }
+            return sum(map(len, self._dirs.values()))
 
     @classmethod
     def load(cls, data_dir: Path) -> StatCache:
@@ -283,7 +292,12 @@ def _from_cache(cache: StatCache, where: str, name: str, path: str, found: DirEn
 def _record(key: Key, digest: Digest | None) -> Record:
     """A record, copied out of orjson's buffer: the bytes orjson returns keep the 4 KiB it wrote them in, ten
     times the record's size, and the cache keeps a record for every file of the tree (30,000 notes: 120 MiB)."""
-    return bytes(memoryview(orjson.dumps([key, None if digest is None else digest.to_json()])))
+    return _copy(orjson.dumps([key, None if digest is None else digest.to_json()]))
+
+
+def _copy(record: bytes) -> bytes:
+    """A new bytes object equal to `record` (`bytes(record)` would return `record` itself)."""
+    return bytes(memoryview(record))
 
 
 def _read(path: str) -> tuple[FileEntry | None, os.stat_result]:

@@ -115,6 +115,8 @@ class Agent(Reactions, Recovery):
             busy=self.dir_busy, hand_note=lambda note: self.indexer.offer(note),
             held_out=self.tracker.held_out, look_at=self.debouncer.touch,
             check=lambda: self.check_data_dir(at_once=True), redo=self._redo))  # fmt: skip
+        for holder in (self.tracker, self.stat_cache, self.verifier.cache):  # what is kept for every file
+            memory.register(holder)
         # the data directory watched while the agent runs (datadir.py): what vanished is made again
         # roots.json as last read or written: written back if it vanishes
         self.kept_roots = rootstate.KeptRoots(self.data_dir)

@@ -13,6 +13,12 @@ issue 14). So:
   glibc's default): left to itself glibc raises it to the size of each such block freed, up to 32 MiB, so that the
   next ones come from the arenas, where what they leave when freed stays. The agent's first big blocks (the model's
   arrays inflated once, 62 MiB) raised it for its whole life;
+- `compact()` (from `release()`, once jobs have recorded COMPACT_AFTER files since the last time) copies the records
+  the agent keeps for every file (the tracker's states, the stat cache's and the verifier's records: `register`ed),
+  one name string shared by the three. Python's small-object allocator gives an arena (1 MiB) back only when every
+  object in it is freed: the records a big folder's job made, each beside the job's own short-lived objects, held
+  arenas that were mostly free (30,000 notes: 103 arenas for 62 MiB of objects). Copied at a quiet moment they fill
+  the fullest arenas, and the emptied ones go back to the system (89 arenas, 14 MiB less; docs/benchmarks/history.md);
 - `trim_now_and_then()` (from each step of a big folder's job, which never leaves the agent idle for minutes)
   returns the arenas' free pages at most every TRIM_EVERY_S: at 30,000 notes the main arena held 36 MiB of free
   memory at the job's end, given back only once the agent was idle (docs/benchmarks/history.md, issue 36).
@@ -29,12 +35,16 @@ import logging
 import sys
 import threading
 import time
+import weakref
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 ARENAS = 2
 MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept fixed (bytes)
 TRIM_EVERY_S = 10.0
+COMPACT_AFTER = 5_000  # files recorded by jobs since the last compaction
+COMPACT_EVERY_S = 60.0  # at most one compaction in this time (100,000 files: ~0.15 s of CPU each)
 _M_ARENA_MAX = -8  # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
@@ -63,8 +73,49 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     return bool(capped and _LIBC.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD)))
 
 
+class Compactable(Protocol):
+    def compact(self) -> int:
+        """Copy the records kept for each file (a name shared by interning it); return how many were copied."""
+        ...
+
+
+_compactable: weakref.WeakSet[Compactable] = weakref.WeakSet()
+_recorded = 0  # files recorded since the last compaction
+_compacted_at: float | None = None
+_recorded_lock = threading.Lock()
+
+
+def register(holder: Compactable) -> None:
+    """`holder`'s records are copied by `compact()` for as long as it lives."""
+    _compactable.add(holder)
+
+
+def recorded(files: int) -> None:
+    """A job recorded `files` files (their records made anew, among its own short-lived objects)."""
+    global _recorded
+    with _recorded_lock:
+        _recorded += files
+
+
+def compact(after: int = COMPACT_AFTER, every: float = COMPACT_EVERY_S) -> int:
+    """Copy the registered holders' records, if jobs recorded at least `after` files since the last time and that
+    was at least `every` seconds ago (a job of a huge folder records all its files at each edit in it). Returns the
+    records copied (0: not due)."""
+    global _recorded, _compacted_at
+    started = time.monotonic()
+    with _recorded_lock:
+        if _recorded < after or (_compacted_at is not None and started - _compacted_at < every):
+            return 0
+        _recorded, _compacted_at = 0, started
+    copied = sum(holder.compact() for holder in list(_compactable))
+    log.debug("%d records copied in %.3f s", copied, time.monotonic() - started)
+    return copied
+
+
 def release() -> bool:
-    """Collect garbage and give the allocator's free pages back to the system. True if memory was returned."""
+    """Copy the per-file records if due, collect garbage and give the allocator's free pages back to the system.
+    True if memory was returned."""
+    compact()
     gc.collect()
     if _LIBC is None:
         return False

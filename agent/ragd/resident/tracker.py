@@ -13,7 +13,9 @@ that its progress shows (the agent ends it, as any phase, once no job is left).
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -24,9 +26,11 @@ from typing import Any
 from ..paths import dropped, is_under
 from ..pipeline.dirjob import DirResult
 from ..vocabulary import SETTLED, FileState
+from . import memory
 from .phase import MAX_FAILURES_LISTED, PhaseTally, Progress
 
 STEP_PHASE = "folder"  # the phase a big folder's job starts when none is under way
+STATUSES = 1024  # distinct file states shared (_status); a state that fell out is made again, equal
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,19 @@ class Tracker:
         self.denied: dict[Path, str] = {}
         self._steps: dict[Path, dict[str, FileStatus]] = {}  # a job reporting in steps: the files it reported
 
+    def compact(self) -> int:
+        """The states by name copied, each name interned (memory.compact); returns how many."""
+        with self._lock:
+            self._dirs = {
+                d: {sys.intern(n): st for n, st in files.items()} for d, files in self._dirs.items()
+            }
+            return self._known
+
     # -- updates ----------------------------------------------------------------------------------------------
     def record(self, result: DirResult) -> None:
         """A job's result: its directory's files are those it names (with those its steps named, if any)."""
         files = _states(result)
+        memory.recorded(len(files))
         with self._lock:
             if result.step:
                 files = {**self._steps.pop(result.directory, {}), **files}
@@ -76,6 +89,7 @@ class Tracker:
         """A step of a job that reports as it goes: its files take their states now (the others keep theirs until
         the job's result), and count as done in the phase, which it joins (or starts)."""
         files = _states(result)
+        memory.recorded(len(files))
         d = result.directory
         with self._lock:
             if result.step == 1:
@@ -285,4 +299,11 @@ def _dir_error(directory: Path, reason: str, since: str | None) -> dict[str, Any
 
 
 def _states(result: DirResult) -> dict[str, FileStatus]:
-    return {f.name: FileStatus(f.final_state, f.reason, f.retry_at) for f in result.files}
+    return {f.name: _status(f.final_state, f.reason, f.retry_at) for f in result.files}
+
+
+@functools.lru_cache(maxsize=STATUSES)
+def _status(state: FileState, reason: str, retry_at: str | None) -> FileStatus:
+    """One FileStatus for every file in the same state (it is frozen): the tracker holds one for each file under the
+    roots, and almost all are EMBEDDED with no reason (30,000 notes: 3.4 MiB of copies; docs/benchmarks/history.md)."""
+    return FileStatus(state, reason, retry_at)

@@ -17,7 +17,7 @@ from ragd.errors import IndexError_
 from ragd.index import IndexBackend, collection_dir, open_index
 from ragd.index.write.sync import IndexSync
 from ragd.index.write.writer import Indexer
-from ragd.index.zvec import health, upkeep
+from ragd.index.zvec import health, reads, upkeep
 from ragd.index.zvec.collection import COMPACTED, COMPACTING, open_collection
 from ragd.index.zvec.schema import to_doc
 from ragd.model import md5_hex
@@ -56,9 +56,13 @@ def snapshot(index: IndexBackend, root: Path) -> dict[str, object]:
     }
 
 
+@pytest.mark.parametrize("parts", [False, True], ids=["one listing", "listed in parts"])
 def test_each_flush_that_writes_adds_a_block_and_a_compaction_folds_them_losing_nothing(
-    tmp_path: Path,
+    tmp_path: Path, parts: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`parts`: the documents to copy listed in parts (past 5, not ONE_QUERY), none missed or copied twice."""
+    if parts:
+        monkeypatch.setattr(reads, "ONE_QUERY", 5)
     root = tmp_path / "kb"
     index = open_index(tmp_path / "data", IDENTITY, IndexConfig())
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,10 @@ def pack(key: tuple[int, ...], want: Expected | None, src: SourceInfo | None) ->
     return out
 
 
+def _copy(record: Record) -> Record:
+    return bytes(memoryview(record)) if isinstance(record, bytes) else record
+
+
 def unpack(record: Record) -> tuple[tuple[int, ...], Expected | None, SourceInfo | None]:
     """The (entry stat, what the index should hold, recorded source) a record was packed from."""
     if isinstance(record, tuple):
@@ -82,6 +87,17 @@ class SidecarCache:
         self.identity = identity
         self._seen: dict[Path, dict[str, Record]] = {}  # directory -> file name -> record
         self._next: dict[Path, dict[str, Record]] = {}
+
+    def compact(self) -> int:
+        """The records of the last pass copied, each name interned (resident/memory.py: `compact`); returns how many.
+        Not while a pass runs (on the verifier's thread): it would swap in its own records at its end anyway."""
+        if self._next:
+            return 0
+        seen = {d: {sys.intern(n): _copy(r) for n, r in records.items()} for d, records in self._seen.items()}
+        if self._next:  # a pass began meanwhile
+            return 0
+        self._seen = seen
+        return sum(map(len, seen.values()))
 
     def expected(self, directory: Path, files: Sequence[str]) -> dict[str, Expected]:
         """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""

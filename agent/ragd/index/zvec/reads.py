@@ -7,7 +7,7 @@ import contextlib
 import functools
 import itertools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -102,16 +102,30 @@ class ZvecReads:
         """The documents at or below `prefix` (all when None), re-checked (the filter may over-match); more than
         ONE_QUERY of them listed in parts (`_MD5_BOUNDS`), each part's documents dropped once its rows are taken."""
         flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
-        few = scan.query(coll, flt, _ROW_FIELDS, ONE_QUERY)
-        parts: Iterable[list[zvec.Doc]] = [few]
-        if len(few) == ONE_QUERY:
-            del few
-            parts = (scan.rows(coll, F.all_of(flt, _md5_part(low, high)), _ROW_FIELDS, seal_ok=not writable)
-                     for low, high in itertools.pairwise(_MD5_BOUNDS))  # fmt: skip
         found: list[_Row] = []
-        for docs in parts:
+        for docs in ZvecReads._parts(coll, flt, _ROW_FIELDS, writable=writable):
             found += (r for r in map(_Row.of, docs) if prefix is None or F.is_under(r.path, prefix))
         return found
+
+    @staticmethod
+    def _parts(
+        coll: zvec.Collection, flt: str | None, fields: list[str], *, writable: bool
+    ) -> Iterator[list[zvec.Doc]]:
+        """The documents matching `flt` (all when None) with `fields`, a list at a time: one list when they are at
+        most ONE_QUERY, else one for each part of `_MD5_BOUNDS` (the caller keeps what it needs of a part before
+        the next is asked for)."""
+        few = scan.query(coll, flt, fields, ONE_QUERY)
+        if len(few) < ONE_QUERY:
+            yield few
+            return
+        del few
+        for low, high in itertools.pairwise(_MD5_BOUNDS):
+            yield scan.rows(coll, F.all_of(flt, _md5_part(low, high)), fields, seal_ok=not writable)
+
+    def _ids(self) -> list[str]:
+        """Every document's id, listed in parts (`_parts`): a compaction's list of what to copy. In one answer,
+        100,000 documents cost the agent ~90 MiB while it was listed (docs/benchmarks/history.md)."""
+        return [d.id for docs in self._parts(self._live(), None, [SOURCE_MD5], writable=True) for d in docs]
 
     def chunks(self, source_path: str) -> list[Hit]:
         # a path with a backslash has no exact filter (filters.py): the wider one, each hit's path re-checked

@@ -11,11 +11,10 @@ import zvec
 
 from ... import mapped
 from ...errors import IndexError_
-from . import collection, health, scan
+from . import collection, health
 from .collection import open_collection, zvec_errors
 from .schema import (
     EMBEDDING,
-    SOURCE_PATH,
     vector_param,
 )
 from .writes import ZvecWrites
@@ -154,7 +153,7 @@ class ZvecUpkeep(ZvecWrites):
             collection.remove_debris(self._path)
             with self._rw.reading(), zvec_errors("compaction", self._path):
                 kind = self._wanted_type()
-                ids = [d.id for d in scan.rows(self._live(), None, [SOURCE_PATH], seal_ok=False)]
+                ids = self._ids()
             # created empty with its schema here; filled, flushed and (HNSW) optimized by a child process, so that
             # the copy's writing segment and the graph's build are never in the agent's memory
             open_collection(fresh_path, self._identity, self._cfg, read_only=False, kind=kind).close()
