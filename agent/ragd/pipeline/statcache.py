@@ -35,15 +35,16 @@ import threading
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
 from ragctl.protocol.discovery import pid_alive
 
 from .. import __version__
-from ..atomic import atomic_write
+from ..atomic import atomic_make
 from ..errors import StorageError
 from ..modes import valid_name
 from . import sidecar
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "sidecars.cache"
 FORMAT = 5  # 3: digests carry the metadata basis; 4: and the document id; 5: whether the entry has a lead
+WRITE_LINES = 1024  # lines of the cache file written at a time
 RACY_NS = 2_000_000_000  # an entry changed this recently may change again without a new stat: not cached
 Key = tuple[int, int, int, int, int]
 # one entry's record, kept as its JSON bytes (a third of the memory of the decoded lists):
@@ -89,6 +91,7 @@ class StatCache:
         self.path = path
         self._dirs: dict[str, dict[str, Record]] = dirs or {}
         self._lock = threading.Lock()
+        self._saving = threading.Lock()  # one save at a time (they share the tmp file)
         self.hits = 0
         self.misses = 0
         self._dirty = False  # changed since loaded or saved
@@ -107,7 +110,8 @@ class StatCache:
         path = Path(data_dir) / FILE_NAME
         _remove_debris(path)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as fh:
+                dirs = _read_cache(fh)
         except FileNotFoundError:
             return cls(path)
         except OSError as err:
@@ -115,7 +119,6 @@ class StatCache:
                 "cannot read the stat cache %s (%s); reading every sidecar", path, err.strerror or err
             )
             return cls(path)
-        dirs = _decode(raw)
         if dirs is None:
             log.info("the stat cache %s is of another version or damaged; reading every sidecar", path)
             fresh = cls(path)
@@ -153,15 +156,15 @@ class StatCache:
         not raised."""
         if self.path is None or not self._dirty:
             return
-        with self._lock:
-            dirs = {d: r for d, r in self._dirs.items() if os.path.isdir(d)}
-            self._dirs, self._dirty = dirs, False
-            body = _encode(dirs)
-        head = orjson.dumps({**_header(), "md5": _md5(body)})
-        try:
-            atomic_write(self.path, head + b"\n" + body, tmp=_tmp_path(self.path, os.getpid()))
-        except OSError as err:
-            log.warning("cannot write the stat cache %s: %s", self.path, err.strerror or err)
+        with self._saving:
+            # a folder's records are replaced whole, never changed in place: they are written unlocked
+            with self._lock:
+                dirs = {d: r for d, r in self._dirs.items() if os.path.isdir(d)}
+                self._dirs, self._dirty = dirs, False
+            try:
+                atomic_make(self.path, partial(_write, dirs), tmp=_tmp_path(self.path, os.getpid()))
+            except OSError as err:
+                log.warning("cannot write the stat cache %s: %s", self.path, err.strerror or err)
 
 
 def _tmp_path(path: Path, pid: int) -> Path:
@@ -178,38 +181,68 @@ def _remove_debris(path: Path) -> None:
                 log.info("removed %s, left by a process that stopped while writing it", tmp)
 
 
-def _encode(dirs: dict[str, dict[str, Record]]) -> bytes:
-    """One line per entry: directory and name as JSON strings (which never hold a raw tab), then the record."""
-    lines = []
-    for directory, records in dirs.items():
-        where = orjson.dumps(directory)
-        lines += [b"\t".join((where, orjson.dumps(name), record)) for name, record in records.items()]
-    return b"\n".join(lines)
+def _head(md5: str) -> bytes:
+    """The file's first line (without its newline): the header and the body's md5, always of the same length."""
+    return orjson.dumps({**_header(), "md5": md5})
 
 
-def _decode(raw: bytes) -> dict[str, dict[str, Record]] | None:
-    head, sep, body = raw.partition(b"\n")
+def _write(dirs: dict[str, dict[str, Record]], at: Path) -> None:
+    """The cache file at `at`: the header line, then one line per entry, directory and name as JSON strings (which
+    never hold a raw tab or newline), then the record. Written WRITE_LINES lines at a time, the body's md5 written
+    into the header last: made whole in memory, the file of 100,000 entries was three copies of ~40 MB at once
+    (its lines, their join, the header added)."""
+    fd = os.open(at, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with open(fd, "wb") as fh:
+        placeholder = _head("0" * 32)
+        fh.write(placeholder + b"\n")
+        md5 = hashlib.md5(usedforsecurity=False)
+        block: list[bytes] = []
+        sep = b""  # the lines are joined by newlines: none before the first
+
+        def write_block() -> None:
+            for data in (sep, b"\n".join(block)):
+                md5.update(data)
+                fh.write(data)
+
+        for directory, records in dirs.items():
+            where = orjson.dumps(directory)
+            for name, record in records.items():
+                block.append(b"\t".join((where, orjson.dumps(name), record)))
+                if len(block) == WRITE_LINES:
+                    write_block()
+                    block, sep = [], b"\n"
+        if block:
+            write_block()
+        head = _head(md5.hexdigest())
+        if len(head) != len(placeholder):  # (an md5 is 32 hex digits: never)
+            raise OSError(f"the stat cache's header changed length: {head!r}")
+        fh.seek(0)
+        fh.write(head)
+
+
+def _read_cache(fh: BinaryIO) -> dict[str, dict[str, Record]] | None:
+    """What `_write` wrote, read a line at a time (the records are all that is kept); None when the header is not
+    this version's or the body's md5 does not match (a cache cut short or damaged is ignored whole)."""
     dirs: dict[str, dict[str, Record]] = {}
-    records: dict[str, Record]
+    records: dict[str, Record] = {}
     try:
-        header = orjson.loads(head)
-        if not sep or not isinstance(header, dict) or header.pop("md5", None) != _md5(body):
+        header = orjson.loads(fh.readline())
+        if not isinstance(header, dict):
             return None
+        want = header.pop("md5", None)
         if header != _header():
             return None
-        last, records = b"", {}
-        for line in body.split(b"\n") if body else ():
-            where, name, record = line.split(b"\t", 2)
+        md5 = hashlib.md5(usedforsecurity=False)
+        last = b""
+        for line in fh:
+            md5.update(line)
+            where, name, record = line.removesuffix(b"\n").split(b"\t", 2)
             if where != last:
                 last, records = where, dirs.setdefault(orjson.loads(where), {})
             records[orjson.loads(name)] = record
     except (orjson.JSONDecodeError, ValueError, TypeError):
         return None
-    return dirs
-
-
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+    return dirs if md5.hexdigest() == want else None
 
 
 @dataclass

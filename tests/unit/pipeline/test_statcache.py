@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import orjson
+import pytest
 
 from ragd.pipeline import sidecar, statcache
 from ragd.pipeline.digest import Digest
@@ -166,3 +167,61 @@ def test_an_entry_gone_between_the_listing_and_its_read_is_as_if_never_listed(tm
     found = load_dir(tmp_path, StatCache())
     assert set(found.live) == {"a.md"} and "gone.md" not in found.unreadable
     assert set(found.unreadable) == {"odd.md"}
+
+
+def _big_cache(where: Path, dirs: int, files: int) -> StatCache:
+    """A cache of `dirs` folders of `files` records each (names with a tab, a quote, a newline and CJK among them),
+    as a tree's jobs leave it."""
+    digest = Digest.of(_entry("a.md"), "a.md")
+    cache = StatCache(where / statcache.FILE_NAME)
+    for d in range(dirs):
+        folder = where / f'd{d} 源\t"x"'
+        folder.mkdir()
+        names = [f"n{i:05d}.md" for i in range(files - 1)] + ["odd\t'\n名.md"]
+        cache.replace(
+            str(folder), {n: statcache._record((d, i, 3, 4, 5), digest) for i, n in enumerate(names)}
+        )
+    return cache
+
+
+def test_a_cache_of_many_folders_round_trips_across_the_writes_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written a few lines at a time (here 7, not 1,024), read a line at a time: every record comes back; a file
+    cut short, or one whose last record was changed, is ignored whole."""
+    monkeypatch.setattr(statcache, "WRITE_LINES", 7)
+    cache = _big_cache(tmp_path, 3, 20)
+    cache.save()
+    loaded = StatCache.load(tmp_path)
+    assert loaded._dirs == cache._dirs and sum(map(len, loaded._dirs.values())) == 60
+    file = tmp_path / statcache.FILE_NAME
+    raw = file.read_bytes()
+    head, _, body = raw.partition(b"\n")
+    assert orjson.loads(head)["md5"] == hashlib.md5(body).hexdigest()
+    file.write_bytes(raw[:-10])
+    assert StatCache.load(tmp_path)._dirs == {}
+    file.write_bytes(raw[:-1] + (b"0" if raw[-1:] != b"0" else b"1"))
+    assert StatCache.load(tmp_path)._dirs == {}
+
+
+def test_saving_a_big_cache_holds_no_copy_of_the_file(tmp_path: Path) -> None:
+    """20,000 records: the save's peak of memory is a small part of the file it writes (made whole in memory it was
+    three times the file: its lines, their join, the header added), and loading holds little more than the records."""
+    cache = _big_cache(tmp_path, 2, 10_000)
+    cache.save()  # (the first save warms up what is allocated once)
+    cache._dirty = True
+    tracemalloc.start()
+    try:
+        cache.save()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / statcache.FILE_NAME).stat().st_size
+    assert size > 4_000_000 and peak < size / 4, (size, peak)
+    tracemalloc.start()
+    try:
+        loaded = StatCache.load(tmp_path)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sum(map(len, loaded._dirs.values())) == 20_000 and peak < 1.5 * held, (held, peak)
