@@ -123,8 +123,8 @@ class ZvecReads:
             yield scan.rows(coll, F.all_of(flt, _md5_part(low, high)), fields, seal_ok=not writable)
 
     def _ids(self) -> list[str]:
-        """Every document's id, listed in parts (`_parts`): a compaction's list of what to copy. In one answer,
-        100,000 documents cost the agent ~90 MiB while it was listed (docs/benchmarks/history.md)."""
+        """Every document's id, listed in parts (`_parts`): a compaction's list of what to copy. Listed in one answer,
+        200,000 documents took ~180 MiB while they were (docs/benchmarks/history.md, the copy in a child)."""
         return [d.id for docs in self._parts(self._live(), None, [SOURCE_MD5], writable=True) for d in docs]
 
     def chunks(self, source_path: str) -> list[Hit]:
