@@ -26,16 +26,13 @@ Why it is safe (nothing in it can make a job miss a change):
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import hashlib
-import itertools
 import logging
 import os
 import sys
 import threading
 import time
-from array import array
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -67,38 +64,6 @@ Key = tuple[int, int, int, int, int]
 Record = bytes
 
 
-class Folder(NamedTuple):
-    """One directory's records, packed: its names sorted, the records one after the other in one `bytes`, and where
-    each ends. No object per record: 100,000 records as `bytes` objects (370 bytes each) sat among a big job's
-    short-lived objects and kept Python's arenas half empty for the agent's life (docs/benchmarks/history.md)."""
-
-    names: list[str]
-    ends: array[int]
-    blob: bytes
-
-    @classmethod
-    def of(cls, records: dict[str, Record]) -> Folder:
-        names = sorted(records)
-        return cls(names, array("Q", itertools.accumulate(len(records[n]) for n in names)),
-                   b"".join(records[n] for n in names))  # fmt: skip
-
-    def get(self, name: str) -> Record | None:
-        i = bisect.bisect_left(self.names, name)
-        if i == len(self.names) or self.names[i] != name:
-            return None
-        return self.blob[self.ends[i - 1] if i else 0 : self.ends[i]]
-
-    def items(self) -> Iterator[tuple[str, Record]]:
-        start = 0
-        for name, end in zip(self.names, self.ends, strict=True):
-            yield name, self.blob[start:end]
-            start = end
-
-    def interned(self) -> Folder:
-        """The same records, each name interned (one string for the holders that share it: resident/memory.py)."""
-        return self._replace(names=[sys.intern(n) for n in self.names])
-
-
 class EntryMode(NamedTuple):
     """What a job needs of an entry file's stat (to narrow its permissions: modes.restrict): a job keeps one for
     each entry of its folder, and a whole `os.stat_result` costs some 600 bytes (18 MiB for 30,000 notes)."""
@@ -124,7 +89,7 @@ class StatCache:
 
     def __init__(self, path: Path | None = None, dirs: dict[str, dict[str, Record]] | None = None) -> None:
         self.path = path
-        self._dirs: dict[str, Folder] = {d: Folder.of(r) for d, r in (dirs or {}).items() if r}
+        self._dirs: dict[str, dict[str, Record]] = dirs or {}
         self._lock = threading.Lock()
         self._saving = threading.Lock()  # one save at a time (they share the tmp file)
         self.hits = 0
@@ -132,10 +97,12 @@ class StatCache:
         self._dirty = False  # changed since loaded or saved
 
     def compact(self) -> int:
-        """Each name interned (resident/memory.py: `compact`; the records are packed already); returns how many."""
+        """Each record copied, its name interned (resident/memory.py: `compact`); returns how many."""
         with self._lock:
-            self._dirs = {d: folder.interned() for d, folder in self._dirs.items()}
-            return sum(len(folder.names) for folder in self._dirs.values())
+            self._dirs = {
+                d: {sys.intern(n): _copy(r) for n, r in records.items()} for d, records in self._dirs.items()
+            }
+            return sum(map(len, self._dirs.values()))
 
     @classmethod
     def load(cls, data_dir: Path) -> StatCache:
@@ -157,13 +124,10 @@ class StatCache:
             fresh = cls(path)
             fresh._dirty = True  # replaced at the next save, even if nothing is cached by then
             return fresh
-        cache = cls(path)
-        cache._dirs = dirs
-        return cache
+        return cls(path, dirs)
 
     def get(self, directory: str, name: str) -> Record | None:
-        folder = self._dirs.get(directory)
-        return None if folder is None else folder.get(name)
+        return self._dirs.get(directory, {}).get(name)
 
     def count(self, hits: int, misses: int) -> None:
         with self._lock:
@@ -172,13 +136,12 @@ class StatCache:
 
     def replace(self, directory: str, records: dict[str, Record]) -> None:
         """What a job found in one directory's `.rag/` (only its current entries are kept)."""
-        folder = Folder.of(records) if records else None
         with self._lock:
-            if self._dirs.get(directory) == folder:
+            if self._dirs.get(directory, {}) == records:
                 return
             self._dirty = True
-            if folder is not None:
-                self._dirs[directory] = folder
+            if records:
+                self._dirs[directory] = records
             else:
                 self._dirs.pop(directory, None)
 
@@ -223,7 +186,7 @@ def _head(md5: str) -> bytes:
     return orjson.dumps({**_header(), "md5": md5})
 
 
-def _write(dirs: dict[str, Folder], at: Path) -> None:
+def _write(dirs: dict[str, dict[str, Record]], at: Path) -> None:
     """The cache file at `at`: the header line, then one line per entry, directory and name as JSON strings (which
     never hold a raw tab or newline), then the record. Written WRITE_LINES lines at a time, the body's md5 written
     into the header last: made whole in memory, the file of 100,000 entries was three copies of ~40 MB at once
@@ -241,9 +204,9 @@ def _write(dirs: dict[str, Folder], at: Path) -> None:
                 md5.update(data)
                 fh.write(data)
 
-        for directory, folder in dirs.items():
+        for directory, records in dirs.items():
             where = orjson.dumps(directory)
-            for name, record in folder.items():
+            for name, record in records.items():
                 block.append(b"\t".join((where, orjson.dumps(name), record)))
                 if len(block) == WRITE_LINES:
                     write_block()
@@ -257,10 +220,10 @@ def _write(dirs: dict[str, Folder], at: Path) -> None:
         fh.write(head)
 
 
-def _read_cache(fh: BinaryIO) -> dict[str, Folder] | None:
-    """What `_write` wrote, read a line at a time, each directory's records packed as its lines end; None when the
-    header is not this version's or the body's md5 does not match (a cache cut short or damaged is ignored whole)."""
-    dirs: dict[str, Folder] = {}
+def _read_cache(fh: BinaryIO) -> dict[str, dict[str, Record]] | None:
+    """What `_write` wrote, read a line at a time (the records are all that is kept); None when the header is not
+    this version's or the body's md5 does not match (a cache cut short or damaged is ignored whole)."""
+    dirs: dict[str, dict[str, Record]] = {}
     records: dict[str, Record] = {}
     try:
         header = orjson.loads(fh.readline())
@@ -275,22 +238,11 @@ def _read_cache(fh: BinaryIO) -> dict[str, Folder] | None:
             md5.update(line)
             where, name, record = line.removesuffix(b"\n").split(b"\t", 2)
             if where != last:
-                _pack(dirs, last, records)
-                last, records = where, {}
+                last, records = where, dirs.setdefault(orjson.loads(where), {})
             records[orjson.loads(name)] = record
-        _pack(dirs, last, records)
     except (orjson.JSONDecodeError, ValueError, TypeError):
         return None
     return dirs if md5.hexdigest() == want else None
-
-
-def _pack(dirs: dict[str, Folder], where: bytes, records: dict[str, Record]) -> None:
-    """A directory's records read from the cache file, packed (a directory's lines are together: `_write`)."""
-    if records:
-        directory = orjson.loads(where)
-        if directory in dirs:  # (not written so, but a directory's lines apart would be read whole)
-            records = {**dict(dirs[directory].items()), **records}
-        dirs[directory] = Folder.of(records)
 
 
 @dataclass

@@ -14,12 +14,11 @@ issue 14). So:
   next ones come from the arenas, where what they leave when freed stays. The agent's first big blocks (the model's
   arrays inflated once, 62 MiB) raised it for its whole life;
 - `compact()` (from `release()`, once jobs have recorded COMPACT_AFTER files since the last time) copies the records
-  the agent keeps for every file (the tracker's states by name, the verifier's records; the stat cache's are packed
-  a folder in one block already: each holder is `register`ed), one name string shared by the three. Python's
-  small-object allocator gives an arena (1 MiB) back only when every object in it is freed: the records a big
-  folder's job made, each beside the job's own short-lived objects, held arenas that were mostly free (30,000
-  notes: 103 arenas for 62 MiB of objects). Copied at a quiet moment they fill the fullest arenas, and the emptied
-  ones go back to the system (89 arenas, 14 MiB less; docs/benchmarks/history.md);
+  the agent keeps for every file (the tracker's states, the stat cache's and the verifier's records: `register`ed),
+  one name string shared by the three. Python's small-object allocator gives an arena (1 MiB) back only when every
+  object in it is freed: the records a big folder's job made, each beside the job's own short-lived objects, held
+  arenas that were mostly free (30,000 notes: 103 arenas for 62 MiB of objects). Copied at a quiet moment they fill
+  the fullest arenas, and the emptied ones go back to the system (89 arenas, 14 MiB less; docs/benchmarks/history.md);
 - `trim_now_and_then()` (from each step of a big folder's job, which never leaves the agent idle for minutes)
   returns the arenas' free pages at most every TRIM_EVERY_S: at 30,000 notes the main arena held 36 MiB of free
   memory at the job's end, given back only once the agent was idle (docs/benchmarks/history.md, issue 36).

@@ -1,11 +1,10 @@
 """What the agent keeps for every file is small and compacted (resident/memory.py `compact`, issue 36): the tracker's
-states shared, the verifier's records copied once jobs have recorded enough files (the stat cache's are packed), each
-name one string for the tracker, the stat cache and the verifier. Real holders on real sidecars in a temp dir."""
+states shared, the tracker's, the stat cache's and the verifier's records copied once jobs have recorded enough
+files, each name one string for the three. Real holders on real sidecars in a temp dir."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -72,29 +71,24 @@ def test_the_records_kept_for_every_file_are_copied_once_enough_files_were_recor
     expected = verifier.expected(folder, NAMES)
     verifier.end_pass()
     where = str(folder)
-    records = {n: cache.get(where, n) for n in NAMES}
-    before = dict(verifier._seen[folder])
+    before = {n: cache.get(where, n) for n in NAMES}
+    assert all(before.values())
     for holder in (tracker, cache, verifier):
         memory.register(holder)
 
     assert memory.compact(after=sys.maxsize, every=0) == 0  # not due: nothing copied
-    assert all(verifier._seen[folder][n] is before[n] for n in NAMES)
+    assert all(cache.get(where, n) is before[n] for n in NAMES)
 
     memory.recorded(len(NAMES))
     assert memory.compact(after=len(NAMES), every=0) >= 3 * len(
         NAMES
     )  # (other live holders may be registered)
-    after = verifier._seen[folder]
+    after = {n: cache.get(where, n) for n in NAMES}
     assert after == before and not any(after[n] is before[n] for n in NAMES)  # equal records, new objects
     assert verifier.expected(folder, NAMES) == expected  # still served from its records, read again from none
-    assert {n: cache.get(where, n) for n in NAMES} == records
     assert {tracker.file_state(folder / n) for n in NAMES} == {tracker.file_state(folder / NAMES[0])}
     for n in NAMES:  # each name one string for the three holders
-        keys = [
-            _key(tracker._dirs[folder], n),
-            _key(cache._dirs[where].names, n),
-            _key(verifier._seen[folder], n),
-        ]
+        keys = [_key(tracker._dirs[folder], n), _key(cache._dirs[where], n), _key(verifier._seen[folder], n)]
         assert keys[0] is keys[1] is keys[2]
     assert memory.compact(after=len(NAMES), every=0) == 0  # the count starts again
     memory.recorded(len(NAMES))
@@ -111,5 +105,5 @@ def test_a_verification_pass_under_way_is_left_alone(folder: Path) -> None:
     assert verifier.compact() == 1
 
 
-def _key(names: Iterable[str], name: str) -> str:
-    return next(k for k in names if k == name)
+def _key(d: dict[str, object], name: str) -> str:
+    return next(k for k in d if k == name)
