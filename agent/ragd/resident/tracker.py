@@ -55,7 +55,8 @@ class Tracker:
         self._steps: dict[Path, dict[str, FileStatus]] = {}  # a job reporting in steps: the files it reported
 
     def compact(self) -> int:
-        """The states by name copied, each name interned (memory.compact); returns how many."""
+        """Each directory's states by name made anew, each name interned (memory.compact: the states themselves are
+        shared already); returns how many."""
         with self._lock:
             self._dirs = {
                 d: {sys.intern(n): st for n, st in files.items()} for d, files in self._dirs.items()

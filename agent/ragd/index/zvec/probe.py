@@ -6,10 +6,11 @@ by a signal instead and the parent knows the collection is damaged.
 
 Reading matters, not only opening: a damaged manifest crashed some opens only at the first keyword query.
 
-`python -m ragd.index.zvec.probe --copy [--optimize] DIR` (`ragd --ragd-index-probe --copy …` when frozen) opens the empty collection the agent created at DIR for
-writing, inserts the documents the agent sends on its standard input (pickled batches of `(id, fields,
-vectors)`, then None), flushes, optimizes with `--optimize`, closes, and prints `ok, N documents,
-T s`: how a compaction copies a collection (zvec/upkeep.py, `compact`) without the copy's memory in the agent.
+`python -m ragd.index.zvec.probe --copy [--optimize] DIR` (`ragd --ragd-index-probe --copy …` when frozen) opens
+the empty collection the agent created at DIR for writing, inserts the documents the agent sends on its standard
+input (pickled batches of `(id, fields, vectors)`, then None), flushes, optimizes with `--optimize`, closes, and
+prints `ok, N documents, T s`: how a compaction copies a collection (zvec/upkeep.py, `compact`) without the copy's
+memory in the agent.
 The input is the agent's own, through a pipe to its child: unpickling it trusts nothing else. An input that ends
 before its None (the agent stopped or died meanwhile) ends the child at once (EOFError), the copy unfinished.
 """
