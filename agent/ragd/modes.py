@@ -29,7 +29,18 @@ def display_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def private_mode(like: os.stat_result, gid: int, *, directory: bool = False) -> int:
+class Mode(Protocol):
+    """What `restrict` and `private_mode` read of a path's stat: an `os.stat_result`, or what a job or a listing
+    keeps of one."""
+
+    @property
+    def st_mode(self) -> int: ...
+
+    @property
+    def st_gid(self) -> int: ...
+
+
+def private_mode(like: Mode, gid: int, *, directory: bool = False) -> int:
     """The permission bits a file (or directory) of ours in group `gid` may have so that it is never more readable
     than `like`: ours to read and write (and search), and `like`'s read (and search) bits for the others, and for the
     group only when it is the same group."""
@@ -39,17 +50,7 @@ def private_mode(like: os.stat_result, gid: int, *, directory: bool = False) -> 
     return (0o700 if directory else 0o600) | shared
 
 
-class Mode(Protocol):
-    """What `restrict` reads of a path's stat: an `os.stat_result`, or the two fields a job keeps of one."""
-
-    @property
-    def st_mode(self) -> int: ...
-
-    @property
-    def st_gid(self) -> int: ...
-
-
-def restrict(path: Path | str, like: os.stat_result, current: Mode | None = None) -> bool:
+def restrict(path: Path | str, like: Mode, current: Mode | None = None) -> bool:
     """Narrow the mode of an existing file or directory to `private_mode` (never widens; the special bits such as a
     directory's setgid stay). True if it changed. `current`: the path's stat, when the caller has just taken it."""
     st = os.stat(path) if current is None else current

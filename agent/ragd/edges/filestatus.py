@@ -82,7 +82,7 @@ def ocr_note(entry: FileEntry) -> str:
 
 
 def _file_state(
-    path: Path, entry: FileEntry | None, st: os.stat_result, config: Config, policy: Policy, now: float
+    path: Path, entry: FileEntry | None, st: scan.Stat, config: Config, policy: Policy, now: float
 ) -> FileStatus:
     if entry is None:
         return FileStatus(path, State.NEW)

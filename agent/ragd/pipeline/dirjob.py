@@ -59,6 +59,7 @@ from .rounds import FILES_PER_ROUND, run_files
 from .scan import (
     Change,
     Expected,
+    FileStat,
     Listing,
     Shared,
     indexable,
@@ -232,7 +233,7 @@ def _unchanged(directory: Path, name: str, plan: Plan, ctx: JobContext) -> FileO
                        recorded_at=entry.modify_dt)  # fmt: skip
 
 
-def _keep_private(directory: Path, name: str, st: os.stat_result, now: modes.Mode | None) -> None:
+def _keep_private(directory: Path, name: str, st: FileStat, now: modes.Mode | None) -> None:
     """Narrow an entry written more readable than its source (by an older version or another tool); `now`: the
     entry's mode and group, if its stat was taken already."""
     try:

@@ -30,7 +30,7 @@ from .outcome import (
     FileOutcome,
     JobContext,
 )
-from .scan import Change
+from .scan import Change, FileStat
 from .sidecar import FileEntry, SourceInfo, StoredChunk, StoredLead
 from .structure import SPLIT_REVISION
 from .workers import Pending
@@ -78,7 +78,7 @@ class FileRecord:
     warning: str | None = None  # the entry's `warning` key: what the parse read with damage
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
     # the file's stat its change was decided on (the directory's listing)
-    planned: os.stat_result | None = None
+    planned: FileStat | None = None
     store: sidecar.StoreId | None = None  # the store the job holds locked (DirLock.store)
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None

@@ -38,7 +38,7 @@ _final_lock = threading.Lock()
 _working: dict[Path, int] = {}  # directories whose job in this process holds the lock (how many: nested uses)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a big folder's job holds one for each of its files
 class Event:
     file: str
     status: str

@@ -19,6 +19,7 @@ from ..model import EmbeddingIdentity
 from ..modes import display_name, valid_name
 from ..vocabulary import FileState
 from .digest import Digest, lacks_lead, outdated
+from .filestat import FileStat, Stat
 from .sidecar import RAG_DIR, FileEntry, SourceInfo, parse_stamp
 
 HASH_BLOCK = 1 << 20
@@ -30,7 +31,7 @@ Entry = FileEntry | Digest  # a whole entry, or what the stat cache keeps of it
 class Listing:
     """What a directory holds that ragd tracks, and what it shows as SKIPPED without tracking it."""
 
-    files: dict[str, os.stat_result]
+    files: dict[str, FileStat]
     dirs: tuple[str, ...]
     # shown as SKIPPED, never opened nor recorded: display name -> reason
     undecodable: dict[str, str] = field(default_factory=dict)  # names that are not valid UTF-8
@@ -66,7 +67,8 @@ def list_dir(directory: Path, ignore: Ignore) -> Listing:
     What cannot be tracked but is not ignored either is listed with the reason: names that are not valid UTF-8 in
     `undecodable` (by display name); FIFOs, sockets, devices, dangling symbolic links and link loops in `special`.
     Nothing is opened."""
-    files: dict[str, os.stat_result] = {}
+    files: dict[str, FileStat] = {}
+    shared: dict[int, int] = {}
     dirs: list[str] = []
     undecodable: dict[str, str] = {}
     special: dict[str, str] = {}
@@ -85,7 +87,7 @@ def list_dir(directory: Path, ignore: Ignore) -> Listing:
             elif is_dir:
                 dirs.append(de.name)
             elif isinstance(found := _follow(de), os.stat_result):
-                files[de.name] = found
+                files[de.name] = FileStat.of(found, shared)
                 if _is_link(de):
                     links[de.name] = os.path.realpath(de.path)
             elif found:
@@ -126,7 +128,7 @@ def shared_files(listing: Listing) -> tuple[Shared, ...]:
     return tuple(out)
 
 
-def seen_key(st: os.stat_result) -> tuple[int, ...]:
+def seen_key(st: Stat) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
@@ -273,11 +275,11 @@ class Change(Enum):
     LEAD = "lead"  # unchanged, EMBEDDED by an earlier ragd without a lead: one made from its chunks (lead.py)
 
 
-def stat_matches(entry: Entry, st: os.stat_result) -> bool:
+def stat_matches(entry: Entry, st: Stat) -> bool:
     return source_matches(entry.source, st)
 
 
-def source_matches(src: SourceInfo, st: os.stat_result) -> bool:
+def source_matches(src: SourceInfo, st: Stat) -> bool:
     """The file's stat is the one its entry recorded (for a symbolic link: its target's, as listed)."""
     if src.size_bytes != st.st_size or src.inode != st.st_ino:
         return False
@@ -286,7 +288,7 @@ def source_matches(src: SourceInfo, st: os.stat_result) -> bool:
     return src.mtime == int(st.st_mtime)
 
 
-def is_racy(entry: Entry, st: os.stat_result) -> bool:
+def is_racy(entry: Entry, st: Stat) -> bool:
     """The file may have changed again within the second it was recorded in (DESIGN §4)."""
     recorded = parse_stamp(entry.modify_dt)
     return recorded is None or int(st.st_mtime) >= int(recorded)
@@ -319,7 +321,7 @@ def indexable(entry: Entry | None, identity: EmbeddingIdentity) -> bool:
 def classify(
     entry: Entry | None,
     path: Path | str,
-    st: os.stat_result,
+    st: Stat,
     identity: EmbeddingIdentity,
     policy: Callable[[], str],
     now: float,

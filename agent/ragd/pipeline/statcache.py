@@ -49,6 +49,7 @@ from ..errors import StorageError
 from ..modes import valid_name
 from . import sidecar
 from .digest import Digest
+from .filestat import Stat
 from .sidecar import FileEntry
 from .structure import SPLIT_REVISION
 
@@ -76,7 +77,7 @@ def entry_mode(st: os.stat_result) -> EntryMode:
     return EntryMode(st.st_mode, st.st_gid)
 
 
-def stat_key(st: os.stat_result) -> Key:
+def stat_key(st: Stat) -> Key:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

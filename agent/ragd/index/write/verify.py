@@ -36,6 +36,7 @@ from ...pipeline import mushroom, sidecar
 from ...pipeline.scan import (
     PERMISSION_DENIED,
     Expected,
+    FileStat,
     Ignore,
     list_dir,
     source_matches,
@@ -224,7 +225,7 @@ class Verifier:
         found.suspects += [p for p in {*want, *have} if differs(want.get(p), have.get(p))]
         self._redo_changed(d, stats, found)
 
-    def _redo_changed(self, d: Path, stats: dict[str, os.stat_result], found: _Pass) -> None:
+    def _redo_changed(self, d: Path, stats: dict[str, FileStat], found: _Pass) -> None:
         """Sources whose own stat is no longer the one their entries recorded, though no job saw them change (a
         write through a hard link outside the roots, an event the watcher missed): the sidecar is as stale as the
         index, so the directory's job is queued to parse and embed them again."""
@@ -293,7 +294,7 @@ class Verifier:
         return False
 
 
-def _source_changed(recorded: SourceInfo | None, st: os.stat_result) -> bool:
+def _source_changed(recorded: SourceInfo | None, st: FileStat) -> bool:
     return recorded is not None and not source_matches(recorded, st)
 
 
