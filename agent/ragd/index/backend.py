@@ -68,7 +68,7 @@ class SourceWrite:
     lead: np.ndarray | None = None  # the vector of the document's lead (pipeline/lead.py), held by each chunk
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a verification pass holds one for every source of the index
 class SourceSummary:
     """What the index holds for one source file.
 

@@ -151,9 +151,10 @@ class _Steps:
         self.notes: list[Path] = []
         self.retries: list[str] = []
         self.step = 0
-        self._by_name: dict[str, list[Event]] = {}
+        # a tuple each: most files have one event, and a big folder's job holds them for 100,000 files
+        self._by_name: dict[str, tuple[Event, ...]] = {}
         for ev in plan.events:
-            self._by_name.setdefault(ev.file, []).append(ev)
+            self._by_name[ev.file] = (*self._by_name.get(ev.file, ()), ev)
 
     @property
     def on(self) -> bool:

@@ -300,7 +300,7 @@ def identity_matches(entry: Entry, identity: EmbeddingIdentity) -> bool:
     return entry.splitter is None or entry.splitter == identity.splitter.fingerprint
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a verification pass may hold one for every file of a folder
 class Expected:
     """What the index should hold for one source, according to its sidecar."""
 

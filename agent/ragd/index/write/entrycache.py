@@ -103,10 +103,14 @@ class SidecarCache:
         """path -> Expected for the files (present, not ignored) of `directory` whose entry is indexable."""
         out = {}
         for name in files:
-            want = self._one(directory, name)
+            want = self.of(directory, name)
             if want is not None:
                 out[str(directory / name)] = want
         return out
+
+    def of(self, directory: Path, name: str) -> Expected | None:
+        """What the entry of `directory`'s file `name` says the index should hold (None: no indexable entry)."""
+        return self._one(directory, name)
 
     def one(self, entry: Path) -> Expected | None:
         """What the entry file `entry` (`<directory>/.rag/<name>.ragjson`) says the index should hold."""
