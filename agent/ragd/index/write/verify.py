@@ -229,9 +229,7 @@ class Verifier:
                 found.sources += 1
             if differs(want, have.get(path := where + name)):
                 found.suspects.append(path)
-        found.suspects += [
-            p for p in have if p[len(where) :] not in stats
-        ]  # in the index, gone from the folder
+        found.suspects += [p for p in have if p[len(where) :] not in stats]  # indexed, gone from the folder
         self._redo_changed(d, stats, found)
 
     def _redo_changed(self, d: Path, stats: dict[str, FileStat], found: _Pass) -> None:
