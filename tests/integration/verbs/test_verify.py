@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragd.config import load_config
+from ragd.pipeline import sidecar
 from ragd.resident.once import run_once
 from tests.integration.verbs.conftest import DOCS, Running, config_text
 from tests.support.fake_openai import FakeOpenAI
@@ -103,3 +104,27 @@ def test_a_folder_left_busy_is_checked_again_once_the_agent_is_idle(running: Run
     assert source in running.ctl("index", {"sources": True})["sources"]
     assert not agent.verifier.skipped
     assert str(sub / "epsilon.md") in running.ctl("index", {"sources": True})["sources"]
+
+
+def test_a_file_and_its_entry_deleted_while_stopped_leave_the_index_at_the_next_start(
+    kb: Path, tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """Another tool deletes a document and its entry while no agent runs: the folder's next job sees neither, so only
+    the verification after the start-up rescan can tell that the index still holds it (a source in the index that
+    its folder no longer lists), and removes it."""
+    config_file = tmp_path / "ragd.toml"
+    config_file.write_text(config_text(fake_openai_server, [kb]))
+    gone = kb / "sub" / "gamma.md"
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        assert str(gone) in control(life, "index", {"sources": True})["sources"]
+    gone.unlink()
+    sidecar.entry_path(gone.parent, gone.name).unlink()
+    with agent_in_process(load_config(config_file), [], config_path=config_file) as life:
+        control(life, "wait", {"timeout": 60})
+        last = poll(
+            lambda: control(life, "status")["index"]["verify"]["last"], timeout=60, what="a verification"
+        )
+        sources = control(life, "index", {"sources": True})["sources"]
+    assert last["removed_paths"] == [str(gone)] and last["repaired"] == 0, last
+    assert sources == sorted(str(kb / rel) for rel in DOCS if rel != "sub/gamma.md")
