@@ -395,7 +395,7 @@ def test_entries_of_split_revision_2_are_read_again_where_they_have_metadata(tmp
     assert verdict("h.md", "---\na: b\n---", parser=None) == Change.UNCHANGED  # the ragjson tool's
 
 
-def test_a_listing_keeps_what_is_read_of_each_stat_in_a_third_of_its_memory(tmp_path: Path) -> None:
+def test_a_listing_keeps_what_is_read_of_each_stat_in_half_its_memory(tmp_path: Path) -> None:
     """A directory job holds its folder's listing until it ends and a verification pass while it compares the folder:
     an `os.stat_result` a file put ~60 MiB on the agent for a folder of 100,000 notes (issue 36). The listing keeps the
     fields ragd reads, equal to the stat's, with the values its files share (device, mode, owner) kept once."""
