@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import gc
 import os
 import socket
 import threading
 import time
-import tracemalloc
 from pathlib import Path
 
 from ragd.config import IgnoreConfig
@@ -28,6 +26,7 @@ from ragd.pipeline.scan import (
 )
 from ragd.pipeline.sidecar import FileEntry, SourceInfo
 from ragd.vocabulary import FileState
+from tests.support.held import held_by
 
 IDENT = EmbeddingIdentity("m", 4, SplitterSettings())
 
@@ -401,22 +400,12 @@ def test_a_listing_keeps_what_is_read_of_each_stat_in_half_its_memory(tmp_path: 
     fields ragd reads, equal to the stat's, with the values its files share (device, mode, owner) kept once."""
     for i in range(400):
         (tmp_path / f"note{i:06d}.md").write_text("x" * (300 + i))
-    list_dir(tmp_path, Ignore(IgnoreConfig()))  # what a first listing sets up once is not counted
-    gc.collect()
-    tracemalloc.start(8)
-    try:
-        listing = list_dir(tmp_path, Ignore(IgnoreConfig()))
-        mine = tracemalloc.Filter(True, scan.__file__, all_frames=True)
-        traces = tracemalloc.take_snapshot().filter_traces([mine])
-    finally:
-        tracemalloc.stop()
-    per_file = sum(t.size for t in traces.traces if t.size < 65536) / len(listing.files)
+    listing, held = held_by(scan.__file__, lambda: list_dir(tmp_path, Ignore(IgnoreConfig())), frames=8)
+    per_file = held / len(listing.files)
     assert len(listing.files) == 400
     assert per_file < 450, f"{per_file:.0f} bytes a file"  # 733 with os.stat_result, ~370 now (names, dict)
     for name, kept in listing.files.items():
         st = os.stat(tmp_path / name)
-        assert {f: getattr(kept, f) for f in FileStat._fields} == {
-            f: getattr(st, f) for f in FileStat._fields
-        }
+        assert kept._asdict() == {f: getattr(st, f) for f in FileStat._fields}
     first, second = listing.files["note000000.md"], listing.files["note000001.md"]
     assert first.st_dev is second.st_dev and first.st_mode is second.st_mode

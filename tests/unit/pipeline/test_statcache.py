@@ -3,7 +3,6 @@ under; fresh entries are not cached; the cache file round-trips and a damaged on
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import tracemalloc
@@ -18,6 +17,7 @@ from ragd.pipeline.digest import Digest
 from ragd.pipeline.sidecar import DirLock
 from ragd.pipeline.statcache import StatCache, load_dir, stat_key
 from ragd.vocabulary import FileState
+from tests.support.held import held_by
 from tests.unit.pipeline.test_sidecar import _entry
 
 
@@ -68,18 +68,10 @@ def test_a_folder_read_holds_under_a_kilobyte_an_entry(tmp_path: Path) -> None:
             entry = _entry(f"note{i:06d}.md")
             md5 = hashlib.md5(str(i).encode()).hexdigest()
             sidecar.write_entry(tmp_path, replace(entry, source=replace(entry.source, md5_hash=md5)))
-    load_dir(tmp_path, None)  # what a first read sets up once (imports, caches) is not counted
-    gc.collect()
-    tracemalloc.start(64)  # what the read allocated and `found` still holds (not other threads' allocations)
-    try:
-        found = load_dir(tmp_path, None)  # (no records for a cache: whether an entry is old enough is timing)
-        mine = tracemalloc.Filter(True, statcache.__file__, all_frames=True)
-        traces = tracemalloc.take_snapshot().filter_traces([mine])
-    finally:
-        tracemalloc.stop()
-    # (a block of 64 KiB or more is not an entry's: the interned strings' table of the process, resized when some
-    # name interned during the read crosses its bound, depending on what the process imported before)
-    held = sum(t.size for t in traces.traces if t.size < 65536) / len(found.live)
+    # what the read allocated and `found` still holds (no records for a cache: whether an entry is old enough is
+    # timing)
+    found, held_bytes = held_by(statcache.__file__, lambda: load_dir(tmp_path, None), frames=64)
+    held = held_bytes / len(found.live)
     assert len(found.live) == 300
     assert held < 1024, f"{held:.0f} bytes an entry"
     assert (

@@ -108,15 +108,12 @@ class SidecarCache:
                 out[str(directory / name)] = want
         return out
 
-    def of(self, directory: Path, name: str) -> Expected | None:
-        """What the entry of `directory`'s file `name` says the index should hold (None: no indexable entry)."""
-        return self._one(directory, name)
-
     def one(self, entry: Path) -> Expected | None:
         """What the entry file `entry` (`<directory>/.rag/<name>.ragjson`) says the index should hold."""
-        return self._one(entry.parent.parent, entry.name[: -len(sidecar.ENTRY_SUFFIX)])
+        return self.of(entry.parent.parent, entry.name[: -len(sidecar.ENTRY_SUFFIX)])
 
-    def _one(self, directory: Path, name: str) -> Expected | None:
+    def of(self, directory: Path, name: str) -> Expected | None:
+        """What the entry of `directory`'s file `name` says the index should hold (None: no indexable entry)."""
         entry = sidecar.entry_path(directory, name)
         try:
             st = os.stat(entry)

@@ -1,0 +1,28 @@
+"""What a call leaves held: the bytes it allocated in one module that are still in use once it returns."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def held_by(module_file: str, call: Callable[[], T], *, frames: int) -> tuple[T, int]:
+    """`call()`'s result, and the bytes of the blocks allocated with `module_file` among their `frames` innermost
+    frames that are still held when it returns (not other threads' allocations). `call` runs once before, untraced:
+    what a first call sets up once (imports, caches) is not counted. A block of 64 KiB or more is left out: the
+    process's table of interned strings, resized when a name interned during the call crosses its bound, depending
+    on what the process imported before."""
+    call()
+    gc.collect()
+    tracemalloc.start(frames)
+    try:
+        result = call()
+        mine = tracemalloc.Filter(True, module_file, all_frames=True)
+        traces = tracemalloc.take_snapshot().filter_traces([mine])
+    finally:
+        tracemalloc.stop()
+    return result, sum(t.size for t in traces.traces if t.size < 65536)
