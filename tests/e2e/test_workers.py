@@ -4,12 +4,14 @@ next agent's first parse."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
 
 import pytest
 
+from ragd.pipeline import tmpdirs
 from tests.e2e.agent import AgentProcess, ragctl_json
 from tests.e2e.conftest import FAST_WATCH, api_config_text
 from tests.support import docgen
@@ -77,39 +79,58 @@ def test_the_agent_parses_in_workers_that_exit_when_idle(tmp_path: Path, agent_e
     assert "Traceback" not in agent.log()
 
 
-def kill_an_agent_at_work(log: Path, root: Path) -> int:
+def pool_workers(agent: int, tmp: Path) -> list[int]:
+    """The live workers of agent `agent`'s pools whose temp directories are in `tmp` (the agent's TMPDIR): a worker
+    is one once its start made its directory there. (Not `workers_of`: where the fork server's socket does not fit
+    under `tmp`, as under CI's deeper pytest paths, the workers are spawned, and so is the child that parses the
+    dictionary on a first start: an agent killed while only that child ran had no pool yet, once in CI.)"""
+    found = []
+    for root in tmp.glob(f"{tmpdirs.PREFIX}{agent}-*"):
+        with contextlib.suppress(OSError):  # removed meanwhile
+            found += [int(d.name.split("-")[0]) for d in root.iterdir()]
+    return [w for w in found if alive(w)]
+
+
+def kill_an_agent_at_work(log: Path, root: Path, tmp: Path) -> tuple[int, list[int]]:
     """An agent SIGKILLed while its workers parse 40 files in `root`, once the workers it had then have exited: its
-    pid. (The config's `worker_idle` must outlast the parse: a pool that fell idle after the last file, its workers
-    exiting and its directory removed, was killed once in CI.)"""
+    pid and those workers. `tmp` is the agent's TMPDIR. (The config's `worker_idle` must outlast the parse: a pool
+    that fell idle after the last file, its workers exiting and its directory removed, was killed once in CI.)"""
     for i in range(40):  # enough files that workers are busy when the agent is killed
         (root / f"doc{i}.md").write_text(f"# Doc {i}\n\n" + "text to parse. " * 2000)
     agent = AgentProcess(log, str(root))
     try:
         agent.wait_ready()
-        workers = poll(lambda: workers_of(agent.pid), timeout=60, what="the agent's workers to start")
+        workers = poll(lambda: pool_workers(agent.pid, tmp), timeout=60, what="the agent's workers to start")
     finally:
         agent.signal(signal.SIGKILL)
         agent.kill()
     poll(lambda: not any(alive(w) for w in workers), timeout=60, what="the orphaned workers to exit")
-    return agent.pid
+    return agent.pid, workers
+
+
+def agent_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp directory of the agents' own (their TMPDIR), so that what their workers leave there is theirs."""
+    tmp = tmp_path / "sys-tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
 
 
 def test_no_worker_outlives_a_killed_agent(
     tmp_path: Path, agent_env: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_config(tmp_path, fake_openai_server, monkeypatch, idle=60.0)
-    kill_an_agent_at_work(tmp_path / "agent.log", agent_env)
+    _, workers = kill_an_agent_at_work(tmp_path / "agent.log", agent_env, agent_tmp(tmp_path, monkeypatch))
+    assert workers
 
 
 def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
     tmp_path: Path, agent_env: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_config(tmp_path, fake_openai_server, monkeypatch, idle=60.0)
-    sys_tmp = tmp_path / "sys-tmp"
-    sys_tmp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(sys_tmp))
-    killed = kill_an_agent_at_work(tmp_path / "killed.log", agent_env)
-    left = list(sys_tmp.glob(f"ragd-worker-{killed}-*"))
+    sys_tmp = agent_tmp(tmp_path, monkeypatch)
+    killed, _ = kill_an_agent_at_work(tmp_path / "killed.log", agent_env, sys_tmp)
+    left = list(sys_tmp.glob(f"{tmpdirs.PREFIX}{killed}-*"))
     assert left, "the killed agent's workers had no temp directory"
 
     # every worker the killed agent had, by its directory (some started after the ones it waited for)
