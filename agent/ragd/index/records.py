@@ -30,18 +30,31 @@ def extension(path: str) -> str:
 
 
 def summaries(rows: Iterable[tuple[str, str, int]]) -> dict[str, SourceSummary]:
-    """What the index holds per source, from its chunks' (path, source md5, chunk index): the md5 is "" when the
-    chunks disagree or leave a gap (a write a crash interrupted), so that such a source never matches its sidecar."""
-    md5s: dict[str, set[str]] = {}
-    indices: dict[str, set[int]] = {}
+    """What the index holds per source, from its chunks' (path, source md5, chunk index), read as they come (a
+    listing's parts are dropped as they are summed): the md5 is "" when the chunks disagree or leave a gap (a write
+    a crash interrupted), so that such a source never matches its sidecar.
+
+    Kept per source while the rows come: its md5, and its chunks' count and lowest and highest index (a chunk's id
+    is its source's path and index, so no index comes twice: 0 to count - 1 is whole). A set of md5s and one of
+    indices for each source held ~470 bytes a source while summing, against ~110 (tests/unit/index/test_records.py;
+    100,000 sources at the verification after a big folder's job)."""
+    seen: dict[str, list[Any]] = {}  # path: [md5, or None when they differ; count; lowest index; highest]
     for path, md5, index in rows:
-        md5s.setdefault(path, set()).add(md5)
-        indices.setdefault(path, set()).add(index)
-    out = {}
-    for path, seen in indices.items():
-        whole = len(md5s[path]) == 1 and seen == set(range(len(seen)))
-        out[path] = SourceSummary(path, next(iter(md5s[path])) if whole else "", len(seen))
-    return out
+        one = seen.get(path)
+        if one is None:
+            seen[path] = [md5, 1, index, index]
+            continue
+        if one[0] != md5:
+            one[0] = None
+        one[1] += 1
+        if index < one[2]:
+            one[2] = index
+        elif index > one[3]:
+            one[3] = index
+    return {
+        path: SourceSummary(path, md5 if md5 is not None and lo == 0 and hi == count - 1 else "", count)
+        for path, (md5, count, lo, hi) in seen.items()
+    }
 
 
 def extensions(raw: Sequence[str]) -> list[str]:
