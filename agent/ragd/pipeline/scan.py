@@ -74,27 +74,40 @@ def list_dir(directory: Path, ignore: Ignore) -> Listing:
     special: dict[str, str] = {}
     links: dict[str, str] = {}
     linked_dirs: dict[str, str] = {}
+    for de, is_dir in _entries(directory, ignore):
+        if not valid_name(de.name):
+            undecodable[display_name(de.name)] = bad_name_reason(de.name, is_dir=is_dir)
+        elif is_dir:
+            dirs.append(de.name)
+        elif isinstance(found := _follow(de), os.stat_result):
+            files[de.name] = FileStat.of(found, shared)
+            if _is_link(de):
+                links[de.name] = os.path.realpath(de.path)
+        elif found:
+            special[de.name] = found
+        elif _is_link(de) and os.path.isdir(de.path):
+            linked_dirs[de.name] = os.path.realpath(de.path)
+    return Listing(files, tuple(sorted(dirs)), undecodable, special, links, linked_dirs)
+
+
+def files_of(directory: Path, ignore: Ignore) -> Iterator[tuple[str, os.stat_result]]:
+    """The files `list_dir` lists, with their stats, one at a time as they are read: nothing of the folder is held
+    (a verification pass compares a folder of 100,000 files without its listing, ~34 MiB)."""
+    for de, is_dir in _entries(directory, ignore):
+        if not is_dir and valid_name(de.name) and isinstance(found := _follow(de), os.stat_result):
+            yield de.name, found
+
+
+def _entries(directory: Path, ignore: Ignore) -> Iterator[tuple[os.DirEntry[str], bool]]:
+    """The entries of `directory` that are not ignored, and whether each is a real directory (not a link to one)."""
     with os.scandir(directory) as it:
         for de in it:
             try:
                 is_dir = de.is_dir(follow_symlinks=False)
             except OSError:
                 continue  # vanished
-            if ignore.dir_rule(de.name) if is_dir else ignore.file(de.name):
-                continue
-            if not valid_name(de.name):
-                undecodable[display_name(de.name)] = bad_name_reason(de.name, is_dir=is_dir)
-            elif is_dir:
-                dirs.append(de.name)
-            elif isinstance(found := _follow(de), os.stat_result):
-                files[de.name] = FileStat.of(found, shared)
-                if _is_link(de):
-                    links[de.name] = os.path.realpath(de.path)
-            elif found:
-                special[de.name] = found
-            elif _is_link(de) and os.path.isdir(de.path):
-                linked_dirs[de.name] = os.path.realpath(de.path)
-    return Listing(files, tuple(sorted(dirs)), undecodable, special, links, linked_dirs)
+            if not (ignore.dir_rule(de.name) if is_dir else ignore.file(de.name)):
+                yield de, is_dir
 
 
 def _is_link(de: os.DirEntry[str]) -> bool:

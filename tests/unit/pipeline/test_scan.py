@@ -17,6 +17,7 @@ from ragd.pipeline.scan import (
     Ignore,
     Shared,
     classify,
+    files_of,
     list_dir,
     md5_file,
     outside_links,
@@ -73,7 +74,11 @@ def test_ignore_rules(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "sub")
     (tmp_path / "dangling.md").symlink_to(tmp_path / "nowhere")
     listing = list_dir(tmp_path, Ignore(IgnoreConfig(patterns=("keep.*",))))
-    assert set(listing.files) == {"a.md"}
+    assert (
+        set(listing.files)
+        == {"a.md"}
+        == {n for n, _ in files_of(tmp_path, Ignore(IgnoreConfig(patterns=("keep.*",))))}
+    )
     assert listing.dirs == ("sub",)
     assert list(walk_dirs(tmp_path, Ignore(IgnoreConfig()))) == [tmp_path, tmp_path / "sub"]
 
@@ -156,6 +161,7 @@ def test_names_that_are_not_utf8_are_listed_as_undecodable_and_not_walked(tmp_pa
     (tmp_path / "ok.md").write_text("x")
     listing = list_dir(tmp_path, Ignore(IgnoreConfig()))
     assert set(listing.files) == {"ok.md"} and listing.dirs == ()
+    assert [n for n, _ in files_of(tmp_path, Ignore(IgnoreConfig()))] == ["ok.md"]
     assert listing.undecodable == {
         "caf\\xe9.txt": "file name is not valid UTF-8 (b'caf\\xe9.txt'); rename it to index it",
         "d\\xff": "directory name is not valid UTF-8 (b'd\\xff'); rename it to index its files",
@@ -173,7 +179,13 @@ def test_fifos_sockets_devices_and_broken_links_are_listed_with_the_reason(tmp_p
         (tmp_path / "real.md").write_text("x")
         (tmp_path / "alias.md").symlink_to(tmp_path / "real.md")
         listing = list_dir(tmp_path, Ignore(IgnoreConfig()))
-    assert set(listing.files) == {"real.md", "alias.md"}
+        streamed = dict(files_of(tmp_path, Ignore(IgnoreConfig())))
+    assert set(listing.files) == {"real.md", "alias.md"} == set(streamed)
+    assert (
+        streamed["alias.md"].st_ino
+        == listing.files["alias.md"].st_ino
+        == (tmp_path / "real.md").stat().st_ino
+    )
     assert listing.special == {
         "pipe.md": "not a regular file (FIFO)",
         "sock.md": "not a regular file (socket)",
@@ -195,7 +207,11 @@ def test_links_are_listed_with_their_real_targets_and_only_shared_files_are_kept
     (root / "inner").symlink_to(root / "b")
     (root / "away").symlink_to(outside)
     listing = list_dir(root, Ignore(IgnoreConfig()))
-    assert set(listing.files) == {"plain.md", "hard.md", "l.md"}
+    assert (
+        set(listing.files)
+        == {"plain.md", "hard.md", "l.md"}
+        == {n for n, _ in files_of(root, Ignore(IgnoreConfig()))}
+    )
     assert listing.files["l.md"].st_ino == (root / "b" / "t.md").stat().st_ino  # the target's stat
     assert listing.links == {"l.md": str(root / "b" / "t.md")}
     assert listing.linked_dirs == {"inner": str(root / "b"), "away": str(outside)}

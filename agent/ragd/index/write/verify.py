@@ -33,12 +33,12 @@ from typing import TypeVar
 from ...model import EmbeddingIdentity
 from ...paths import is_under, outermost, under_any
 from ...pipeline import mushroom, sidecar
+from ...pipeline.filestat import Stat
 from ...pipeline.scan import (
     PERMISSION_DENIED,
     Expected,
-    FileStat,
     Ignore,
-    list_dir,
+    files_of,
     source_matches,
     unreadable,
     walk_dirs,
@@ -158,8 +158,9 @@ class Verifier:
         held = self.hooks.held_out()
         for d in dirs:
             found.dirs += 1
+            have = by_dir.pop(d, {})
             if not self._out_of_search(d, held, found):
-                self._check_dir(d, by_dir.get(d, {}), found)
+                self._check_dir(d, have, found)
         return found
 
     def _walk(
@@ -169,20 +170,19 @@ class Verifier:
         progress: Callable[[int], None] | None,
     ) -> _Pass:
         found = _Pass()
-        walked: set[Path] = set()
         held = self.hooks.held_out()
         for root in outermost(roots):
             for d in walk_dirs(root, self.ignore):
-                walked.add(d)
                 found.dirs += 1
                 if found.dirs % YIELD_EVERY == 0:
                     time.sleep(0.001)
                     if progress:
                         progress(found.dirs)
+                have = by_dir.pop(d, {})  # each folder's taken as it is walked: what is left was not walked
                 if not self._out_of_search(d, held, found):
-                    self._check_dir(d, by_dir.get(d, {}), found)
+                    self._check_dir(d, have, found)
         for d, have in by_dir.items():  # outside every root, in an ignored directory, or a directory now gone
-            if d not in walked and not under_any(d, found.unreadable):
+            if not under_any(d, found.unreadable):
                 found.suspects += have
         return found
 
@@ -222,27 +222,29 @@ class Verifier:
             found.notes += sum(1 for note in notes if self.hooks.hand_note(note))
             found.busy.add(d)
             return
-        try:
-            stats = list_dir(d, self.ignore).files
-        except OSError:
-            stats = {}  # gone meanwhile: its indexed sources are suspects, re-checked below
-        # file by file, each path made as it is compared: a folder of 100,000 files held them all twice over (the
-        # sidecars' answers by path beside the index's), ~25 MiB at the end of its first job
+        # file by file as the folder is read, each path made as it is compared, the index's summaries taken from
+        # `have` as they are met (what is left is indexed and gone): a folder of 100,000 files held its listing
+        # (~34 MiB) and, before, the sidecars' answers by path beside the index's (~25 MiB)
         where = os.path.join(d, "")
-        for name in stats:
-            want = self.cache.of(d, name)
-            if want is not None:
-                found.sources += 1
-            if differs(want, have.get(path := where + name)):
-                found.suspects.append(path)
-        found.suspects += [p for p in have if p[len(where) :] not in stats]  # indexed, gone from the folder
-        self._redo_changed(d, stats, found)
+        changed: list[str] = []
+        try:
+            for name, st in files_of(d, self.ignore):
+                want = self.cache.of(d, name)
+                if want is not None:
+                    found.sources += 1
+                if differs(want, have.pop(path := where + name, None)):
+                    found.suspects.append(path)
+                if _source_changed(self.cache.recorded(d, name), st):
+                    changed.append(name)
+        except OSError:
+            pass  # gone meanwhile: its indexed sources not met are suspects, checked again by the repair
+        found.suspects += have  # indexed, gone from the folder
+        self._redo_changed(d, changed, found)
 
-    def _redo_changed(self, d: Path, stats: dict[str, FileStat], found: _Pass) -> None:
+    def _redo_changed(self, d: Path, changed: list[str], found: _Pass) -> None:
         """Sources whose own stat is no longer the one their entries recorded, though no job saw them change (a
         write through a hard link outside the roots, an event the watcher missed): the sidecar is as stale as the
         index, so the directory's job is queued to parse and embed them again."""
-        changed = [name for name, st in stats.items() if _source_changed(self.cache.recorded(d, name), st)]
         if changed:
             found.redone += [str(d / name) for name in changed]
             self.hooks.redo(d, changed)
@@ -307,7 +309,7 @@ class Verifier:
         return False
 
 
-def _source_changed(recorded: SourceInfo | None, st: FileStat) -> bool:
+def _source_changed(recorded: SourceInfo | None, st: Stat) -> bool:
     return recorded is not None and not source_matches(recorded, st)
 
 
