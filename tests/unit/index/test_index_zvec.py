@@ -323,7 +323,7 @@ def test_sources_summarise_each_file(corpus_index: tuple[IndexBackend, Path]) ->
 def test_a_big_listing_is_summed_a_part_at_a_time(index: IndexBackend) -> None:
     """10,000 sources of two chunks each: listing them holds one part of the rows at a time beside the summaries
     (~120 bytes a source), not a row for every chunk and two sets for every source (~970 bytes a source on that
-    code; 100,000 sources at the verification after a big folder's job held ~70 MiB more)."""
+    code)."""
     n = 10_000
     paths = [f"/kb/folder/note-{i:05d}.md" for i in range(n)]
     index.write_sources(

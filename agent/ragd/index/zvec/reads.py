@@ -101,8 +101,8 @@ class ZvecReads:
         coll: zvec.Collection, prefix: str | None, *, writable: bool
     ) -> Iterator[tuple[str, str, int]]:
         """(path, source md5, chunk index) of the documents at or below `prefix` (all when None), a part at a time
-        (`_parts`), re-checked (the filter may over-match): summed as they come, never all held (a row each for
-        200,000 chunks was ~70 MiB at the verification after a 100,000-note folder's job)."""
+        (`_parts`), re-checked (the filter may over-match): summed as they come, never all held (a row for each
+        chunk and two sets for each source held ~970 bytes a source of two chunks: test_index_zvec.py)."""
         flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
         for docs in ZvecReads._parts(coll, flt, _ROW_FIELDS, writable=writable):
             for doc in docs:
