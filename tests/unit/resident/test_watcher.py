@@ -166,6 +166,26 @@ def test_directory_moved_in_from_outside(tree: Tree, sink: Sink) -> None:
     assert not any(e.kind == "gone" for e in sink.events)
 
 
+def test_what_a_folder_moved_in_holds_is_not_reported_beside_the_folder(tree: Tree, sink: Sink) -> None:
+    """watchdog follows a folder moved in from outside with a "created" event for each file and folder in it: the
+    folder's arrival is what the agent needs (its job lists it whole and queues its folders). Reported, the files'
+    events reached the debouncer during the folder's job, and ran it once more (a big folder's second job)."""
+    pkg = tree.outside / "pkg"
+    (pkg / "deep").mkdir(parents=True)
+    for i in range(50):
+        (pkg / f"n{i}.md").write_text(f"note {i}")
+    (pkg / "deep" / "y.md").write_text("y")
+    pkg.rename(tree.docs / "pkg")
+    events = tree.barrier()
+    moved = tree.docs / "pkg"
+    assert WatchEvent(tree.docs, DIRTY) in events and WatchEvent(moved, DIRTY) in events, events
+    assert not [e for e in events if e.path is not None or e.directory.is_relative_to(moved / "deep")], events
+    (moved / "deep" / "later.md").write_text("a real change, after the move")
+    assert WatchEvent(moved / "deep", DIRTY, moved / "deep" / "later.md") in tree.barrier()
+    (moved / "n1.md").write_text("edited")
+    assert WatchEvent(moved, DIRTY, moved / "n1.md") in tree.barrier()
+
+
 def test_directory_moved_out_is_gone_and_leaves_no_stale_events(tree: Tree, sink: Sink) -> None:
     sub = tree.docs / "sub"
     (sub / "inner").mkdir(parents=True)
