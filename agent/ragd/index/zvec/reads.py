@@ -94,33 +94,21 @@ class ZvecReads:
             raise ValueError(f"a path filter needs an absolute path, not {prefix!r}")
         lock = self._write_lock if self._read_only else contextlib.nullcontext()
         with lock, self._rw.reading(), zvec_errors("scan", self._path):
-            return records.summaries(self._source_rows(self._live(), prefix, writable=not self._read_only))
+            rows = self._rows(self._live(), prefix, writable=not self._read_only)
+            return records.summaries((r.path, r.md5, r.chunk_index) for r in rows)
 
     @staticmethod
-    def _source_rows(
-        coll: zvec.Collection, prefix: str | None, *, writable: bool
-    ) -> Iterator[tuple[str, str, int]]:
-        """(path, source md5, chunk index) of the documents at or below `prefix` (all when None), a part at a time
-        (`_parts`), re-checked (the filter may over-match): summed as they come, never all held (a row for each
-        chunk and two sets for each source held ~970 bytes a source of two chunks: test_index_zvec.py)."""
-        flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
-        for docs in ZvecReads._parts(coll, flt, _ROW_FIELDS, writable=writable):
-            for doc in docs:
-                f = doc.fields
-                path = f.get(SOURCE_PATH, "")
-                if prefix is None or F.is_under(path, prefix):
-                    yield path, f.get(SOURCE_MD5, ""), int(f.get(CHUNK_INDEX, 0))
-            del docs  # before the next part is asked for
-
-    @staticmethod
-    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> list[_Row]:
+    def _rows(coll: zvec.Collection, prefix: str | None, *, writable: bool) -> Iterator[_Row]:
         """The documents at or below `prefix` (all when None), re-checked (the filter may over-match); more than
-        ONE_QUERY of them listed in parts (`_MD5_BOUNDS`), each part's documents dropped once its rows are taken."""
+        ONE_QUERY of them listed in parts (`_MD5_BOUNDS`), a part at a time, each part's documents dropped before
+        the next is asked for: a caller that sums them as they come never holds them all (a row for each chunk and
+        two sets for each source held ~970 bytes a source of two chunks while listing: test_index_zvec.py)."""
         flt = F.under(SOURCE_PATH, prefix) if prefix is not None else None
-        found: list[_Row] = []
         for docs in ZvecReads._parts(coll, flt, _ROW_FIELDS, writable=writable):
-            found += (r for r in map(_Row.of, docs) if prefix is None or F.is_under(r.path, prefix))
-        return found
+            for row in map(_Row.of, docs):
+                if prefix is None or F.is_under(row.path, prefix):
+                    yield row
+            del docs  # before the next part is asked for
 
     @staticmethod
     def _parts(
