@@ -1,4 +1,5 @@
-"""What a call leaves held: the bytes it allocated in one module that are still in use once it returns."""
+"""What a call leaves held (the bytes it allocated in one module that are still in use once it returns), and what
+it holds for a while (its peak beyond what it keeps)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ def held_by(module_file: str, call: Callable[[], T], *, frames: int) -> tuple[T,
     finally:
         tracemalloc.stop()
     return result, sum(t.size for t in traces.traces if t.size < 65536)
+
+
+def held_meanwhile(call: Callable[[], T]) -> tuple[T, int]:
+    """`call()`'s result, and the bytes it held at its peak beyond what is still held when it returns (the whole
+    process's traced allocations: its other threads' too). `call` runs once before, untraced, as in `held_by`."""
+    call()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = call()
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak - kept

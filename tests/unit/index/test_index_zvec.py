@@ -6,7 +6,6 @@ words and CJK characters hashed into 512 dimensions, so texts sharing words are 
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 import subprocess
@@ -14,7 +13,6 @@ import sys
 import textwrap
 import threading
 import time
-import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from ragd.index import (
 )
 from ragd.index.zvec.backend import ZvecIndex
 from ragd.model import EmbeddingIdentity, SplitterSettings, md5_hex
+from tests.support.held import held_meanwhile
 from tests.support.poll import poll
 
 DIM = 512
@@ -330,16 +329,9 @@ def test_a_big_listing_is_summed_a_part_at_a_time(index: IndexBackend) -> None:
         [SourceWrite(p, md5_hex(p), "/kb", make_chunks(p, ["one text", "two text"])) for p in paths]
     )
     index.flush()
-    index.sources()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        listed = index.sources()
-        kept, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    listed, meanwhile = held_meanwhile(index.sources)
     assert len(listed) == n and listed[paths[7]] == SourceSummary(paths[7], md5_hex(paths[7]), 2)
-    assert (peak - kept) / n < 400, f"{(peak - kept) / n:.0f} bytes a source held while listing"
+    assert meanwhile / n < 400, f"{meanwhile / n:.0f} bytes a source held while listing"
 
 
 # -- writes -------------------------------------------------------------------------------------------------------

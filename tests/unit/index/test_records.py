@@ -3,11 +3,9 @@ summing a big listing holds while it runs."""
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-
 from ragd.index.backend import SourceSummary
 from ragd.index.records import summaries
+from tests.support.held import held_meanwhile
 
 
 def test_a_source_whose_chunks_agree_and_run_from_zero_is_whole_in_any_order() -> None:
@@ -36,15 +34,8 @@ def test_summing_a_big_listing_holds_little_beside_what_it_returns() -> None:
     one of indices (~470 bytes a source on the sets' code, ~110 now: 20,000 sources of two chunks each)."""
     n = 20_000
     rows = [(f"/kb/folder/note-{i:06d}.md", f"{i:032x}", j) for i in range(n) for j in (1, 0)]
-    summaries(rows[:100])
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = summaries(iter(rows))
-        kept, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, meanwhile = held_meanwhile(lambda: summaries(iter(rows)))
     assert len(result) == n and result["/kb/folder/note-000007.md"] == SourceSummary(
         "/kb/folder/note-000007.md", f"{7:032x}", 2
     )
-    assert (peak - kept) / n < 200, f"{(peak - kept) / n:.0f} bytes a source held while summing"
+    assert meanwhile / n < 200, f"{meanwhile / n:.0f} bytes a source held while summing"
