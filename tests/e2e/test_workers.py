@@ -134,10 +134,7 @@ def test_the_temp_dirs_of_a_killed_agents_workers_go_when_the_next_agent_parses(
     assert left, "the killed agent's workers had no temp directory"
 
     # every worker the killed agent had, by its directory (some started after the ones it waited for)
-    def orphans() -> list[int]:
-        return [int(d.name.split("-")[0]) for root in left if root.is_dir() for d in root.iterdir()]
-
-    poll(lambda: not any(alive(w) for w in orphans()), timeout=60, what="every orphaned worker to exit")
+    poll(lambda: not pool_workers(killed, sys_tmp), timeout=60, what="every orphaned worker to exit")
     agent = AgentProcess(tmp_path / "agent.log", str(agent_env))
     try:
         agent.wait_ready()
