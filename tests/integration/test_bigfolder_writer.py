@@ -125,6 +125,36 @@ def test_the_flushes_grow_rarer_while_a_long_stream_of_writes_goes_on(
     assert_index_equals_sidecars(cfg, root)
 
 
+def test_a_long_stream_of_writes_is_flushed_after_flush_chunks_chunks_whatever_the_time(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zvec and the keyword index hold what was written until its flush (~3 KiB a chunk): at 240 s between two
+    flushes a 100,000-note job held ~100 MiB more before each. Now the writer flushes, while more keeps coming,
+    as soon as FLUSH_CHUNKS chunks were written since the last flush, and not before when fewer were."""
+    monkeypatch.setattr(writer, "FLUSH_EVERY_S", 120.0)  # the time never comes in this test
+    cfg, root, notes = change_notes(tmp_path, fake_openai_server, 2)
+    first, second = notes  # a folder's note each
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=lambda: True)
+    indexer.start()
+    try:
+        indexer.put_mushroom(first)
+        poll(lambda: indexer.pending() == 0 and idx.count() > 0, what="the first note to be applied")
+        written = indexer.sync.written
+        assert written == idx.count() > 1
+        monkeypatch.setattr(writer, "FLUSH_CHUNKS", written + 1)  # one note's chunks are not enough
+        time.sleep(0.5)
+        assert first.exists(), "flushed with fewer than FLUSH_CHUNKS chunks written and FLUSH_EVERY_S to come"
+        indexer.put_mushroom(second)  # as many chunks again: past FLUSH_CHUNKS
+        poll(lambda: not first.exists() and not second.exists(), timeout=10, every=0.02,
+             what="the notes to be flushed once FLUSH_CHUNKS chunks were written")  # fmt: skip
+        assert indexer.sync.written >= written + 1
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
 def test_the_index_blocks_stay_bounded_during_a_long_stream_of_writes(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -150,6 +150,7 @@ class IndexSync:
         self._batching = False
         self._note: Path | None = None
         self._failed: dict[Path, str] = {}
+        self.written = 0  # chunks written to the index so far (the writer flushes after FLUSH_CHUNKS of them)
 
     # -- single sources and subtrees ---------------------------------------------------------------------------
     def sync_source(
@@ -241,6 +242,7 @@ class IndexSync:
         staged, self._staged, self._staged_chunks = self._staged, {}, 0
         if not staged:
             return
+        self.written += sum(len(w.chunks) for w, _ in staged.values())
         try:
             self.index.write_sources([w for w, _ in staged.values()])
             return

@@ -38,6 +38,10 @@ FLUSH_EVERY_S = 30.0
 # 30,000 notes flushed ~30 times, each flush a block of memory, and folding them during the job (a compaction)
 # copies the whole index, a passing peak of ~200 MiB at 50,000 chunks (docs/benchmarks/history.md).
 FLUSH_LONG_S = 240.0
+# ... or sooner, once this many chunks were written since the last flush: zvec (and the keyword index) hold what
+# was written until its flush, ~3 KiB a chunk of the agent's memory, and a big folder's job writes ~120 chunks a
+# second on two cores (100,000 notes: ~100 MiB held before each flush at 240 s; docs/benchmarks/history.md).
+FLUSH_CHUNKS = 8192
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
 # it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
@@ -90,6 +94,7 @@ class Indexer:
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
         self._unflushed_since = 0.0
         self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
+        self._written_at_flush = 0  # sync.written at the last flush
         self._flush_failures = 0  # flushes failed in a row
         self._flush_next = 0.0  # after a failed flush: no other tried before this (time.monotonic)
         self._flush_traced = False  # a traceback was logged for one of those failures
@@ -226,10 +231,11 @@ class Indexer:
     def _flush(self, *, force: bool = False, last: bool = False) -> bool:
         """Flush the applied notes, then delete them: when FLUSH_EVERY_S (FLUSH_EDITING_S while someone edits;
         doubled at each flush without a pause, up to FLUSH_LONG_S) has passed since the first was applied (up to
-        FLUSH_DEFER_S more while an edit is on its way), or `force` (nothing else on its way). A flush that fails
-        keeps them, to be flushed with the next, tried FLUSH_RETRY_MIN_S later, doubled at each failure (a
-        traceback once, then a line each time: it was tried, and logged, ten times a second; no traceback when the
-        index vanished with the data directory, which the agent rebuilds); `last` (the writer stops) tries at once.
+        FLUSH_DEFER_S more while an edit is on its way), or FLUSH_CHUNKS chunks were written since the last flush,
+        or `force` (nothing else on its way). A flush that fails keeps them, to be flushed with the next, tried
+        FLUSH_RETRY_MIN_S later, doubled at each failure (a traceback once, then a line each time: it was tried, and
+        logged, ten times a second; no traceback when the index vanished with the data directory, which the agent
+        rebuilds); `last` (the writer stops) tries at once.
         True if it flushed."""
         with self._lock:
             if not self._unflushed:
@@ -240,7 +246,8 @@ class Indexer:
         every = (
             FLUSH_EDITING_S if self._editing() else min(FLUSH_EVERY_S * 2 ** min(self._doubled, 16), longest)
         )
-        if not force and (waited < every or (waited < every + FLUSH_DEFER_S and self._edit_coming())):
+        due = waited >= every and (waited >= every + FLUSH_DEFER_S or not self._edit_coming())
+        if not (force or due or self.sync.written - self._written_at_flush >= FLUSH_CHUNKS):
             return False
         if not last and time.monotonic() < self._flush_next:  # the last one failed: tried again later
             return False
@@ -263,6 +270,7 @@ class Indexer:
                           len(notes), self._flush_failures, wait, err)  # fmt: skip
             return False
         self._flush_failures, self._flush_next, self._flush_traced = 0, 0.0, False
+        self._written_at_flush = self.sync.written
         with self._lock:
             del self._unflushed[: len(notes)]
         self._doubled = 0 if force else self._doubled + 1
