@@ -22,6 +22,7 @@ from ragd.index.zvec.collection import COMPACTED, COMPACTING, open_collection
 from ragd.index.zvec.schema import to_doc
 from ragd.model import md5_hex
 from ragd.pipeline.scan import Ignore
+from tests.support import smaps
 from tests.support.poll import poll
 from tests.unit.index.test_index_zvec import CORPUS, DIM, IDENTITY, embed, load_corpus, make_chunks, rel_paths
 
@@ -80,6 +81,13 @@ def test_each_flush_that_writes_adds_a_block_and_a_compaction_folds_them_losing_
         vector = index.query(vector=embed("tomato soup recipe"), text=None, k=1)[0]
         assert index.compact() == first + EDITS
         assert index.blocks == 1
+        # what opening the copy read of its files is given back at once, not when the agent is next idle
+        assert (
+            smaps.resident_kib(
+                lambda name: name.startswith(f"{collection_dir(tmp_path / 'data', IDENTITY)}/")
+            )
+            == 0
+        )
         assert snapshot(index, root) == before
         again = index.query(vector=embed("tomato soup recipe"), text=None, k=1)[0]
         assert again.source_path == vector.source_path and again.score == pytest.approx(
