@@ -123,11 +123,20 @@ def step(fn: F) -> F:
         except StopTest:  # hypothesis ran out of data for this example and drops it: no failure, no checks
             self.broken = self.dropped = True
             raise
-        except BaseException:
+        except BaseException as err:
             self.broken = True
+            tell_failure(name, err)
             raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def tell_failure(what: str, err: BaseException) -> None:
+    """Print why a step or the final checks failed, with RAGD_MODEL_VERBOSE=1: hypothesis reports a failure only once
+    it has shrunk it, and a divergence that depends on timing may pass when replayed (then, after a long shrink, only
+    its "flaky" verdict is reported, or nothing when the soak is stopped first)."""
+    if VERBOSE and not isinstance(err, (StopTest, KeyboardInterrupt)):
+        print(f"-- {what} failed: {type(err).__name__}: {str(err)[:6000]}", flush=True)
 
 
 def say(message: str) -> None:
@@ -682,9 +691,13 @@ class ModelSync(RuleBasedStateMachine):
         try:
             if not self.broken:
                 self.broken = True  # until the last checks pass
-                self.check_all()
-                code = self.agent.stop()
-                assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
+                try:
+                    self.check_all()
+                    code = self.agent.stop()
+                    assert code == 0, f"ragd exited {code} on SIGTERM\n{self._log_tail()}"
+                except BaseException as err:
+                    tell_failure("the example's last checks", err)
+                    raise
                 self.broken = False
         finally:
             self.agent.kill()

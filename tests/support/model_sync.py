@@ -10,6 +10,7 @@ agent's code:
 - a file is *tracked* under a root when it lies below the root with no ignored directory (dot-directory,
   `node_modules`, `__pycache__`, `venv`, `site-packages`) on the way and its name is not ignored (dot-file, editor
   temporary file);
+- a folder whose name is not UTF-8 is SKIPPED, one of its root's files, and nothing below it is tracked;
 - a tracked file ends SKIPPED when its name is not UTF-8, it has an extension that is not one this model writes
   text for (.md, .txt; a name without one is text, as a README is), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
   EMBEDDED otherwise;
@@ -111,11 +112,11 @@ def under(rel: str, top: str) -> bool:
 
 
 def tracked_dir_under(directory: str, root: str) -> bool:
-    """`directory` is `root` or below it with no ignored directory on the way."""
+    """`directory` is `root` or below it with no ignored directory, nor one whose name is not UTF-8, on the way."""
     if not under(directory, root):
         return False
     rest = directory[len(root) + 1 :]
-    return not rest or not any(ignored_dir(part) for part in rest.split("/"))
+    return not rest or not any(ignored_dir(part) or not is_utf8(part) for part in rest.split("/"))
 
 
 @dataclass
@@ -233,9 +234,23 @@ class Model:
         return {rel for rel in self.paths() if self.covered(rel) and self.state(rel) == EMBEDDED}
 
     def counts(self, root: str) -> dict[str, int]:
-        """`ragctl status` counts of one root (overlapping roots each count their files)."""
+        """`ragctl status` counts of one root (overlapping roots each count their files), a folder whose name is
+        not UTF-8 among the SKIPPED (docs/storage-format.md: its subtree is not tracked)."""
         found = Counter(self.state(rel) for rel in self.paths() if self.tracked_under(rel, root))
+        found[SKIPPED] += len(self.untracked_names(root))
         return {state: found.get(state, 0) for state in (EMBEDDED, SKIPPED, FAILED)}
+
+    def untracked_names(self, root: str) -> set[str]:
+        """The folders under `root` whose names are not UTF-8, in a tracked folder the agent can read."""
+        return {
+            d
+            for d in self.dirs
+            if d != root
+            and not is_utf8(base_name(d))
+            and not ignored_dir(base_name(d))
+            and tracked_dir_under(parent(d), root)
+            and not self.hidden(d)
+        }
 
     def failed(self, root: str) -> set[str]:
         return {rel for rel in self.paths() if self.tracked_under(rel, root) and self.state(rel) == FAILED}

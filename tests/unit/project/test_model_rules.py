@@ -1,0 +1,34 @@
+"""The model-based test's own model (tests/support/model_sync.py): rules it states that the soak found it lacked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.support import model_sync as ms
+
+LATIN1 = os.fsdecode(b"caf\xe9 latin1.txt")  # a name that is not UTF-8, as the file system hands it over
+
+
+def test_a_folder_whose_name_is_not_utf8_is_one_skipped_file_of_its_root_and_hides_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak (row 86): a file named in latin-1 turned into a folder of its name, under root B. The agent
+    reports such a folder SKIPPED ("directory name is not valid UTF-8", docs/storage-format.md) and tracks nothing
+    below it; the model counted neither the folder nor the difference, and wanted no SKIPPED."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "out").mkdir()
+    tree = ms.Tree(tmp_path)
+    tree.model.config_roots = ["B"]
+    content = ms.Content()
+    tree.write("B/a.md", content.new(), new=True)
+    tree.write(f"B/{LATIN1}", content.new(), new=True)
+    assert tree.model.counts("B") == {ms.EMBEDDED: 1, ms.SKIPPED: 1, ms.FAILED: 0}  # the file's name
+    tree.replace_kind(f"B/{LATIN1}", None)  # file -> folder
+    assert tree.model.counts("B") == {ms.EMBEDDED: 1, ms.SKIPPED: 1, ms.FAILED: 0}  # the folder's name
+    inside = f"B/{LATIN1}/in.md"
+    tree.write(inside, content.new(), new=True)
+    assert tree.model.counts("B") == {ms.EMBEDDED: 1, ms.SKIPPED: 1, ms.FAILED: 0}  # not tracked below it
+    assert inside not in tree.model.indexed() and f"B/{LATIN1}" not in tree.model.tracked_dirs()
+    assert tree.model.counts("A") == {ms.EMBEDDED: 0, ms.SKIPPED: 0, ms.FAILED: 0}
