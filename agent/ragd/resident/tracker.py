@@ -286,12 +286,14 @@ class Tracker:
 
 def reason_kind(reason: str) -> str:
     """A SKIPPED reason without what is particular to one file (a path, a size), for counting files by reason:
-    "file too large: 12 bytes > limits.max_file_size 10" -> "file too large: N bytes > limits.max_file_size N"."""
-    return _NUMBER.sub("N", _PATH.sub("…", reason)) or "no reason given"
+    "file too large: 12 bytes > limits.max_file_size 10" -> "file too large: N bytes > limits.max_file_size N";
+    a name shown as its bytes, "(b'caf\\xe9.txt')", -> "(…)". A number that is part of a word ("UTF-8") stays."""
+    return _NUMBER.sub("N", _PATH.sub("…", _BYTES.sub("(…)", reason))) or "no reason given"
 
 
 _PATH = re.compile(r"(?<![\w.])/[^\s,;]+")
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+_BYTES = re.compile(r"""\(b(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\)""")
+_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w.])")
 
 
 def _dir_error(directory: Path, reason: str, since: str | None) -> dict[str, Any]:

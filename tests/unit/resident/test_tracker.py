@@ -169,10 +169,16 @@ def test_skipped_files_are_counted_by_reason_without_what_is_particular_to_each(
                      FileOutcome("c.iso", "SKIPPED", reason="file too large: 900 bytes > limits.max_file_size 10"),
                      FileOutcome("d.iso", "SKIPPED", reason="file too large: 12 bytes > limits.max_file_size 10"),
                      FileOutcome("l", "SKIPPED", reason="symbolic link to /etc/x.md, outside the roots"),
+                     FileOutcome("\udce9 2", "SKIPPED", reason="directory name is not valid UTF-8 (b'\\xe9 2'); "
+                                 "rename it to index its files"),
+                     FileOutcome("\udcff's", "SKIPPED", reason="directory name is not valid UTF-8 (b\"\\xff's\"); "
+                                 "rename it to index its files"),
                      FileOutcome("e.md", "EMBEDDED")))  # fmt: skip
+    # a name shown as its bytes is particular too; a number in a word is not a count ("UTF-N" was shown)
     assert t.root_summary(Path("/r"))["skipped_reasons"] == [
         {"reason": "empty file (N bytes)", "files": 2},
         {"reason": "file too large: N bytes > limits.max_file_size N", "files": 2},
+        {"reason": "directory name is not valid UTF-8 (…); rename it to index its files", "files": 2},
         {"reason": "symbolic link to …, outside the roots", "files": 1},
     ]
     assert t.skipped_reasons()["empty file (N bytes)"] == 2
