@@ -11,6 +11,7 @@ agent's code:
   `node_modules`, `__pycache__`, `venv`, `site-packages`) on the way and its name is not ignored (dot-file, editor
   temporary file);
 - a folder whose name is not UTF-8 is SKIPPED, one of its root's files, and nothing below it is tracked;
+- a symbolic link to a folder under a current root (a file linked to, then made a folder) is not counted;
 - a tracked file ends SKIPPED when its name is not UTF-8, it has an extension that is not one this model writes
   text for (.md, .txt; a name without one is text, as a README is), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
   EMBEDDED otherwise;
@@ -236,9 +237,19 @@ class Model:
     def counts(self, root: str) -> dict[str, int]:
         """`ragctl status` counts of one root (overlapping roots each count their files), a folder whose name is
         not UTF-8 among the SKIPPED (docs/storage-format.md: its subtree is not tracked)."""
-        found = Counter(self.state(rel) for rel in self.paths() if self.tracked_under(rel, root))
+        found = Counter(
+            self.state(rel)
+            for rel in self.paths()
+            if self.tracked_under(rel, root) and not self.links_to_a_root_folder(rel)
+        )
         found[SKIPPED] += len(self.untracked_names(root))
         return {state: found.get(state, 0) for state in (EMBEDDED, SKIPPED, FAILED)}
+
+    def links_to_a_root_folder(self, rel: str) -> bool:
+        """A symbolic link whose target is (now) a folder under a current root: never followed, not counted (that
+        folder is indexed where it is; docs/storage-format.md). One to a folder outside every root is SKIPPED."""
+        target = self.links.get(rel)
+        return target is not None and target in self.dirs and any(under(target, r) for r in self.roots())
 
     def untracked_names(self, root: str) -> set[str]:
         """The folders under `root` whose names are not UTF-8, in a tracked folder the agent can read."""
