@@ -44,8 +44,8 @@ class Translator:
     def __call__(self, event: wde.FileSystemEvent) -> list[WatchEvent]:
         src, dest = _as_path(event.src_path), _as_path(event.dest_path)
         kind = event.event_type
-        if event.is_synthetic and kind in ("created", "moved"):
-            return self._arrived_with(dest if kind == "moved" else src, directory=event.is_directory)
+        if event.is_synthetic and kind == "created":
+            return self._arrived_with(src, directory=event.is_directory)
         if event.is_directory:
             if kind == "created":
                 return self._dir_arrived(src)
@@ -106,12 +106,10 @@ class Translator:
 
     def _arrived_with(self, p: Path | None, *, directory: bool) -> list[WatchEvent]:
         """What watchdog says was in a folder moved in from outside, a "created" event for each file and folder in
-        it, or in a folder moved within the root, a "moved" event for each (`is_synthetic`; `p` is where it is
-        now): nothing the folder's own arrival does not bring, whose job lists it whole and queues its folders (and
-        its departure, whose "gone" covers all below its old path), but the notes in a `.rag/` that came with it.
-        As "dirty" events, the files' came to the debouncer during the folder's job, when they were many, and ran
-        it once more after (a 100,000-note folder moved in: its second job read every entry again, the agent's
-        peak; docs/benchmarks/history.md)."""
+        it (`is_synthetic`): nothing the folder's own arrival does not bring, whose job lists it whole and queues
+        its folders, but the notes in a `.rag/` that came with it. As "dirty" events, the files' came to the
+        debouncer during the folder's job, when they were many, and ran it once more after (a 100,000-note folder
+        moved in: its second job read every entry again, the agent's peak; docs/benchmarks/history.md)."""
         if directory and p is not None and p.name == RAG_DIR and self._tracked_dir(p.parent):
             return self._dir_arrived(p)
         return []
