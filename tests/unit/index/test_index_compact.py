@@ -82,12 +82,8 @@ def test_each_flush_that_writes_adds_a_block_and_a_compaction_folds_them_losing_
         assert index.compact() == first + EDITS
         assert index.blocks == 1
         # what opening the copy read of its files is given back at once, not when the agent is next idle
-        assert (
-            smaps.resident_kib(
-                lambda name: name.startswith(f"{collection_dir(tmp_path / 'data', IDENTITY)}/")
-            )
-            == 0
-        )
+        below = f"{collection_dir(tmp_path / 'data', IDENTITY)}/"
+        assert smaps.resident_kib(lambda name: name.startswith(below)) == 0
         assert snapshot(index, root) == before
         again = index.query(vector=embed("tomato soup recipe"), text=None, k=1)[0]
         assert again.source_path == vector.source_path and again.score == pytest.approx(

@@ -136,9 +136,8 @@ def test_a_listing_in_parts_gives_back_the_pages_it_read(
     """A listing of more than ONE_QUERY documents (the verification's of the whole index) reads every document's
     fields through the collection's mapped files: ~40 MiB of the agent's memory after a 100,000-chunk job, kept until
     the agent was next idle. They are given back as the listing ends; a smaller listing (a folder's) leaves them."""
-    monkeypatch.setattr(
-        reads, "ONE_QUERY", 1
-    )  # the threshold, not the behaviour: the index holds two documents
+    # the threshold, not the behaviour: the index holds two documents
+    monkeypatch.setattr(reads, "ONE_QUERY", 1)
     path = collection_dir(tmp_path / "data", IDENTITY)
     index.give_back_pages()
     assert sorted(index.sources(None)) == [str(tmp_path / "kb" / "a.md"), str(tmp_path / "kb" / "b.md")]

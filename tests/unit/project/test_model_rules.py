@@ -16,9 +16,8 @@ def test_a_folder_whose_name_is_not_utf8_is_one_skipped_file_of_its_root_and_hid
     """Found by the soak (row 86): a file named in latin-1 turned into a folder of its name, under root B. The agent
     reports such a folder SKIPPED ("directory name is not valid UTF-8", docs/storage-format.md) and tracks nothing
     below it; the model counted neither the folder nor the difference, and wanted no SKIPPED."""
-    (tmp_path / "A").mkdir()
-    (tmp_path / "B").mkdir()
-    (tmp_path / "out").mkdir()
+    for top in ms.TOPS:
+        (tmp_path / top).mkdir()
     tree = ms.Tree(tmp_path)
     tree.model.config_roots = ["B"]
     content = ms.Content()
