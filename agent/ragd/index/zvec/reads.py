@@ -96,15 +96,12 @@ class ZvecReads:
         if prefix is not None and not prefix.startswith("/"):  # the caller's mistake, not the index's
             raise ValueError(f"a path filter needs an absolute path, not {prefix!r}")
         lock = self._write_lock if self._read_only else contextlib.nullcontext()
-        listed = itertools.count()
         with lock, self._rw.reading(), zvec_errors("scan", self._path):
             rows = self._rows(self._live(), prefix, writable=not self._read_only)
-            summary = records.summaries(
-                (r.path, r.md5, r.chunk_index) for r, _ in zip(rows, listed, strict=False)
-            )
+            summary = records.summaries((r.path, r.md5, r.chunk_index) for r in rows)
         # a listing in parts read the fields of that many documents through the index's mapped files (~40 MiB of
         # the agent's memory after the verification of a 100,000-chunk index): given back now, not when next idle
-        if next(listed) > ONE_QUERY:
+        if sum(s.chunk_count for s in summary.values()) > ONE_QUERY:
             self.give_back_pages()
         return summary
 
