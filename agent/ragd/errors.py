@@ -60,6 +60,11 @@ class EmbedUnavailable(EmbedError):
     429), through all its retries: the embed queue holds it down for a while (pipeline/embed/queue.py)."""
 
 
+class EmbedRateLimited(EmbedUnavailable):
+    """The embeddings API answered 429 (too many requests) to the last of the retries: it works, but not this fast.
+    Told by the status, not by the text (an address or a message may hold "429" by chance)."""
+
+
 class StorageError(RagdError):
     """A sidecar or mushroom could not be read or written; `errno`: the OS error's, when one caused it."""
 

@@ -171,7 +171,8 @@ def test_an_embeddings_api_that_fails_is_shown_and_its_return_too(
     try:
         agent.wait_idle()
         assert _health("embeddings")["state"] == "ok"
-        server.fail_next(3, status=500)  # the first attempt and both retries of the next batch
+        # the first attempt and both retries of the next batch; "429" in a failure's text is not a rate limit
+        server.fail_next(3, status=500, message="the upstream proxy failed (it said 429 rate-limit)")
         write_doc(root / "b.md", "zqbravo")
         poll(lambda: _health("embeddings")["state"] == "unavailable", what="the embeddings to be unavailable")
         reason = _health("embeddings")["reason"]

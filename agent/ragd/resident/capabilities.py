@@ -159,7 +159,7 @@ class Health:
             if stats.down_until is not None and stats.down_until > time.time():
                 error += (f"; not sent texts until {time.strftime('%H:%M:%S', time.localtime(stats.down_until))} "
                           "(`ragctl sync` tries it now)")  # fmt: skip
-            if "429" in error or "rate-limit" in error:
+            if stats.rate_limited:
                 return Capability("embeddings", DEGRADED, f"rate limited: {error}")
             return Capability("embeddings", UNAVAILABLE, f"failing: {error}")
         retried = stats.retries - retries[0][1]

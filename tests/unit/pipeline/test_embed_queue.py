@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ragd.config import EmbeddingConfig
-from ragd.errors import EmbedError, EmbedUnavailable
+from ragd.errors import EmbedError, EmbedRateLimited, EmbedUnavailable
 from ragd.pipeline.embed import EmbedQueue, make_embedder
 from ragd.pipeline.embed.base import NOT_FINITE, ZERO, row_problems
 from tests.support.fake_openai import FakeOpenAI
@@ -368,6 +368,22 @@ def test_an_error_that_waiting_does_not_heal_does_not_hold_the_api_down() -> Non
         err = first.exception(timeout=10)
         assert isinstance(err, EmbedError) and not isinstance(err, EmbedUnavailable)
         assert second.result(timeout=10).shape == (1, 8) and queue.stats.down_until is None
+
+
+def test_rate_limited_is_told_by_the_status_not_by_the_text() -> None:
+    """A 500 whose message (or the server's address) holds "429" is a failure, not a rate limit; 429s through all
+    the retries are a rate limit, and so is every text failed at once while held down after them."""
+    with _over_api(retries=1, batch_size=4, concurrency=1, down_pause=0.2) as (server, queue):
+        server.fail_next(2, 500, message="upstream 429 rate-limit proxy failed")
+        err = queue.submit(["a"]).exception(timeout=10)
+        assert type(err) is EmbedUnavailable and "429" in str(err)
+        assert queue.stats.rate_limited is False
+        time.sleep(0.3)
+        server.fail_next(2, 429)
+        assert type(queue.submit(["b"]).exception(timeout=10)) is EmbedRateLimited
+        assert queue.stats.rate_limited is True
+        assert type(queue.submit(["c"]).exception(timeout=1)) is EmbedRateLimited  # held down: not sent
+        assert len(server.requests) == 4
 
 
 def test_try_now_ends_the_pause() -> None:

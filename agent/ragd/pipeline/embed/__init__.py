@@ -236,14 +236,15 @@ class LazyEmbedQueue:
         if len(parts) < 2:
             return parts[0] if parts else EmbedStats()
         main, express = parts
-        latest = ("last_error", "last_error_at", "last_ok_at", "down_until")
+        latest = ("last_error", "last_error_at", "last_ok_at", "down_until", "rate_limited")
         error = max((main, express), key=lambda s: s.last_error_at or 0.0)
         return EmbedStats(**{
             f.name: getattr(main, f.name) + getattr(express, f.name) for f in fields(EmbedStats) if f.name not in latest
         }, last_error=error.last_error or main.last_error or express.last_error,
             last_error_at=_latest(main.last_error_at, express.last_error_at),
             last_ok_at=_latest(main.last_ok_at, express.last_ok_at),
-            down_until=_latest(main.down_until, express.down_until))  # fmt: skip
+            down_until=_latest(main.down_until, express.down_until),
+            rate_limited=error.rate_limited)  # fmt: skip
 
     def close(self) -> None:
         with self._lock:

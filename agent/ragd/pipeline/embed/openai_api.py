@@ -37,7 +37,7 @@ import openai
 import orjson
 
 from ...config import EmbeddingConfig
-from ...errors import EmbedError, EmbedUnavailable
+from ...errors import EmbedError, EmbedRateLimited, EmbedUnavailable
 from .base import clean_text, redact, shut_down_error
 from .deadline import Watchdog
 from .retry import next_delay, retry_after
@@ -243,7 +243,8 @@ class OpenAIEmbedder:
             hint = "check that the server is running and reachable, or raise embedding.timeout / retries"
         else:
             hint = "the server is failing; check its logs, or raise embedding.retries"
-        return EmbedUnavailable(
+        unavailable = EmbedRateLimited if last.status == 429 else EmbedUnavailable
+        return unavailable(
             f"the embeddings API at {self.base_url} (model {self.model_name}) failed "
             f"{attempts} attempt{'s' if attempts != 1 else ''}; last error: {last.text}",
             hint,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import EmbedError, EmbedUnavailable
+from ...errors import EmbedError, EmbedRateLimited, EmbedUnavailable
 from .base import Embedder, check_vectors, invalid_vectors_error, row_problems, shut_down_error, source_of
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ class EmbedStats:
     last_error_at: float | None = None  # when a batch last failed (time.time())
     last_ok_at: float | None = None  # when the embedder last answered a batch
     down_until: float | None = None  # held down until then (time.time()): texts fail at once, none is sent
+    rate_limited: bool = False  # the last failure was the API's 429 through all retries (EmbedRateLimited)
 
 
 @dataclass(eq=False)
@@ -100,6 +101,7 @@ class EmbedQueue:
         self._last_error: str | None = None
         self._last_error_at: float | None = None
         self._last_ok_at: float | None = None
+        self._rate_limited = False
         # held down (see the module's doc): until when (monotonic), for how long, with which error; a probe out
         self._down_until: float | None = None
         self._down_for = 0.0
@@ -126,6 +128,7 @@ class EmbedQueue:
                 self._last_error_at,
                 self._last_ok_at,
                 None if self._down_until is None else time.time() + self._down_until - time.monotonic(),
+                self._rate_limited,
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -191,7 +194,7 @@ class EmbedQueue:
         err = self._down_error
         if err is None or left <= 0:
             return None
-        return EmbedUnavailable(f"{err.message}; not tried again for {left:.0f} s", err.hint)
+        return type(err)(f"{err.message}; not tried again for {left:.0f} s", err.hint)
 
     def _take(self) -> list[_Slice] | None:
         """Up to batch_size waiting texts, in arrival order; None once closed. While the embedder is held down
@@ -274,6 +277,7 @@ class EmbedQueue:
                 self._failed_batches += 1
                 self._rejected += sum(p is not None for p in problems)
                 self._last_error = str(bad[0][1])
+                self._rate_limited = False
                 self._drop([piece for piece, _ in bad])
             # it answered: a text whose vector is unusable fails its own file, not the embedder's health
             self._last_ok_at = time.time()
@@ -297,6 +301,7 @@ class EmbedQueue:
             self._in_flight -= count
             self._last_error = str(err)
             self._last_error_at = time.time()
+            self._rate_limited = isinstance(err, EmbedRateLimited)
             self._drop(pieces)
             if isinstance(err, EmbedUnavailable) and self.down_pause > 0 and not self._closed:
                 self._hold_down(err)
