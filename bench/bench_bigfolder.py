@@ -1,7 +1,7 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--rename]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -15,6 +15,11 @@ moved into it as one folder. Then, until the agent is idle:
 Then, unless `--no-alone`, the embedder alone: the bundled model in the same number of worker processes embeds the
 texts the agent embedded (each file's chunks and lead, read back from the sidecars), in batches as large as the
 agent's queue makes them, and the ratio of the agent's files per second to the embedder's.
+
+With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a person renames a
+folder in a file manager): when its first file is found under the new name, when the agent is idle again, the CPU
+the agent and its workers used for it (nothing is embedded again: the sidecars moved with the files), and whether
+the index holds the folder under the new name only.
 """
 
 from __future__ import annotations
@@ -264,6 +269,35 @@ def watch(
             "requests": emb.get("requests", 0)}  # fmt: skip
 
 
+def renamed(agent: Agent, folder: Path, n_files: int) -> None:
+    """Rename `folder` within its root; print when its first note is found under the new name, when the agent is
+    idle again, the CPU used, and the index's sources under each name."""
+    new = folder.with_name(folder.name + " renamed")
+    chunks = status(agent.env).get("index", {}).get("chunks")
+    cpu = Cpu(agent.proc.pid)
+    t0 = time.monotonic()
+    folder.rename(new)
+    first = None
+    while first is None:
+        hits = agent.call("search", {"query": "nt000000q", "mode": "keyword", "top_k": 1})["results"]
+        if hits and Path(hits[0]["path"]).parent == new:
+            first = time.monotonic() - t0
+        elif time.monotonic() - t0 > 600:
+            raise SystemExit("the renamed folder's first note was not found within 600 s")
+        else:
+            time.sleep(0.05)
+    agent.wait()
+    idle = time.monotonic() - t0
+    cpu.sample()
+    st = status(agent.env)
+    left = [h["path"] for h in agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 50})["results"]
+            if Path(h["path"]).parent != new]  # fmt: skip
+    print(f"renamed within the root: first note found under the new name after {first:.2f} s; idle after {idle:.1f} s; "
+          f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
+          f"name")  # fmt: skip
+    print(cpu.report(n_files))
+
+
 def rested(agent: Agent) -> None:
     """Wait for the agent to rest (`run.rest_after` without a search or a change: the index closed, the question
     model dropped, memory given back), then print its RSS: the idle agent as a user's machine mostly has it."""
@@ -321,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         help="print the agent's resident memory by map (its own, the heap, each mapped file) at its peak and once idle",
     )
     ap.add_argument(
+        "--rename",
+        action="store_true",
+        help="once idle, rename the folder within the root and say how long until it is idle again, and its CPU",
+    )
+    ap.add_argument(
         "--rested",
         action="store_true",
         help="once idle, wait for the agent to rest (run.rest_after) and say its RSS",
@@ -345,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.smaps:
                 print("  the idle agent's resident memory by map:")
                 smaps(agent.proc.pid)
+            if args.rename:
+                renamed(agent, moved, args.files)
+                moved = moved.with_name(moved.name + " renamed")
             if args.rested:
                 rested(agent)
         finally:
