@@ -11,7 +11,8 @@ agent's code:
   `node_modules`, `__pycache__`, `venv`, `site-packages`) on the way and its name is not ignored (dot-file, editor
   temporary file);
 - a folder whose name is not UTF-8 is SKIPPED, one of its root's files, and nothing below it is tracked;
-- a symbolic link to a folder under a current root (a file linked to, then made a folder) is not counted;
+- a symbolic link to a folder under a current root (a file linked to, then made a folder) is not counted, unless
+  its name is not UTF-8 (then it is SKIPPED by its name, as every such name is);
 - a tracked file ends SKIPPED when its name is not UTF-8, it has an extension that is not one this model writes
   text for (.md, .txt; a name without one is text, as a README is), or it is empty; FAILED when the embeddings API gives one of its chunks a zero or NaN vector;
   EMBEDDED otherwise;
@@ -247,9 +248,15 @@ class Model:
 
     def links_to_a_root_folder(self, rel: str) -> bool:
         """A symbolic link whose target is (now) a folder under a current root: never followed, not counted (that
-        folder is indexed where it is; docs/storage-format.md). One to a folder outside every root is SKIPPED."""
+        folder is indexed where it is; docs/storage-format.md). One to a folder outside every root is SKIPPED, and
+        so is a link whose own name is not UTF-8, whatever it leads to (the name is refused first)."""
         target = self.links.get(rel)
-        return target is not None and target in self.dirs and any(under(target, r) for r in self.roots())
+        return (
+            target is not None
+            and is_utf8(base_name(rel))
+            and target in self.dirs
+            and any(under(target, r) for r in self.roots())
+        )
 
     def untracked_names(self, root: str) -> set[str]:
         """The folders under `root` whose names are not UTF-8, in a tracked folder the agent can read."""
