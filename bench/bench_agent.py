@@ -72,7 +72,14 @@ class Agent:
                 time.sleep(0.05)
 
     def call(self, verb: str, args: dict[str, Any] | None = None) -> Any:
-        return self.client.call(verb, args)
+        try:
+            return self.client.call(verb, args)
+        except Unreachable:  # the agent closes a connection left idle (control.IDLE_TIMEOUT_S): connect again
+            if self.proc.poll() is not None:
+                raise
+            self.client.close()
+            self.client = self._connect()
+            return self.client.call(verb, args)
 
     def wait(self) -> float:
         t0 = time.perf_counter()

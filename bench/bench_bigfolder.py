@@ -278,21 +278,31 @@ def renamed(agent: Agent, folder: Path, n_files: int) -> None:
     t0 = time.monotonic()
     folder.rename(new)
     first = None
+    lost_at: float | None = None  # since when the note is found under neither name
+    lost = 0.0  # the longest such stretch
     while first is None:
         hits = agent.call("search", {"query": "nt000000q", "mode": "keyword", "top_k": 1})["results"]
+        now = time.monotonic() - t0
         if hits and Path(hits[0]["path"]).parent == new:
-            first = time.monotonic() - t0
-        elif time.monotonic() - t0 > 600:
+            first = now
+        elif now > 600:
             raise SystemExit("the renamed folder's first note was not found within 600 s")
-        else:
+        elif not hits and lost_at is None:
+            lost_at = now
+        elif hits and lost_at is not None:
+            lost, lost_at = max(lost, now - lost_at), None
+        if first is None:
             time.sleep(0.05)
+    if lost_at is not None:
+        lost = max(lost, first - lost_at)
     agent.wait()
     idle = time.monotonic() - t0
     cpu.sample()
     st = status(agent.env)
     left = [h["path"] for h in agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 50})["results"]
             if Path(h["path"]).parent != new]  # fmt: skip
-    print(f"renamed within the root: first note found under the new name after {first:.2f} s; idle after {idle:.1f} s; "
+    print(f"renamed within the root: first note found under the new name after {first:.2f} s (found under neither "
+          f"name for {lost:.2f} s of it); idle after {idle:.1f} s; "
           f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
           f"name")  # fmt: skip
     print(cpu.report(n_files))

@@ -330,6 +330,26 @@ def test_a_folder_renamed_with_its_sidecars_is_announced_for_a_resync(
     assert sidecar.read_entry(sidecar.entry_path(root, "aws-lambda")) is None  # a directory entry now
 
 
+def test_a_folder_renamed_is_recovered_under_its_new_name_before_its_old_name_is_deleted(
+    tmp_path: Path, fake_openai_server: FakeOpenAI
+) -> None:
+    """In the parent's note, the new name's `dir_recover` comes before the old name's `dir_delete`: the index
+    writer applies them in that order, so the folder's files are found under one name or both while it re-syncs,
+    never under neither (a 10,000-note folder renamed was out of search for ~5 s: bench_bigfolder --rename)."""
+    root = tmp_path / "kb"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "n1.md").write_text("november one\n")
+    cfg = api_config(fake_openai_server, [root])
+    run(cfg)
+    clear_mushrooms(root)
+    (root / "notes").rename(root / "notes renamed")
+    run(cfg)
+    assert all_events(root) == [
+        Event("notes renamed", NoteStatus.DIR_RECOVER),
+        Event("notes", NoteStatus.DIR_DELETE),
+    ]
+
+
 def test_a_subdirectory_whose_store_is_a_file_fails_alone(
     tmp_path: Path, fake_openai_server: FakeOpenAI
 ) -> None:

@@ -68,15 +68,18 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
     plan = Plan(listing, entries, {n for n in found.deleted if valid_name(n)}, found, labels)
     plan.stray = [n for n in found.live if n not in entries]
     deleted = plan.deleted
-    for name, entry in entries.items():
-        is_dir_entry = entry is None
-        if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
-            plan.events.append(Event(name, NoteStatus.DIR_DELETE if is_dir_entry else NoteStatus.DELETE))
+    # A folder renamed here is a recover of the new name and a delete of the old, in one note: the recover first,
+    # so that the index holds its files under the new path before it drops the old one (a search finds them
+    # under one name or both meanwhile; the other way round, a 10,000-file folder was out of search for 5 s).
     for name in listing.dirs:
         if name in entries and entries[name] is None:
             continue
         if name not in entries and (name in deleted or _moved_in(directory / name)):
             plan.events.append(Event(name, NoteStatus.DIR_RECOVER))
+    for name, entry in entries.items():
+        is_dir_entry = entry is None
+        if (is_dir_entry and name not in listing.dirs) or (not is_dir_entry and name not in listing.files):
+            plan.events.append(Event(name, NoteStatus.DIR_DELETE if is_dir_entry else NoteStatus.DELETE))
     now, where, identity, basis = time.time(), path_prefix(directory), ctx.identity, labels.basis
 
     for name, st in listing.files.items():
