@@ -17,9 +17,10 @@ texts the agent embedded (each file's chunks and lead, read back from the sideca
 agent's queue makes them, and the ratio of the agent's files per second to the embedder's.
 
 With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a person renames a
-folder in a file manager): when its first file is found under the new name, when the agent is idle again, the CPU
-the agent and its workers used for it (nothing is embedded again: the sidecars moved with the files), and whether
-the index holds the folder under the new name only.
+folder in a file manager): when its first file is found under the new name, the longest time it was found under
+neither name meanwhile (a search polled every 0.05 s), when the agent is idle again, the CPU the agent and its
+workers used for it (nothing is embedded again: the sidecars moved with the files), and whether a search still
+finds any of its files under the old name.
 """
 
 from __future__ import annotations
@@ -270,8 +271,8 @@ def watch(
 
 
 def renamed(agent: Agent, folder: Path, n_files: int) -> None:
-    """Rename `folder` within its root; print when its first note is found under the new name, when the agent is
-    idle again, the CPU used, and the index's sources under each name."""
+    """Rename `folder` within its root; print when its first note is found under the new name (and for how long it
+    was found under neither), when the agent is idle again, the CPU used, and how many hits are left elsewhere."""
     new = folder.with_name(folder.name + " renamed")
     chunks = status(agent.env).get("index", {}).get("chunks")
     cpu = Cpu(agent.proc.pid)
