@@ -276,6 +276,15 @@ def renamed(agent: Agent, folder: Path, n_files: int) -> None:
     new = folder.with_name(folder.name + " renamed")
     chunks = status(agent.env).get("index", {}).get("chunks")
     cpu = Cpu(agent.proc.pid)
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:  # the agent's RSS every 0.1 s while the rename is applied
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], memory(agent.proc.pid)[0])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     t0 = time.monotonic()
     folder.rename(new)
     first = None
@@ -298,7 +307,10 @@ def renamed(agent: Agent, folder: Path, n_files: int) -> None:
         lost = max(lost, first - lost_at)
     agent.wait()
     idle = time.monotonic() - t0
+    done.set()
+    sampler.join()
     cpu.sample()
+    time.sleep(3)  # the agent trims its memory once idle
     st = status(agent.env)
     left = [h["path"] for h in agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 50})["results"]
             if Path(h["path"]).parent != new]  # fmt: skip
@@ -306,6 +318,9 @@ def renamed(agent: Agent, folder: Path, n_files: int) -> None:
           f"name for {lost:.2f} s of it); idle after {idle:.1f} s; "
           f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
           f"name")  # fmt: skip
+    print(
+        f"  agent RSS during the rename: peak {peak[0]:.0f} MiB; idle after it {memory(agent.proc.pid)[0]:.0f} MiB"
+    )
     print(cpu.report(n_files))
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ragd.config import Config, data_dir, load_config
 from ragd.index import open_index
+from ragd.index.write import sync as sync_module
 from ragd.index.write import writer
 from ragd.index.write.sync import IndexSync
 from ragd.index.write.writer import Indexer
@@ -152,6 +153,34 @@ def test_a_long_stream_of_writes_is_flushed_after_flush_chunks_chunks_whatever_t
     finally:
         indexer.stop()
         idx.close()
+    assert_index_equals_sidecars(cfg, root)
+
+
+def test_a_big_subtree_re_synced_in_one_go_is_flushed_every_flush_chunks_chunks(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder renamed is re-synced from its sidecars in one go (`dir_recover`): a 100,000-note folder's chunks were
+    all held by zvec and the keyword index until the one flush at its end (~3 KiB a chunk). The re-sync flushes
+    whenever FLUSH_CHUNKS chunks were written since its last flush, and the index ends equal to the sidecars."""
+    cfg, root, _ = change_notes(tmp_path, fake_openai_server, 4)
+    (root / "d00").rename(root / "d00 renamed")
+    monkeypatch.setattr(sync_module, "STAGE_CHUNKS", 2)  # written a few at a time ...
+    monkeypatch.setattr(sync_module, "FLUSH_CHUNKS", 4)  # ... and flushed after every fourth chunk or so
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    flushes = []
+    real_flush = idx.flush
+    monkeypatch.setattr(idx, "flush", lambda: (flushes.append(idx.count()), real_flush())[-1])
+    try:
+        resync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        resync.sync_subtree(root)
+        chunks = idx.count()
+    finally:
+        idx.close()
+    assert chunks > 8 and len(flushes) >= 3 and flushes[0] < chunks, (
+        chunks,
+        flushes,
+    )  # along the way, not at the end
+    assert flushes == sorted(flushes)
     assert_index_equals_sidecars(cfg, root)
 
 

@@ -30,6 +30,12 @@ log = logging.getLogger(__name__)
 
 BATCH = 256  # mushrooms applied per index flush
 STAGE_CHUNKS = 1024  # chunks gathered for one index write (bounds the vectors a batch holds in memory)
+# The index is flushed once this many chunks were written since its last flush, by the writer between notes and
+# here within one re-sync of a subtree: zvec (and the keyword index) hold what was written until its flush, ~3 KiB a
+# chunk of the agent's memory. A big folder's job writes ~120 chunks a second on two cores (100,000 notes: ~100 MiB
+# held before each flush at 240 s), and a 100,000-note folder renamed is re-synced in one go (its 100,000 chunks
+# held until the end; docs/benchmarks/history.md).
+FLUSH_CHUNKS = 8192
 
 
 @dataclass
@@ -404,6 +410,7 @@ class IndexSync:
         STAGE_CHUNKS chunks at a time, as a batch of notes is, not one call per source (each call commits the
         keyword index: filling a new index of 923 sources took 14 s that way, docs/benchmarks.md)."""
         changed = 0
+        flushed = self.written
         with self._gathered():
             for path, want in expected.items():
                 have = indexed.get(path)
@@ -411,6 +418,9 @@ class IndexSync:
                     p = Path(path)
                     self.sync_source(p.parent, p.name, have, listed=True)
                     changed += 1
+                    if self.written - flushed >= FLUSH_CHUNKS:  # a big subtree: not all held until the end
+                        self.index.flush()
+                        flushed = self.written
             for path in set(indexed) - set(expected):
                 self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
                 changed += 1

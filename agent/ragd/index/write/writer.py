@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ...errors import RagdError
 from ..backend import IndexBackend
-from .sync import BATCH, IndexSync, SyncReport, note_there
+from .sync import BATCH, FLUSH_CHUNKS, IndexSync, SyncReport, note_there
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,7 @@ FLUSH_EVERY_S = 30.0
 # 30,000 notes flushed ~30 times, each flush a block of memory, and folding them during the job (a compaction)
 # copies the whole index, a passing peak of ~200 MiB at 50,000 chunks (docs/benchmarks/history.md).
 FLUSH_LONG_S = 240.0
-# ... or sooner, once this many chunks were written since the last flush: zvec (and the keyword index) hold what
-# was written until its flush, ~3 KiB a chunk of the agent's memory, and a big folder's job writes ~120 chunks a
-# second on two cores (100,000 notes: ~100 MiB held before each flush at 240 s; docs/benchmarks/history.md).
-FLUSH_CHUNKS = 8192
+# ... or sooner, once sync.FLUSH_CHUNKS chunks were written since the last flush (see there).
 # ... and while an edit is on its way (its change note comes within a second or two), the periodic flush waits for
 # it, up to this much longer: a flush during an initial index took 0.6-3.4 s, which the edit's note waited out.
 FLUSH_DEFER_S = 15.0
