@@ -1,7 +1,7 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--rename]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--rename] [--move]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -20,7 +20,8 @@ With `--rename`, once idle the folder is renamed within the root (`notes` → `n
 folder in a file manager): when its first file is found under the new name, the longest time it was found under
 neither name meanwhile (a search polled every 0.05 s), when the agent is idle again, the CPU the agent and its
 workers used for it (nothing is embedded again: the sidecars moved with the files), and whether a search still
-finds any of its files under the old name.
+finds any of its files under the old name. With `--move`, then (after the rename, if asked) the folder is moved
+into another folder of the root (`elsewhere/`, made before the agent starts): the same figures.
 """
 
 from __future__ import annotations
@@ -270,10 +271,10 @@ def watch(
             "requests": emb.get("requests", 0)}  # fmt: skip
 
 
-def renamed(agent: Agent, folder: Path, n_files: int) -> None:
-    """Rename `folder` within its root; print when its first note is found under the new name (and for how long it
-    was found under neither), when the agent is idle again, the CPU used, and how many hits are left elsewhere."""
-    new = folder.with_name(folder.name + " renamed")
+def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> None:
+    """Rename `folder` to `new` (`how`: in its folder, or into another); print when its first note is found under
+    the new name (and for how long it was found under neither), when the agent is idle again, the CPU used, and how
+    many hits are left elsewhere."""
     chunks = status(agent.env).get("index", {}).get("chunks")
     cpu = Cpu(agent.proc.pid)
     peak = [0.0]
@@ -314,7 +315,7 @@ def renamed(agent: Agent, folder: Path, n_files: int) -> None:
     st = status(agent.env)
     left = [h["path"] for h in agent.call("search", {"query": COMMON, "mode": "keyword", "top_k": 50})["results"]
             if Path(h["path"]).parent != new]  # fmt: skip
-    print(f"renamed within the root: first note found under the new name after {first:.2f} s (found under neither "
+    print(f"{how}: first note found under the new name after {first:.2f} s (found under neither "
           f"name for {lost:.2f} s of it); idle after {idle:.1f} s; "
           f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
           f"name")  # fmt: skip
@@ -386,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         help="once idle, rename the folder within the root and say how long until it is idle again, and its CPU",
     )
     ap.add_argument(
+        "--move",
+        action="store_true",
+        help="once idle (and renamed), move the folder into another folder of the root: the same figures",
+    )
+    ap.add_argument(
         "--rested",
         action="store_true",
         help="once idle, wait for the agent to rest (run.rest_after) and say its RSS",
@@ -396,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         root, outside = base / "kb", base / "outside"
         root.mkdir()
+        if args.move:
+            (root / "elsewhere").mkdir()
         t0 = time.perf_counter()
         folder = make_folder(outside, args.files)
         print(f"{args.files} notes written in {time.perf_counter() - t0:.1f} s")
@@ -411,8 +419,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("  the idle agent's resident memory by map:")
                 smaps(agent.proc.pid)
             if args.rename:
-                renamed(agent, moved, args.files)
-                moved = moved.with_name(moved.name + " renamed")
+                new = moved.with_name(moved.name + " renamed")
+                renamed(agent, moved, new, args.files, "renamed within the root")
+                moved = new
+            if args.move:
+                new = root / "elsewhere" / moved.name
+                renamed(agent, moved, new, args.files, "moved into another folder")
+                moved = new
             if args.rested:
                 rested(agent)
         finally:

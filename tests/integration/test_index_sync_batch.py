@@ -383,3 +383,52 @@ def test_a_flush_that_fails_because_the_index_vanished_waits_for_the_rebuild_wit
         indexer.stop(timeout=5)
         with contextlib.suppress(Exception):
             idx.close()
+
+
+def test_a_folder_moved_into_another_is_deleted_under_its_old_name_after_its_recover_or_a_pause(
+    tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder moved into another folder is two notes of two jobs: its old parent's `dir_delete` and its new
+    parent's `dir_recover`, in no set order. The writer applies a folder's deletion once nothing else is on its way
+    (or DELETE_WAIT_S later): the files are found under the old path or the new one, never under neither, while the
+    recover re-syncs them. Applied as it came, the deletion took them out of search until the recover's end."""
+    root, cfg = notes_in_a(tmp_path, fake_openai_server, 3, 4)
+    (root / "b").mkdir()
+    assert run(cfg).ok  # indexed; `b` is a folder with a store of its own
+    (root / "a").rename(root / "b" / "a")
+    assert run(cfg, index=False).ok
+    (gone,) = sorted((root / ".rag").glob("*.mushroom"))  # the root's: `a` deleted
+    (back,) = sorted((root / "b" / ".rag").glob("*.mushroom"))  # b's: `a` recovered
+    assert [ev.status for ev in mushroom.read(gone).events] == [NoteStatus.DIR_DELETE]
+    idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
+    old, new = str(root / "a"), str(root / "b" / "a")
+    coming = threading.Event()
+    coming.set()  # the jobs go on
+    indexer = Indexer(IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore)), more_coming=coming.is_set)
+    indexer.start()
+    try:
+        indexer.put_mushroom(gone)  # the deletion first
+        poll(lambda: indexer.pending() == 0, what="the old parent's note to be applied")
+        time.sleep(0.3)
+        assert len(idx.sources(old)) == 3, "deleted before the folder was recovered under its new name"
+        assert gone.exists() and indexer.busy() and indexer.pending_in(lambda d: d == root) == 1
+        indexer.put_mushroom(back)
+        poll(lambda: len(idx.sources(new)) == 3, what="the folder recovered under its new name")
+        coming.clear()  # a pause: the deletion applied, both notes flushed and deleted
+        poll(lambda: not gone.exists() and not back.exists() and not indexer.busy(), timeout=10,
+             what="the deletion applied and flushed")  # fmt: skip
+        assert idx.sources(old) == {} and len(idx.sources(new)) == 3
+        # with more on its way all the time, a deletion waits DELETE_WAIT_S at most
+        monkeypatch.setattr(writer, "DELETE_WAIT_S", 0.5)
+        coming.set()
+        shutil.rmtree(root / "b" / "a")
+        assert run(cfg, index=False).ok
+        (deleted,) = sorted((root / "b" / ".rag").glob("*.mushroom"))
+        started = time.monotonic()
+        indexer.put_mushroom(deleted)
+        poll(lambda: idx.sources(new) == {}, timeout=10, what="the deletion after DELETE_WAIT_S")
+        assert time.monotonic() - started >= 0.5
+    finally:
+        indexer.stop()
+        idx.close()
+    assert_index_equals_sidecars(cfg, root)

@@ -88,7 +88,7 @@ class Recovery(IndexServing):
         sync.index = open_index(self.data_dir, self.config.identity, self.config.index)
         self._searcher = self._search_over(sync.index)
         report = sync.reconcile(None)
-        sync.index.flush()
+        sync.flush()
         self._filled = True
         self._save_served(roots)
         return {"chunks": sync.index.count(), "sources": report.repaired}

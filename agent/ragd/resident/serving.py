@@ -126,5 +126,5 @@ def drop_subtree(sync: IndexSync, root: Path, keep: list[Path]) -> int:
         for path in sync.index.sources(str(root)):
             if not under_any(Path(path), keep):
                 n += sync.index.delete_source(path)
-    sync.index.flush()
+    sync.flush()
     return n

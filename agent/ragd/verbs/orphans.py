@@ -45,5 +45,5 @@ def _find(sync: IndexSync, path: Path | None, clean: bool) -> list[str]:
     if clean and found:
         for source in found:
             sync.index.delete_source(source)
-        sync.index.flush()
+        sync.flush()
     return found

@@ -46,6 +46,7 @@ class SyncReport:
     repaired: int = 0
     removed: int = 0
     applied: list[Path] = field(default_factory=list)  # with apply_batch(flush=False): to flush, then delete
+    waiting: list[Path] = field(default_factory=list)  # with apply_batch(deletes_wait=True): see there
 
 
 def bad_vector(entry: FileEntry) -> str | None:
@@ -119,6 +120,13 @@ def to_index_chunks(
     return chunks
 
 
+def differs(want: Expected | None, have: SourceSummary | None) -> bool:
+    """What the sidecars say a source is (None: not served) and what the index holds for it (None: nothing) differ."""
+    if want is None or have is None:
+        return (want is None) != (have is None)
+    return have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count
+
+
 def note_there(path: Path) -> bool | None:
     """Whether the change note at `path` is there; None when its folder cannot be read now (chmod 000 made by the
     user: the folder is out of search, and its notes wait on disk until it can be read)."""
@@ -156,7 +164,24 @@ class IndexSync:
         self._batching = False
         self._note: Path | None = None
         self._failed: dict[Path, str] = {}
-        self.written = 0  # chunks written to the index so far (the writer flushes after FLUSH_CHUNKS of them)
+        # apply_batch(deletes_wait=True): the notes whose folder deletions were left for later (`apply_deletes`);
+        # apply_batch(only=...): the one kind of event applied
+        self._deletes_wait = False
+        self._waiting: set[Path] = set()
+        self._only: NoteStatus | None = None
+        self.written = 0  # chunks written to the index so far
+        self._written_at_flush = 0  # `written` at the last flush (see many_unflushed)
+
+    def flush(self) -> None:
+        """Make what was written durable (and searchable: zvec's flush), counted for `many_unflushed`."""
+        self.index.flush()
+        self._written_at_flush = self.written
+
+    @property
+    def many_unflushed(self) -> bool:
+        """FLUSH_CHUNKS chunks or more were written since the last flush: a long stream of writes (the index
+        writer's) or a big subtree re-synced in one go (`_converge`) flushes now rather than hold them all."""
+        return self.written - self._written_at_flush >= FLUSH_CHUNKS
 
     # -- single sources and subtrees ---------------------------------------------------------------------------
     def sync_source(
@@ -168,8 +193,13 @@ class IndexSync:
         nothing), so the index need not look that up."""
         path = directory / name
         held = self._held(path, have) if listed else None
-        write = SourceWrite(str(path), "", "", (), held)  # no chunks: remove what the index holds
         entry = sidecar.try_read(sidecar.entry_path(directory, name))  # gone or unreadable: nothing to serve
+        self._sync_entry(path, entry, held)
+
+    def _sync_entry(self, path: Path, entry: FileEntry | None, held: int | None) -> None:
+        """Stage the index's write for the source at `path` whose sidecar holds `entry` (None: none, nothing to
+        serve); `held`: the chunks the index holds for it, None when not looked up."""
+        write = SourceWrite(str(path), "", "", (), held)  # no chunks: remove what the index holds
         root = root_of(path, self.roots)  # None: e.g. a job's note applied after its root was removed
         # Not `path.exists()`: the index mirrors the sidecar. A file missing for a moment (a git checkout deletes
         # and writes it again) comes back with the same text, which its folder's job records without a change
@@ -200,12 +230,33 @@ class IndexSync:
     def sync_subtree(self, top: Path) -> int:
         """Re-sync every source below the folder `top` from its sidecars; drop indexed sources that have none. A
         source at `top` itself is a file of that name, not in the folder (the folder replaced by a file, its
-        note applied before a late retry of the folder's own): left to its own events."""
+        note applied before a late retry of the folder's own): left to its own events.
+
+        Each sidecar is read once, compared with what the index holds and, when they differ, written from what was
+        read (a folder renamed read each twice: its md5, then its chunks), flushed every FLUSH_CHUNKS chunks."""
         self._write_staged()  # the listing below must see them
-        expected = self.expected(walk_dirs(top, self.ignore)) if top.is_dir() else {}
         indexed = self.index.sources(str(top))
         indexed.pop(str(top), None)
-        return self._converge(expected, indexed)
+        changed = 0
+        with self._gathered():
+            for d in walk_dirs(top, self.ignore) if top.is_dir() else ():
+                for en in sidecar.list_entries(d):
+                    path = d / en.name
+                    have = indexed.pop(str(path), None)
+                    entry = None if en.deleted or not path.is_file() else sidecar.try_read(en.path)
+                    if not servable(entry, self.identity):
+                        entry = None
+                    want = Expected(entry.source.md5_hash, len(entry.chunks)) if entry is not None else None
+                    if differs(want, have):
+                        self._sync_entry(path, entry, self._held(path, have))
+                        changed += 1
+                        if self.many_unflushed:  # a big subtree: not all held until the end
+                            self.flush()
+            changed += self._drop(indexed)
+            self._write_staged()
+        if changed:
+            self.flush()
+        return changed
 
     def prune_gone(self, top: Path) -> int:
         """Drop the indexed sources below the folder `top` whose file and sidecar are both gone: no job can name
@@ -284,6 +335,9 @@ class IndexSync:
         if ev.status in (NoteStatus.UPSERT, NoteStatus.DELETE):
             self.sync_source(directory, ev.file)
         elif ev.status == NoteStatus.DIR_DELETE and not target.is_dir():
+            if self._deletes_wait and self._note is not None:
+                self._waiting.add(self._note)  # applied by `apply_deletes`: see apply_batch
+                return
             self._write_staged()  # in order: staged writes below `target` go first
             self.index.delete_subtree(str(target))
         else:  # dir_recover, or a dir_delete for a directory that has come back
@@ -312,20 +366,56 @@ class IndexSync:
             if not path.exists():
                 return None  # consumed by someone else meanwhile
             note = mushroom.read(path)
-            for ev in note.events:
+            events = [ev for ev in note.events if self._only is None or ev.status == self._only]
+            for ev in events:
                 self.apply_event(directory, ev)
-        return len(note.events)
+        return len(events)
 
-    def apply_batch(self, paths: Sequence[Path], *, flush: bool = True) -> SyncReport:
+    def apply_batch(
+        self, paths: Sequence[Path], *, flush: bool = True, deletes_wait: bool = False
+    ) -> SyncReport:
         """Apply several mushrooms in order with one flush (the costly step), then delete the applied ones.
 
         Their writes are gathered and made a thousand chunks at a time; a crash before the flush leaves every
         mushroom on disk, and applying them again gives the same index (see ZvecIndex.write_sources). With
         `flush=False` the applied mushrooms are left on disk and listed in the report's `applied`: the caller
-        flushes later and deletes them then (`flushed`)."""
+        flushes later and deletes them then (`flushed`).
+
+        `deletes_wait` (with `flush=False`): a folder's deletion (`dir_delete` of a name that is no folder now) is
+        not applied; its note, its other events applied, is listed in the report's `waiting`, not in `applied`, and
+        stays on disk until the caller applies its deletions with `apply_deletes`. A folder moved into another
+        folder is two notes of two jobs, its old parent's `dir_delete` and its new parent's `dir_recover`, in no set
+        order; applied as they came, the folder's files were out of search while the recover re-synced them (tens
+        of seconds for a big folder: bench_bigfolder --move). The index writer holds the deletions until a pause."""
         report = SyncReport()
-        applied = []
+        applied: list[Path] = []
         self._failed = {}
+        self._waiting = set()
+        self._deletes_wait = deletes_wait and not flush
+        try:
+            self._apply_each(paths, report, applied)
+        finally:
+            self._deletes_wait = False
+        report.waiting = [p for p in applied if p in self._waiting]
+        applied = [p for p in applied if p not in self._waiting]
+        if not flush:
+            report.applied = applied
+            return report
+        self.flushed(applied)
+        return report
+
+    def apply_deletes(self, paths: Sequence[Path]) -> SyncReport:
+        """The folder deletions of notes `apply_batch(deletes_wait=True)` left waiting (their other events were
+        applied): applied now, the notes listed in the report's `applied` to flush and delete (or in `failed`)."""
+        self._only = NoteStatus.DIR_DELETE
+        try:
+            report = self.apply_batch(paths, flush=False)
+        finally:
+            self._only = None
+        report.events = 0  # counted when their notes were applied
+        return report
+
+    def _apply_each(self, paths: Sequence[Path], report: SyncReport, applied: list[Path]) -> None:
         with self._gathered():
             # a note named twice is applied once (it is deleted after the flush)
             for p in dict.fromkeys(paths):
@@ -352,17 +442,12 @@ class IndexSync:
                 applied.remove(p)
                 report.mushrooms -= 1
                 report.failed.append((p, why))
-        if not flush:
-            report.applied = applied
-            return report
-        self.flushed(applied)
-        return report
 
     def flushed(self, applied: Sequence[Path]) -> None:
         """Flush the index, then delete the mushrooms it has now applied for good (and the store of a folder they
         left with nothing: sidecar.drop_emptied)."""
         if applied:
-            self.index.flush()
+            self.flush()
         for p in applied:
             _delete_note(p)
         for directory in {
@@ -410,7 +495,6 @@ class IndexSync:
         STAGE_CHUNKS chunks at a time, as a batch of notes is, not one call per source (each call commits the
         keyword index: filling a new index of 923 sources took 14 s that way, docs/benchmarks.md)."""
         changed = 0
-        flushed = self.written
         with self._gathered():
             for path, want in expected.items():
                 have = indexed.get(path)
@@ -418,16 +502,19 @@ class IndexSync:
                     p = Path(path)
                     self.sync_source(p.parent, p.name, have, listed=True)
                     changed += 1
-                    if self.written - flushed >= FLUSH_CHUNKS:  # a big subtree: not all held until the end
-                        self.index.flush()
-                        flushed = self.written
-            for path in set(indexed) - set(expected):
-                self._stage(SourceWrite(path, "", "", (), self._held(Path(path), indexed[path])))
-                changed += 1
+                    if self.many_unflushed:  # a big subtree: not all held until the end
+                        self.flush()
+            changed += self._drop({path: have for path, have in indexed.items() if path not in expected})
             self._write_staged()
         if changed:
-            self.index.flush()
+            self.flush()
         return changed
+
+    def _drop(self, indexed: dict[str, SourceSummary]) -> int:
+        """Stage the removal of these indexed sources (what the index holds for each); how many."""
+        for path, have in indexed.items():
+            self._stage(SourceWrite(path, "", "", (), self._held(Path(path), have)))
+        return len(indexed)
 
     def orphans(self, prefix: Path | None = None) -> list[str]:
         """Indexed sources whose file or live EMBEDDED sidecar is gone."""

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...pipeline.scan import Expected
-from ..backend import SourceSummary
 from .sync import IndexSync
 
 MAX_LISTED = 50  # paths listed in a report
@@ -65,9 +63,3 @@ class VerifyHooks:
     look_at: Callable[[Path], object] = lambda _d: None
     # these sources of this directory changed since their entries were written: its job is queued
     redo: Callable[[Path, list[str]], object] = lambda _d, _names: None
-
-
-def differs(want: Expected | None, have: SourceSummary | None) -> bool:
-    if want is None or have is None:
-        return (want is None) != (have is None)
-    return have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count

@@ -46,8 +46,8 @@ from ...pipeline.scan import (
 from ...pipeline.sidecar import SourceInfo
 from ..backend import SourceSummary
 from .entrycache import SidecarCache
-from .sync import IndexSync, servable
-from .verification import VerifyHooks, VerifyReport, differs
+from .sync import IndexSync, differs, servable
+from .verification import VerifyHooks, VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ class Verifier:
                     what = "missing from" if have is None else "stale in"
                     log.warning("verify: %s was %s the index; re-synced from its sidecar", path, what)
         if repaired or removed:
-            sync.index.flush()
+            sync.flush()
         return repaired, removed
 
     def _in_progress(self, directory: Path) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ...errors import RagdError
 from ..backend import IndexBackend
-from .sync import BATCH, FLUSH_CHUNKS, IndexSync, SyncReport, note_there
+from .sync import BATCH, IndexSync, SyncReport, note_there
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ FLUSH_RETRY_MIN_S, FLUSH_RETRY_MAX_S = 1.0, 60.0
 EDITING_S = 60.0
 EDITING_BATCH = 16
 FLUSH_EDITING_S = 10.0
+# A folder's deletion in a change note (its folder gone: deleted, or moved into another folder) waits until nothing
+# else is on its way, or this long: a folder moved elsewhere is recovered under its new name by another folder's
+# note, which comes in its own time; deleted first, its files were out of search meanwhile (IndexSync.apply_batch).
+DELETE_WAIT_S = 30.0
 
 
 @dataclass
@@ -89,9 +93,11 @@ class Indexer:
         self._queued: set[Path] = set()
         self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
+        self._waiting: dict[
+            Path, float
+        ] = {}  # applied but for their folder deletions, and since when (monotonic)
         self._unflushed_since = 0.0
         self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
-        self._written_at_flush = 0  # sync.written at the last flush
         self._flush_failures = 0  # flushes failed in a row
         self._flush_next = 0.0  # after a failed flush: no other tried before this (time.monotonic)
         self._flush_traced = False  # a traceback was logged for one of those failures
@@ -114,7 +120,7 @@ class Indexer:
     # -- input ------------------------------------------------------------------------------------------------
     def put_mushroom(self, path: Path) -> None:
         with self._lock:
-            if path in self._queued:
+            if path in self._queued or path in self._waiting:
                 return
             self._queued.add(path)
             self._failed.pop(path, None)
@@ -123,7 +129,12 @@ class Indexer:
     def offer(self, path: Path) -> bool:
         """Queue a change note found on disk unless it is queued already or waiting for its retry."""
         with self._lock:
-            if path in self._queued or path in self._failed or path in self._unflushed:
+            if (
+                path in self._queued
+                or path in self._failed
+                or path in self._unflushed
+                or path in self._waiting
+            ):
                 return False
             self._queued.add(path)
         self._queue.put(path)
@@ -143,7 +154,7 @@ class Indexer:
     def pending_in(self, covers: Callable[[Path], bool]) -> int:
         """Change notes queued or being applied whose directory `covers` accepts (a note lies in `<dir>/.rag/`)."""
         with self._lock:
-            return sum(1 for note in self._queued if covers(note.parent.parent))
+            return sum(1 for note in (*self._queued, *self._waiting) if covers(note.parent.parent))
 
     def busy(self) -> bool:
         """Mushrooms or calls waiting, being applied, or applied and not yet flushed. A failed mushroom waiting for
@@ -151,7 +162,12 @@ class Indexer:
         anew under it) is then not reported as the idle state; one that keeps failing does not keep the agent busy."""
         with self._lock:
             first = any(attempts == 1 for _, _, attempts in self._failed.values())
-            return bool(self._queued or self._unflushed) or first or self._working or not self._queue.empty()
+            return (
+                bool(self._queued or self._unflushed or self._waiting)
+                or first
+                or self._working
+                or not self._queue.empty()
+            )
 
     def failed(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -178,16 +194,19 @@ class Indexer:
                 except queue.Empty:
                     self._release_retries()
                     more = self._more_coming()
+                    self._delete_waiting(every=not more)
                     if self._flush(force=not more) and more:
                         self._compact_busy()
                     continue
             if item is _STOP:
+                self._delete_waiting(every=True)
                 self._flush(force=True, last=True)
                 return
             with self._lock:
                 self._working = True
             try:
                 if isinstance(item, _Call):
+                    self._delete_waiting(every=True)
                     self._flush(force=True)  # an operation sees, and may rebuild, a durable index
                     self._call(item)
                 else:
@@ -199,6 +218,7 @@ class Indexer:
             with contextlib.suppress(RagdError):  # for status: kept current while the writer works
                 self.chunks = self.index.count()
             pause = carry is None and self._queue.empty() and not self._more_coming()
+            self._delete_waiting(every=pause)
             flushed = self._flush(force=pause)
             if pause:
                 self._after_batch()  # flushed just now
@@ -244,7 +264,7 @@ class Indexer:
             FLUSH_EDITING_S if self._editing() else min(FLUSH_EVERY_S * 2 ** min(self._doubled, 16), longest)
         )
         due = waited >= every and (waited >= every + FLUSH_DEFER_S or not self._edit_coming())
-        if not (force or due or self.sync.written - self._written_at_flush >= FLUSH_CHUNKS):
+        if not (force or due or self.sync.many_unflushed):
             return False
         if not last and time.monotonic() < self._flush_next:  # the last one failed: tried again later
             return False
@@ -267,7 +287,6 @@ class Indexer:
                           len(notes), self._flush_failures, wait, err)  # fmt: skip
             return False
         self._flush_failures, self._flush_next, self._flush_traced = 0, 0.0, False
-        self._written_at_flush = self.sync.written
         with self._lock:
             del self._unflushed[: len(notes)]
         self._doubled = 0 if force else self._doubled + 1
@@ -277,10 +296,23 @@ class Indexer:
             self.index.give_back_pages()
         return True
 
-    def _apply(self, paths: list[Path]) -> None:
+    def _delete_waiting(self, *, every: bool) -> None:
+        """Apply the folder deletions that wait (see DELETE_WAIT_S): `every` one, or those waiting that long."""
+        now = time.monotonic()
+        with self._lock:
+            due = [p for p, since in self._waiting.items() if every or now - since >= DELETE_WAIT_S]
+        if due:
+            self._apply(due, deletes=True)
+
+    def _apply(self, paths: list[Path], *, deletes: bool = False) -> None:
+        """Apply change notes (their folder deletions left waiting), or, with `deletes`, those waiting notes'
+        folder deletions."""
         error: Exception | None = None
         try:
-            report = self.sync.apply_batch(paths, flush=False)
+            if deletes:
+                report = self.sync.apply_deletes(paths)
+            else:
+                report = self.sync.apply_batch(paths, flush=False, deletes_wait=True)
         except Exception as err:  # the writer loop's boundary (e.g. the flush failed): keep the notes, retry
             error = err
             report = SyncReport(failed=[(p, f"{type(err).__name__}: {err}") for p in paths])
@@ -293,8 +325,12 @@ class Indexer:
             if report.applied and not self._unflushed:
                 self._unflushed_since = time.monotonic()
             self._unflushed.extend(report.applied)
+            for p in report.waiting:
+                self._waiting.setdefault(p, time.monotonic())
             for p in paths:
                 self._queued.discard(p)
+                if deletes:
+                    self._waiting.pop(p, None)
                 if p not in failed:
                     self._failed.pop(p, None)
                     continue
