@@ -418,6 +418,7 @@ def test_a_folder_moved_into_another_is_deleted_under_its_old_name_after_its_rec
         poll(lambda: not gone.exists() and not back.exists() and not indexer.busy(), timeout=10,
              what="the deletion applied and flushed")  # fmt: skip
         assert idx.sources(old) == {} and len(idx.sources(new)) == 3
+        assert indexer.chunks == idx.count(), "the count status shows, made after the deletion"
         # with more on its way all the time, a deletion waits DELETE_WAIT_S at most
         monkeypatch.setattr(writer, "DELETE_WAIT_S", 0.5)
         coming.set()

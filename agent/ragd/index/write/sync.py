@@ -164,8 +164,8 @@ class IndexSync:
         self._batching = False
         self._note: Path | None = None
         self._failed: dict[Path, str] = {}
-        # apply_batch(deletes_wait=True): the notes whose folder deletions were left for later (`apply_deletes`);
-        # apply_batch(only=...): the one kind of event applied
+        # apply_batch(deletes_wait=True): the notes whose folder deletions were left for later; `apply_deletes`:
+        # the one kind of event applied
         self._deletes_wait = False
         self._waiting: set[Path] = set()
         self._only: NoteStatus | None = None

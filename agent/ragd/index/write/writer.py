@@ -93,9 +93,8 @@ class Indexer:
         self._queued: set[Path] = set()
         self._failed: dict[Path, tuple[str, float, int]] = {}  # path -> (reason, retry at, attempts)
         self._unflushed: list[Path] = []  # applied, awaiting the next flush (then deleted)
-        self._waiting: dict[
-            Path, float
-        ] = {}  # applied but for their folder deletions, and since when (monotonic)
+        # applied but for their folder deletions (DELETE_WAIT_S), and since when (time.monotonic)
+        self._waiting: dict[Path, float] = {}
         self._unflushed_since = 0.0
         self._doubled = 0  # flushes without a pause since the last pause: the interval doubles with each
         self._flush_failures = 0  # flushes failed in a row
@@ -303,6 +302,8 @@ class Indexer:
             due = [p for p, since in self._waiting.items() if every or now - since >= DELETE_WAIT_S]
         if due:
             self._apply(due, deletes=True)
+            with contextlib.suppress(RagdError):  # for status, as after a batch
+                self.chunks = self.index.count()
 
     def _apply(self, paths: list[Path], *, deletes: bool = False) -> None:
         """Apply change notes (their folder deletions left waiting), or, with `deletes`, those waiting notes'
