@@ -277,12 +277,14 @@ def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> No
     many hits are left elsewhere."""
     chunks = status(agent.env).get("index", {}).get("chunks")
     cpu = Cpu(agent.proc.pid)
-    peak = [0.0]
+    peak = [0.0, 0.0]  # the agent's RSS at its peak, and the anonymous part of it then
     done = threading.Event()
 
     def sample() -> None:  # the agent's RSS every 0.1 s while the rename is applied
         while not done.wait(0.1):
-            peak[0] = max(peak[0], memory(agent.proc.pid)[0])
+            rss = memory(agent.proc.pid)[0]
+            if rss > peak[0]:
+                peak[:] = [rss, rss_kib(agent.proc.pid, "RssAnon") / 1024]
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -320,7 +322,8 @@ def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> No
           f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
           f"name")  # fmt: skip
     print(
-        f"  agent RSS during the rename: peak {peak[0]:.0f} MiB; idle after it {memory(agent.proc.pid)[0]:.0f} MiB"
+        f"  agent RSS during the rename: peak {peak[0]:.0f} MiB (anonymous {peak[1]:.0f}); idle after it "
+        f"{memory(agent.proc.pid)[0]:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f})"
     )
     print(cpu.report(n_files))
 

@@ -171,8 +171,11 @@ def test_a_big_subtree_re_synced_in_one_go_is_flushed_every_flush_chunks_chunks(
     flushes = []
     real_flush = idx.flush
     monkeypatch.setattr(idx, "flush", lambda: (flushes.append(idx.count()), real_flush())[-1])
+    gave_back: list[int] = []  # after each flush along the way, what the writes freed is given back
     try:
-        resync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
+        resync = IndexSync(
+            idx, cfg.identity, [root], Ignore(cfg.ignore), give_back=lambda: gave_back.append(idx.count())
+        )
         resync.sync_subtree(root)
         chunks = idx.count()
     finally:
@@ -180,6 +183,9 @@ def test_a_big_subtree_re_synced_in_one_go_is_flushed_every_flush_chunks_chunks(
     # along the way, not only at the end
     assert chunks > 8 and len(flushes) >= 3 and flushes[0] < chunks, f"{chunks} chunks, flushed at {flushes}"
     assert flushes == sorted(flushes)
+    assert gave_back == flushes[:-1], (
+        "given back after each flush but the last (the writer's pause gives that back)"
+    )
     assert_index_equals_sidecars(cfg, root)
 
 

@@ -141,7 +141,9 @@ class Agent(Reactions, Recovery):
         return rebuilt
 
     def _use_index(self, index: IndexBackend) -> None:
-        sync = IndexSync(index, self.config.identity, self.roots, self.ignore)
+        sync = IndexSync(
+            index, self.config.identity, self.roots, self.ignore, give_back=memory.trim_now_and_then
+        )
         self._writer = Indexer(sync, more_coming=self._more_coming, edit_coming=self._edit_coming,
                                failing=self._index_vanished, compacted=memory.release)  # fmt: skip
         self._searcher = self._search_over(index)

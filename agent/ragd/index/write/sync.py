@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,9 +151,17 @@ def _delete_note(path: Path) -> None:
 
 class IndexSync:
     def __init__(
-        self, index: IndexBackend, identity: EmbeddingIdentity, roots: Sequence[Path], ignore: Ignore
+        self,
+        index: IndexBackend,
+        identity: EmbeddingIdentity,
+        roots: Sequence[Path],
+        ignore: Ignore,
+        give_back: Callable[[], object] = lambda: None,
     ) -> None:
+        """`give_back`: called after each flush within a re-sync of a big subtree, to return the memory its writes
+        freed (the agent's `memory.trim_now_and_then`)."""
         self.index = index
+        self._give_back = give_back
         self.identity = identity
         self.roots = list(roots)
         self.ignore = ignore
@@ -176,6 +184,15 @@ class IndexSync:
         """Make what was written durable (and searchable: zvec's flush), counted for `many_unflushed`."""
         self.index.flush()
         self._written_at_flush = self.written
+
+    def _flush_if_many(self) -> None:
+        """Within a big re-sync: flushed every FLUSH_CHUNKS chunks, and what the writes held given back: the
+        index's mapped pages (mapped.py) and the freed memory the allocator keeps (`give_back`). A folder of 30,000
+        notes renamed, then moved, peaked at 379 and 441 MiB (anonymous 270 and 293) against 205 idle before."""
+        if self.many_unflushed:
+            self.flush()
+            self.index.give_back_pages()
+            self._give_back()
 
     @property
     def many_unflushed(self) -> bool:
@@ -250,8 +267,7 @@ class IndexSync:
                     if differs(want, have):
                         self._sync_entry(path, entry, self._held(path, have))
                         changed += 1
-                        if self.many_unflushed:  # a big subtree: not all held until the end
-                            self.flush()
+                        self._flush_if_many()  # a big subtree: not all held until the end
             changed += self._drop(indexed)
             self._write_staged()
         if changed:
@@ -502,8 +518,7 @@ class IndexSync:
                     p = Path(path)
                     self.sync_source(p.parent, p.name, have, listed=True)
                     changed += 1
-                    if self.many_unflushed:  # a big subtree: not all held until the end
-                        self.flush()
+                    self._flush_if_many()  # a big subtree: not all held until the end
             changed += self._drop({path: have for path, have in indexed.items() if path not in expected})
             self._write_staged()
         if changed:
