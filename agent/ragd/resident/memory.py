@@ -19,8 +19,9 @@ issue 14). So:
   object in it is freed: the records a big folder's job made, each beside the job's own short-lived objects, held
   arenas that were mostly free (30,000 notes: 103 arenas for 62 MiB of objects). Copied at a quiet moment they fill
   the fullest arenas, and the emptied ones go back to the system (89 arenas, 14 MiB less; docs/benchmarks/history.md);
-- `trim_now_and_then()` (from each step of a big folder's job, which never leaves the agent idle for minutes)
-  returns the arenas' free pages at most every TRIM_EVERY_S: at 30,000 notes the main arena held 36 MiB of free
+- `trim_now_and_then()` (from each step of a big folder's job, which never leaves the agent idle for minutes, and
+  after each flush of a big folder's re-sync, `IndexSync(give_back=…)`) returns the arenas' free pages at most every
+  TRIM_EVERY_S: at 30,000 notes the main arena held 36 MiB of free
   memory at the job's end, given back only once the agent was idle (docs/benchmarks/history.md, issue 36).
 
 Both are glibc calls made through ctypes; on another C library they do nothing.
