@@ -181,7 +181,7 @@ class IndexSync:
         self._written_at_flush = 0  # `written` at the last flush (see many_unflushed)
 
     def flush(self) -> None:
-        """Make what was written durable (and searchable: zvec's flush), counted for `many_unflushed`."""
+        """Make what was written durable (zvec's and the keyword index's flush), counted for `many_unflushed`."""
         self.index.flush()
         self._written_at_flush = self.written
 
