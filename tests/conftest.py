@@ -29,6 +29,7 @@ SLOW = frozenset({
     "tests/integration/test_index_sync_batch.py",
     "tests/integration/test_mcp_http.py",
     "tests/integration/test_mcp_session.py",
+    "tests/integration/test_memory_idle.py",
     "tests/unit/pipeline/test_embed_pooled.py",
     "tests/unit/pipeline/test_embed_shared.py",
     "tests/unit/index/test_index_compact.py",

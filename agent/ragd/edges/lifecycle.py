@@ -191,6 +191,7 @@ class Lifecycle:
                 if now >= next_look:  # what is looked at, not waited on: once a second, not at every tick
                     next_look = now + LOOK_S
                     self._rest()
+                    self._compact_if_due()
                     self.agent.watcher.check_alive()  # watchdog's threads: one that died is replaced (watcher.py)
                     self.agent.health.check(self.agent)  # a change is logged once (resident/capabilities.py)
                     self.notifier.status(self.status_text())
@@ -235,6 +236,12 @@ class Lifecycle:
                 with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
                     writer.index.give_back_pages()  # the index's mapped files, the same way (mapped.py)
             memory.release()  # what indexing freed goes back to the system
+
+    def _compact_if_due(self) -> None:
+        """While idle: the per-file records copied once a compaction skipped at the last idle moment is due
+        (memory.compact_due), and the memory they leave given back."""
+        if self.agent.current_state() == "idle" and memory.compact_due():
+            memory.release()
 
     def _rest(self) -> None:
         """Once nothing has used the index for `run.rest_after` seconds: close it and drop the question model (the

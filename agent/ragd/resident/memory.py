@@ -98,19 +98,33 @@ def recorded(files: int) -> None:
         _recorded += files
 
 
-def compact(after: int = COMPACT_AFTER, every: float = COMPACT_EVERY_S) -> int:
-    """Copy the registered holders' records, if jobs recorded at least `after` files since the last time and that
-    was at least `every` seconds ago (a job of a huge folder records all its files at each edit in it). Returns the
-    records copied (0: not due)."""
+def compact(after: int | None = None, every: float | None = None) -> int:
+    """Copy the registered holders' records, if jobs recorded at least `after` (COMPACT_AFTER) files since the last
+    time and that was at least `every` (COMPACT_EVERY_S) seconds ago (a job of a huge folder records all its files at
+    each edit in it). Returns the records copied (0: not due)."""
     global _recorded, _compacted_at
     started = time.monotonic()
     with _recorded_lock:
-        if _recorded < after or (_compacted_at is not None and started - _compacted_at < every):
+        if not _due(started, after, every):
             return 0
         _recorded, _compacted_at = 0, started
     copied = sum(holder.compact() for holder in list(_compactable))
     log.debug("%d records copied in %.3f s", copied, time.monotonic() - started)
     return copied
+
+
+def compact_due(after: int | None = None, every: float | None = None) -> bool:
+    """`compact()` would copy the records now. The agent's main loop asks once a second while it is idle: a
+    compaction due by its count but skipped because the last one was less than COMPACT_EVERY_S ago (a big folder
+    renamed just after its job) is made once that time has passed, not at the agent's rest or its next job."""
+    with _recorded_lock:
+        return _due(time.monotonic(), after, every)
+
+
+def _due(now: float, after: int | None, every: float | None) -> bool:
+    after = COMPACT_AFTER if after is None else after
+    every = COMPACT_EVERY_S if every is None else every
+    return _recorded >= after and (_compacted_at is None or now - _compacted_at >= every)
 
 
 def release() -> bool:
