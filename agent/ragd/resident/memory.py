@@ -13,7 +13,8 @@ issue 14). So:
   glibc's default): left to itself glibc raises it to the size of each such block freed, up to 32 MiB, so that the
   next ones come from the arenas, where what they leave when freed stays. The agent's first big blocks (the model's
   arrays inflated once, 62 MiB) raised it for its whole life;
-- `compact()` (from `release()`, once jobs have recorded COMPACT_AFTER files since the last time) copies the records
+- `compact()` (from `release()`, once jobs have recorded COMPACT_AFTER files since the last time, at most once in
+  COMPACT_EVERY_S: one skipped for that is made by the idle agent once it is due, `compact_due`) copies the records
   the agent keeps for every file (the tracker's states, the stat cache's and the verifier's records: `register`ed),
   one name string shared by the three. Python's small-object allocator gives an arena (1 MiB) back only when every
   object in it is freed: the records a big folder's job made, each beside the job's own short-lived objects, held
