@@ -326,6 +326,10 @@ def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> No
         f"{memory(agent.proc.pid)[0]:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f})"
     )
     print(cpu.report(n_files))
+    # past memory.COMPACT_EVERY_S since the job's idle moment, before run.rest_after
+    time.sleep(max(0.0, 65.0 - (time.monotonic() - t0 - idle)))
+    print(f"  a minute after it: agent {memory(agent.proc.pid)[0]:.0f} MiB "
+          f"(anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f})")  # fmt: skip
 
 
 def rested(agent: Agent) -> None:
