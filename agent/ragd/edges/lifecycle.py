@@ -240,7 +240,7 @@ class Lifecycle:
     def _compact_if_due(self) -> None:
         """While idle: the per-file records copied once a compaction skipped at the last idle moment is due
         (memory.compact_due), and the memory they leave given back."""
-        if self.agent.current_state() == "idle" and memory.compact_due():
+        if memory.compact_due() and self.agent.current_state() == "idle":
             memory.release()
 
     def _rest(self) -> None:

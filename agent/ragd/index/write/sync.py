@@ -260,9 +260,7 @@ class IndexSync:
                 for en in sidecar.list_entries(d):
                     path = d / en.name
                     have = indexed.pop(str(path), None)
-                    entry = None if en.deleted or not path.is_file() else sidecar.try_read(en.path)
-                    if not servable(entry, self.identity):
-                        entry = None
+                    entry = self._served(d, en)
                     want = Expected(entry.source.md5_hash, len(entry.chunks)) if entry is not None else None
                     if differs(want, have):
                         self._sync_entry(path, entry, self._held(path, have))
@@ -486,13 +484,18 @@ class IndexSync:
         out: dict[str, Expected] = {}
         for d in dirs:
             for en in sidecar.list_entries(d):
-                if en.deleted or not (d / en.name).is_file():
-                    continue
-                entry = sidecar.try_read(en.path)
-                if servable(entry, self.identity):
-                    assert entry is not None
+                entry = self._served(d, en)
+                if entry is not None:
                     out[str(d / en.name)] = Expected(entry.source.md5_hash, len(entry.chunks))
         return out
+
+    def _served(self, directory: Path, en: sidecar.EntryName) -> FileEntry | None:
+        """The entry `en` of `directory`'s store when the index is to serve it (a live entry of a file that is
+        there, EMBEDDED with sound vectors of this identity), else None."""
+        if en.deleted or not (directory / en.name).is_file():
+            return None
+        entry = sidecar.try_read(en.path)
+        return entry if servable(entry, self.identity) else None
 
     def reconcile(self, expected: dict[str, Expected] | None = None) -> SyncReport:
         """Check the index against the sidecars per source (md5, chunk count) and repair what differs."""
@@ -514,7 +517,7 @@ class IndexSync:
         with self._gathered():
             for path, want in expected.items():
                 have = indexed.get(path)
-                if have is None or have.source_md5 != want.source_md5 or have.chunk_count != want.chunk_count:
+                if differs(want, have):
                     p = Path(path)
                     self.sync_source(p.parent, p.name, have, listed=True)
                     changed += 1
