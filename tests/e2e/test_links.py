@@ -69,6 +69,29 @@ def test_a_link_into_a_folder_moved_out_of_every_root_leaves_search(tmp_path: Pa
         assert _skipped(ragctl_json("status"), root) == {str(link): "dangling symbolic link to ../b/t.md"}
 
 
+def test_a_file_moved_out_of_every_root_and_linked_back_under_its_name_leaves_search(
+    tmp_path: Path, config: Path
+) -> None:
+    """`mv ROOT/a.md OUT/; ln -s OUT/a.md ROOT/a.md`: the link leads to the very file its entry recorded (same inode,
+    size, mtime; only its ctime moved), so its stat says "touched", yet it now leads outside every root: SKIPPED and
+    out of search (the model-based test's seed 500877935)."""
+    root, out = tmp_path / "kb", tmp_path / "out"
+    out.mkdir()
+    doc = write_doc(root / "a.md", "movedoutside")
+    with running_agent(tmp_path / "agent.log", str(root), idle=True):
+        assert keyword_hits("movedoutside") == [str(doc)]
+        doc.rename(out / "a.md")
+        doc.symlink_to(out / "a.md")
+        ragctl("wait")
+        assert keyword_hits("movedoutside") == []
+        assert "outside the roots" in _skipped(ragctl_json("status"), root)[str(doc)]
+        (out / "a.md").rename(root / "b.md")  # its target moved into the root: the link is indexed again
+        doc.unlink()
+        doc.symlink_to(root / "b.md")
+        ragctl("wait")
+        assert keyword_hits("movedoutside") == [str(doc), str(root / "b.md")]
+
+
 def test_a_symlink_across_roots_follows_an_edit_of_its_target(tmp_path: Path, config: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     target = write_doc(two / "b" / "t.md", "oldacross")

@@ -58,6 +58,10 @@ class Plan:
         return sidecar.try_read(sidecar.entry_path(directory, name)) if self.entries.get(name) else None
 
 
+# the changes that keep what a file's entry says of its content (its chunks, its state)
+_KEPT = frozenset((Change.UNCHANGED, Change.TOUCHED, Change.RELABEL, Change.LEAD))
+
+
 def plan_directory(ctx: JobContext, directory: Path) -> Plan:
     listing = list_dir(directory, ctx.ignore)
     labels = Labels(folder_meta.defaults_for(directory, ctx.roots), ctx.config.metadata.keys)
@@ -93,8 +97,10 @@ def plan_directory(ctx: JobContext, directory: Path) -> Plan:
             if ctx.force
             else classify(entry, where + name, st, identity, partial(ctx.policy, name), now, basis)
         )
-        if change == Change.UNCHANGED and name in listing.links:
-            change = Change.RETRY if rejudge_link(entry, listing.links[name], ctx.roots) else change
+        # a link whose entry no longer says what the roots make of it is done again, whatever its stat says: a
+        # file moved out of every root and linked back under its name keeps its inode and content (TOUCHED)
+        if change in _KEPT and name in listing.links and rejudge_link(entry, listing.links[name], ctx.roots):
+            change = Change.RETRY
         if change in (Change.NEW, Change.CHANGED, Change.RETRY, Change.TOUCHED, Change.RELABEL, Change.LEAD):
             plan.work.append((name, change))
         else:
