@@ -17,7 +17,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..paths import under_any
@@ -41,6 +41,7 @@ log = logging.getLogger("ragd.resident.history")
 
 SIZE_CHECK_EVERY = 200  # record() calls between two checks of the file's size
 _IDS_PER_QUERY = 500  # documents read per query (SQLite allows 32,766 parameters; older builds 999)
+PAGE = 1000  # rows of a folder's documents read at a time
 _AT_PATH = f"SELECT id FROM documents WHERE path = ? ORDER BY state = {GONE_SQL}, first_seen DESC LIMIT 1"
 # The documents of a content at another path (`_left_with`'s candidates). `md5 != ''` lets SQLite use the partial
 # index `documents_md5`: without it, each query read the whole table (a big folder's new files, one query each: a
@@ -234,18 +235,14 @@ class HistoryWrites(HistoryFile):
         self, db: sqlite3.Connection, now: float, path: str, *, whole_dir: bool, detail: str = "",
         keep: Sequence[Path] = (),
     ) -> list[str]:  # fmt: skip
-        if whole_dir:
-            low, high = paths_under(path)
-            rows = db.execute(f"SELECT id, path FROM documents WHERE path >= ? AND path < ? AND state != {GONE_SQL}",
-                              (low, high)).fetchall()  # fmt: skip
-        else:
-            rows = db.execute(f"SELECT id, path FROM documents WHERE path = ? AND state != {GONE_SQL}",
-                              (path,)).fetchall()  # fmt: skip
-        gone = [(doc_id, doc_path) for doc_id, doc_path in rows if not under_any(Path(doc_path), keep)]
-        for doc_id, doc_path in gone:
+        gone: list[str] = []
+        for doc_id, doc_path in _live_under(db, path) if whole_dir else _live_at(db, path):
+            if under_any(Path(doc_path), keep):
+                continue
             db.execute(f"UPDATE documents SET state = {GONE_SQL}, deleted_at = ? WHERE id = ?", (now, doc_id))
             self._event(db, doc_id, now, ChangeKind.DELETED, doc_path, None, detail)
-        return [doc_path for _, doc_path in gone]
+            gone.append(doc_path)
+        return gone
 
     def _undelete(self, db: sqlite3.Connection, doc: str) -> None:
         """A document recorded as deleted turned up at another path: it moved. Its "deleted" event goes, if it is
@@ -304,3 +301,21 @@ def _mtime(path: str) -> float | None:
         return os.stat(path).st_mtime
     except OSError:
         return None
+
+
+def _live_at(db: sqlite3.Connection, path: str) -> list[tuple[str, str]]:
+    """(id, path) of the documents at `path` not gone."""
+    return db.execute(
+        f"SELECT id, path FROM documents WHERE path = ? AND state != {GONE_SQL}", (path,)
+    ).fetchall()
+
+
+def _live_under(db: sqlite3.Connection, directory: str) -> Iterator[tuple[str, str]]:
+    """(id, path) of the documents under `directory` not gone, PAGE rows at a time in the order of (path, id): a
+    folder of 30,000 notes renamed held its 30,000 rows at once (~9 MiB at the rename's peak)."""
+    low, high = paths_under(directory)
+    after: tuple[str, str] = (low, "")
+    while rows := db.execute(f"SELECT id, path FROM documents WHERE (path, id) > (?, ?) AND path < ? AND state != "
+                             f"{GONE_SQL} ORDER BY path, id LIMIT ?", (after[0], after[1], high, PAGE)).fetchall():  # fmt: skip
+        yield from rows
+        after = (rows[-1][1], rows[-1][0])

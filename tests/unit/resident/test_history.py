@@ -14,6 +14,7 @@ from ragd.pipeline.dirjob import DirResult
 from ragd.pipeline.identity import derived_id
 from ragd.pipeline.mushroom import Event
 from ragd.pipeline.outcome import FileOutcome
+from ragd.resident import historywrite
 from ragd.resident.history import History
 from ragd.resident.historydb import FILE_NAME
 from ragd.verbs.changes import since_seconds
@@ -215,6 +216,28 @@ def test_a_root_removed_leaves_the_documents_of_the_roots_nested_in_it_that_stay
     assert history.document(path=str(inner / "b.md")).state == "EMBEDDED"  # type: ignore[union-attr]
     assert history.document(path=str(tmp_path / "kb2" / "c.md")).state == "EMBEDDED"  # type: ignore[union-attr]
     assert history.removed(outer) == [str(inner / "b.md")]  # and without: the rest, and nothing twice
+
+
+def test_a_folder_deleted_leaves_with_every_document_under_it_read_a_page_at_a_time(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its documents are read PAGE rows at a time (a 30,000-note folder renamed held all its rows at once): none is
+    missed or told twice across the pages, a page boundary inside documents of one path (an old one gone, then
+    another at the same path) included, and the folder's neighbours stay."""
+    monkeypatch.setattr(historywrite, "PAGE", 2)
+    notes = tmp_path / "notes"
+    history.record(indexed(notes, "a.md", "doc-a", "ma"))
+    history.record(deleted(notes, "a.md"))
+    history.record(indexed(notes, "a.md", "doc-a2", "ma2"))  # a new document at the same path
+    for i in range(4):
+        history.record(indexed(notes / "sub", f"n{i}.md", f"doc-{i}", f"m{i}"))
+    history.record(indexed(tmp_path / "notes2", "c.md", "doc-c", "mc"))  # beside it, its path a prefix
+    history.record(deleted(tmp_path, "notes", whole_dir=True))
+    events, _ = history.changes(limit=20, kinds=["deleted"])
+    assert sorted(e.path for e in events) == sorted(
+        [str(notes / "a.md"), str(notes / "a.md"), *(str(notes / "sub" / f"n{i}.md") for i in range(4))]
+    )
+    assert history.document(path=str(tmp_path / "notes2" / "c.md")).state == "EMBEDDED"  # type: ignore[union-attr]
 
 
 def test_a_new_file_is_identified_and_duplicates_found_without_reading_every_document(tmp_path: Path) -> None:
