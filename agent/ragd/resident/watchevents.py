@@ -44,8 +44,12 @@ class Translator:
     def __call__(self, event: wde.FileSystemEvent) -> list[WatchEvent]:
         src, dest = _as_path(event.src_path), _as_path(event.dest_path)
         kind = event.event_type
-        if event.is_synthetic and kind == "created":
+        if event.is_synthetic and kind == "created":  # what a folder moved in holds
             return self._arrived_with(src, directory=event.is_directory)
+        if (
+            event.is_synthetic and kind == "moved" and not event.is_directory
+        ):  # a file of a folder moved within
+            return []
         if event.is_directory:
             if kind == "created":
                 return self._dir_arrived(src)
@@ -109,7 +113,13 @@ class Translator:
         it (`is_synthetic`): nothing the folder's own arrival does not bring, whose job lists it whole and queues
         its folders, but the notes in a `.rag/` that came with it. As "dirty" events, the files' came to the
         debouncer during the folder's job, when they were many, and ran it once more after (a 100,000-note folder
-        moved in: its second job read every entry again, the agent's peak; docs/benchmarks/history.md)."""
+        moved in: its second job read every entry again, the agent's peak; docs/benchmarks/history.md).
+
+        Of a folder moved *within* a root, watchdog reports a "moved" event for each file and folder in it: those
+        of its folders are kept (they queue the moved folder's subfolders at once, which the verification leaves
+        alone as work in progress, and a `.rag/` among them brings its notes), those of its files are dropped
+        (`__call__`): each made two "dirty" events taken for edits (a 30,000-note folder renamed: 60,000, while
+        watchdog's queue of them held ~20 MiB at the rename's peak), and the folder's own arrival brings them."""
         if directory and p is not None and p.name == RAG_DIR and self._tracked_dir(p.parent):
             return self._dir_arrived(p)
         return []

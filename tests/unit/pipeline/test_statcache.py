@@ -122,6 +122,31 @@ def test_the_cache_file_round_trips_and_a_damaged_one_is_ignored(tmp_path: Path)
     assert StatCache.load(tmp_path).get(str(tmp_path), "a.md") is None
 
 
+def test_a_folder_renamed_or_moved_keeps_its_records(tmp_path: Path) -> None:
+    """Its records are found under its old path by its `.rag/` folder's identity: the job of a 30,000-note folder
+    renamed read every entry again. A folder made anew under the old name has a `.rag/` of its own: no record of
+    the other is ever its."""
+    old = tmp_path / "notes"
+    old.mkdir()
+    path = _written(old)
+    digest = Digest.of(_entry("a.md"), "a.md")
+    cache = StatCache()
+    statcache.keep(cache, old, load_dir(old, _cache_saying(path, digest)), changed=())
+    new = tmp_path / "notes renamed"
+    old.rename(new)
+    found = load_dir(new, cache)
+    assert found.live["a.md"] == digest and (cache.hits, cache.misses) == (1, 0)
+    assert cache.get(str(new), "a.md") is not None and cache.get(str(old), "a.md") is None
+    statcache.keep(cache, new, found, changed=())
+    (tmp_path / "elsewhere").mkdir()
+    moved = tmp_path / "elsewhere" / "notes"
+    new.rename(moved)
+    old.mkdir()  # a new folder under the first name, its own entries
+    _written(old)
+    assert load_dir(old, cache).records == {} and cache.misses == 1  # read: too fresh to be cached
+    assert load_dir(moved, cache).live["a.md"] == digest and cache.hits == 2
+
+
 def test_a_record_of_another_shape_is_a_miss(tmp_path: Path) -> None:
     path = _written(tmp_path)
     cache = StatCache(None, {str(tmp_path): {"a.md": orjson.dumps([stat_key(os.stat(path)), ["EMBEDDED"]])}})

@@ -186,6 +186,32 @@ def test_what_a_folder_moved_in_holds_is_not_reported_beside_the_folder(tree: Tr
     assert WatchEvent(moved, DIRTY, moved / "n1.md") in tree.barrier()
 
 
+def test_what_a_folder_renamed_holds_is_not_reported_beside_the_folder(tree: Tree, sink: Sink) -> None:
+    """watchdog follows a folder renamed within the root with a "moved" event for each file and folder in it: the
+    old name's "gone" and the new name's arrival bring its files. Reported, each file made two "dirty" events
+    taken for edits (a 30,000-note folder renamed: 60,000). Its folders' are kept (they queue its subfolders at
+    once), and a change note that came in its `.rag/` is told."""
+    pkg = tree.docs / "pkg"
+    (pkg / "deep").mkdir(parents=True)
+    for i in range(50):
+        (pkg / f"n{i}.md").write_text(f"note {i}")
+    (pkg / "deep" / "y.md").write_text("y")
+    (pkg / ".rag").mkdir()
+    note = pkg / ".rag" / "1-2-3.mushroom"
+    note.write_text("{}")
+    tree.barrier()
+    renamed = tree.docs / "pkg renamed"
+    pkg.rename(renamed)
+    events = tree.barrier()
+    assert WatchEvent(pkg, "gone") in events and WatchEvent(renamed, DIRTY) in events, events
+    assert WatchEvent(tree.docs, DIRTY) in events, events
+    assert WatchEvent(renamed, "mushroom", renamed / ".rag" / note.name) in events, events
+    assert WatchEvent(renamed / "deep", DIRTY) in events, events
+    assert not [e for e in events if e.path is not None and e.kind != "mushroom"], events
+    (renamed / "deep" / "later.md").write_text("a real change, after the rename")
+    assert WatchEvent(renamed / "deep", DIRTY, renamed / "deep" / "later.md") in tree.barrier()
+
+
 def test_directory_moved_out_is_gone_and_leaves_no_stale_events(tree: Tree, sink: Sink) -> None:
     sub = tree.docs / "sub"
     (sub / "inner").mkdir(parents=True)
