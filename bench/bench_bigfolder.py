@@ -1,7 +1,7 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--rename] [--move]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--edit] [--rename] [--move]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -16,7 +16,9 @@ Then, unless `--no-alone`, the embedder alone: the bundled model in the same num
 texts the agent embedded (each file's chunks and lead, read back from the sidecars), in batches as large as the
 agent's queue makes them, and the ratio of the agent's files per second to the embedder's.
 
-With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a person renames a
+With `--edit`, once idle, one note is edited and the agent waits for idle again: the folder's job lists it once
+more, and the stat cache then holds every entry (as after any later change in it, or a restart), which a rename
+or move finds again. With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a person renames a
 folder in a file manager): when its first file is found under the new name, the longest time it was found under
 neither name meanwhile (a search polled every 0.05 s), when the agent is idle again, the CPU the agent and its
 workers used for it (nothing is embedded again: the sidecars moved with the files), and whether a search still
@@ -271,6 +273,18 @@ def watch(
             "requests": emb.get("requests", 0)}  # fmt: skip
 
 
+def edited(agent: Agent, folder: Path) -> None:
+    """Edit the folder's first note and wait until the agent is idle again; print the time and the agent's RSS."""
+    t0 = time.monotonic()
+    with (folder / "note000000.md").open("a", encoding="utf-8") as fh:
+        fh.write("\nedited once indexed\n")
+    time.sleep(1.0)  # past the watcher's quiet time, so that the wait sees the job
+    agent.wait()
+    print(
+        f"one note edited: idle after {time.monotonic() - t0:.1f} s; agent {memory(agent.proc.pid)[0]:.0f} MiB"
+    )
+
+
 def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> None:
     """Rename `folder` to `new` (`how`: in its folder, or into another); print when its first note is found under
     the new name (and for how long it was found under neither), when the agent is idle again, the CPU used, and how
@@ -394,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         help="once idle, rename the folder within the root and say how long until it is idle again, and its CPU",
     )
     ap.add_argument(
+        "--edit",
+        action="store_true",
+        help="once idle, edit one note and wait for idle again (the folder's job lists it once more and the stat "
+        "cache then holds its entries, as after any later change in it or a restart), before a rename or move",
+    )
+    ap.add_argument(
         "--move",
         action="store_true",
         help="once idle (and renamed), move the folder into another folder of the root: the same figures",
@@ -425,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.smaps:
                 print("  the idle agent's resident memory by map:")
                 smaps(agent.proc.pid)
+            if args.edit:
+                edited(agent, moved)
             if args.rename:
                 new = moved.with_name(moved.name + " renamed")
                 renamed(agent, moved, new, args.files, "renamed within the root")
