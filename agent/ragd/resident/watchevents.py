@@ -46,10 +46,8 @@ class Translator:
         kind = event.event_type
         if event.is_synthetic and kind == "created":  # what a folder moved in holds
             return self._arrived_with(src, directory=event.is_directory)
-        if (
-            event.is_synthetic and kind == "moved" and not event.is_directory
-        ):  # a file of a folder moved within
-            return []
+        if event.is_synthetic and kind == "moved" and not event.is_directory:
+            return []  # a file of a folder moved within the root (`_arrived_with`)
         if event.is_directory:
             if kind == "created":
                 return self._dir_arrived(src)
