@@ -19,8 +19,8 @@ Why it is safe (nothing in it can make a job miss a change):
 - The file carries a format number, ragd's version and the split rules' revision (a digest's `outdated` depends on
   them) and an md5 of its body: a cache of another version, truncated or damaged is ignored as a whole (all entries
   are read, and the cache is written anew). A record that does not decode is a miss.
-- A folder renamed or moved keeps its records: they are found under its old path by its `.rag/` folder's own
-  identity (device and inode, which a rename keeps), and each is still used only under its entry file's stat, which
+- A folder renamed or moved keeps its records: they are found under its old path by its store's identity
+  (`sidecar.store_id`: the device and inode of its `.rag/tmp/`, which a rename keeps), and each is still used only under its entry file's stat, which
   a rename of the folder above does not change (a 30,000-note folder renamed: its job read every entry again).
 - Writes are atomic (tmp + rename); several writers (an agent and a `run --once` on the same data directory) lose
   at most each other's records, never correctness. A writer's tmp file is named after its pid; one left by a
@@ -66,7 +66,6 @@ Key = tuple[int, int, int, int, int]
 # one entry's record, kept as its JSON bytes (a third of the memory of the decoded lists):
 # [key, digest JSON | None (a directory entry)]
 Record = bytes
-Store = tuple[int, int]  # a `.rag/` folder's identity: (device, inode)
 
 
 class EntryMode(NamedTuple):
@@ -95,9 +94,9 @@ class StatCache:
     def __init__(self, path: Path | None = None, dirs: dict[str, dict[str, Record]] | None = None) -> None:
         self.path = path
         self._dirs: dict[str, dict[str, Record]] = dirs or {}
-        # the `.rag/` folder each directory's records were found in, by its identity (kept in memory only: a job
-        # of each folder sets it, and every folder has one at the agent's start)
-        self._stores: dict[Store, str] = {}
+        # the store each directory's records were found in, by its identity (kept in memory only: a job of each
+        # folder sets it, and every folder has one at the agent's start)
+        self._stores: dict[sidecar.StoreId, str] = {}
         self._lock = threading.Lock()
         self._saving = threading.Lock()  # one save at a time (they share the tmp file)
         self.hits = 0
@@ -142,9 +141,11 @@ class StatCache:
             self.hits += hits
             self.misses += misses
 
-    def replace(self, directory: str, records: dict[str, Record], store: Store | None = None) -> None:
-        """What a job found in one directory's `.rag/` (only its current entries are kept); `store`: that `.rag/`
-        folder's identity, by which its records are found again once the folder is renamed or moved (`adopt`)."""
+    def replace(
+        self, directory: str, records: dict[str, Record], store: sidecar.StoreId | None = None
+    ) -> None:
+        """What a job found in one directory's `.rag/` (only its current entries are kept); `store`: that store's
+        identity, by which its records are found again once the folder is renamed or moved (`adopt`)."""
         with self._lock:
             if store is not None and records:
                 self._stores[store] = directory
@@ -156,15 +157,15 @@ class StatCache:
             else:
                 self._dirs.pop(directory, None)
 
-    def adopt(self, directory: str, store: Store) -> bool:
-        """`directory`, of which nothing is cached, holds the `.rag/` folder `store`: if records were found in that
+    def adopt(self, directory: str, store: sidecar.StoreId) -> bool:
+        """`directory`, of which nothing is cached, holds the store `store`: if records were found in that
         folder under another path that no longer holds it (the folder renamed or moved), they are `directory`'s
         now. True if they were moved."""
         with self._lock:
             old = self._stores.get(store)
             if directory in self._dirs or old is None or old == directory or old not in self._dirs:
                 return False
-            if store_of(Path(old)) == store:  # still there too (a bind mount): left to its own path
+            if sidecar.store_id(Path(old)) == store:  # still there too (a bind mount): left to its own path
                 return False
             self._dirs[directory] = self._dirs.pop(old)
             self._stores[store] = directory
@@ -285,14 +286,14 @@ class DirEntries:
     unreadable: dict[str, str] = field(default_factory=dict)
     modes: dict[str, EntryMode] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)
-    store: Store | None = None  # the `.rag/` folder's identity (None: there is none)
+    store: sidecar.StoreId | None = None  # the store's identity (None: there is none)
 
 
 def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
     """Every entry of `directory/.rag/`: from the cache where the entry file's stat says it is the one cached, else
     read (and offered to the cache). Only its digest is kept: the memory of a job is bounded by its folder's
     names, not by its entries' chunks (a job reads again the few whole entries it needs)."""
-    found = DirEntries(store=store_of(directory))
+    found = DirEntries(store=sidecar.store_id(directory))
     started = time.time_ns()
     where = str(directory)
     if cache is not None and found.store is not None:
@@ -319,15 +320,6 @@ def load_dir(directory: Path, cache: StatCache | None) -> DirEntries:
     if cache is not None:
         cache.count(hits, len(found.live) - hits)
     return found
-
-
-def store_of(directory: Path) -> Store | None:
-    """The identity of `directory`'s `.rag/` folder, None when it has none (or it cannot be looked at)."""
-    try:
-        st = os.stat(os.path.join(directory, sidecar.RAG_DIR))
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
 
 
 def _entries(directory: Path) -> Iterator[tuple[str, str, bool]]:

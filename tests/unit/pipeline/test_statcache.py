@@ -123,7 +123,7 @@ def test_the_cache_file_round_trips_and_a_damaged_one_is_ignored(tmp_path: Path)
 
 
 def test_a_folder_renamed_or_moved_keeps_its_records(tmp_path: Path) -> None:
-    """Its records are found under its old path by its `.rag/` folder's identity: the job of a 30,000-note folder
+    """Its records are found under its old path by its store's identity: the job of a 30,000-note folder
     renamed read every entry again. A folder made anew under the old name has a `.rag/` of its own: no record of
     the other is ever its."""
     old = tmp_path / "notes"
