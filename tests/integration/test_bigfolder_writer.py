@@ -3,7 +3,6 @@ way, even when a change seen in its folder started it. The whole agent in-proces
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from ragd.index.write import writer
 from ragd.index.write.sync import IndexSync
 from ragd.index.write.writer import Indexer
 from ragd.index.zvec import upkeep
+from ragd.pipeline import sidecar
 from ragd.pipeline.rounds import FILES_PER_ROUND
 from ragd.pipeline.scan import Ignore
 from tests.e2e.conftest import api_config_text
@@ -25,6 +25,7 @@ from tests.integration.test_index_sync import assert_index_equals_sidecars
 from tests.integration.test_index_sync_batch import body, small_chunks_config
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.inproc import agent_in_process, control
+from tests.support.opens import OpenWatch
 from tests.support.poll import poll
 
 
@@ -189,36 +190,21 @@ def test_a_big_subtree_re_synced_in_one_go_is_flushed_every_flush_chunks_chunks(
     assert_index_equals_sidecars(cfg, root)
 
 
-_opened: list[str] | None = (
-    None  # while a list: the paths `open()` is given (an audit hook cannot be removed)
-)
-
-
-def _count_opens(event: str, args: tuple) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], str | Path):
-        _opened.append(str(args[0]))
-
-
-sys.addaudithook(_count_opens)
-
-
 def test_a_subtree_re_synced_reads_each_sidecar_once(tmp_path: Path, fake_openai_server: FakeOpenAI) -> None:
     """A folder renamed is re-synced from its sidecars: each is read once, compared with what the index holds and
     written from what was read (each was read twice, for its md5 and then for its chunks: a 30,000-note folder's
     rename spent 1.2 ms of the agent's CPU a file). What the index holds then is what the sidecars say."""
-    global _opened
     cfg, root, _ = change_notes(tmp_path, fake_openai_server, 2)
     assert run(cfg).ok
     (root / "d00").rename(root / "d00 renamed")
     idx = open_index(data_dir(cfg), cfg.identity, cfg.index)
     try:
         resync = IndexSync(idx, cfg.identity, [root], Ignore(cfg.ignore))
-        _opened = []
-        try:
+        store = root / "d00 renamed" / sidecar.RAG_DIR
+        with OpenWatch(store) as seen:
             assert resync.sync_subtree(root / "d00 renamed") == 3
-        finally:
-            read, _opened = [p for p in _opened if p.endswith(".ragjson")], None
-        assert sorted(read) == sorted(str(p) for p in (root / "d00 renamed" / ".rag").glob("*.ragjson")), read
+            read = [name for name in seen.names() if name.endswith(sidecar.ENTRY_SUFFIX)]
+        assert sorted(read) == sorted(p.name for p in store.glob(f"*{sidecar.ENTRY_SUFFIX}")), read
         resync.sync_subtree(root / "d00")  # the old name's: dropped (its note's `dir_delete`)
     finally:
         idx.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from ragd.vocabulary import FileState, NoteStatus
 from tests.integration import helpers
 from tests.integration.helpers import all_events, api_config, clear_mushrooms, copy_fixture, entry
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.opens import OpenWatch
 from tests.support.poll import poll
 
 
@@ -99,26 +99,12 @@ def test_new_edit_delete_recover_and_events(tmp_path: Path, fake_openai_server: 
     assert not sidecar.entry_path(root, "a.md", deleted=True).exists()
 
 
-_opened: list[str] | None = (
-    None  # while a list: the paths `open()` is given (an audit hook cannot be removed)
-)
-
-
-def _count_opens(event: str, args: tuple[Any, ...]) -> None:
-    if event == "open" and _opened is not None and isinstance(args[0], str | Path):
-        _opened.append(str(args[0]))
-
-
-sys.addaudithook(_count_opens)
-
-
 def test_an_edit_in_a_folder_reads_again_only_the_entries_its_file_may_reuse(
     tmp_path: Path, fake_openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The vectors an edited file may reuse are taken from its own entry (and those of files gone or deleted), not
     from every entry of its folder: an edit in a folder of 30,000 notes read them all once more and held all their
     vectors, the agent at 452 MiB for one file (issue 36). Its own unchanged chunks are still reused."""
-    global _opened
     root = tmp_path / "kb"
     root.mkdir()
     for i in range(20):
@@ -127,13 +113,10 @@ def test_an_edit_in_a_folder_reads_again_only_the_entries_its_file_may_reuse(
     assert run(cfg).ok
     (root / "n00.md").write_text((root / "n00.md").read_text().replace("Paragraph 15:", "Paragraph fifteen:"))
     monkeypatch.setattr(sidecar_files, "RECENT", Recent())  # written long ago: none kept as written
-    _opened = []
-    try:
+    with OpenWatch(root / sidecar.RAG_DIR) as seen:
         s = run(cfg)
-    finally:
-        opened, _opened = _opened, None
+        reads = [name for name in seen.names() if name.endswith(sidecar.ENTRY_SUFFIX)]
     assert s.embedded == 1 and s.vectors_reused > 0 and s.texts_embedded < len(entry(root, "n00.md").chunks)
-    reads = [Path(p).name for p in opened if p.endswith(sidecar.ENTRY_SUFFIX)]
     assert max(reads.count(f"n{i:02d}.md{sidecar.ENTRY_SUFFIX}") for i in range(1, 20)) == 1, sorted(reads)
 
 
