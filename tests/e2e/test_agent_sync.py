@@ -85,6 +85,26 @@ def test_renamed_or_moved_folders_stay_indexed(agent: AgentProcess, tree: Path, 
     assert ragctl_json("verify")["repaired"] == 0  # the watcher path got it right: nothing to repair
 
 
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [("docs/lambda/l1.md", "docs/other/l1.md"), ("docs/lambda/l2.md", "l2 moved.md")],
+    ids=["into-another-folder", "into-the-root-renamed"],
+)
+def test_a_file_moved_into_another_folder_is_not_embedded_again(
+    agent: AgentProcess, tree: Path, fake_openai_server: FakeOpenAI, src: str, dst: str
+) -> None:
+    """DESIGN §4: a move is a delete and a create whose chunks' vectors are reused by `content_hash`. A file's
+    entry stays in its old folder's `.rag/`, which the new folder's job did not look in: every file moved from one
+    folder to another was embedded again (an embeddings API paid for it twice)."""
+    token = "lima" if src.endswith("l1.md") else "lemur"
+    sent = len(fake_openai_server.texts)
+    (tree / src).rename(tree / dst)
+    agent.wait_idle()
+    assert keyword_hits(token) == [str(tree / dst)]
+    assert fake_openai_server.texts[sent:] == []
+    assert ragctl_json("verify")["repaired"] == 0
+
+
 def test_nested_root_added_and_removed_keeps_the_outer_roots_files(agent: AgentProcess, tree: Path) -> None:
     """Removing a root nested in another once un-indexed files the outer root still holds, and the counts drifted."""
     inner = tree / "docs" / "chinese"

@@ -51,6 +51,9 @@ class JobContext:
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
     express: bool = False  # a change was seen in this directory: its files go to the parse workers first
     identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
+    # (path, md5) -> the path a document of that content left (a file moved in from another folder), whose entry
+    # there holds vectors the file may reuse; None: no history to ask (the history's `left_from`)
+    moved_from: Callable[[str, str], str | None] | None = None
     # True once the directory has left the roots (`ragctl roots remove` while its job ran): its files not yet
     # recorded are left alone (ABANDONED), so that no FAILED verdict and its backoff outlive the root
     dropped: Callable[[], bool] = lambda: False

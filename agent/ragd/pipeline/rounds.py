@@ -14,7 +14,7 @@ from pathlib import Path
 from . import sidecar
 from .dirplan import Plan, read_deleted
 from .filejob import FileTask
-from .outcome import FileOutcome, JobContext
+from .outcome import FileOutcome, JobContext, ReuseFn
 
 FILES_PER_ROUND = 64  # files prepared before their embeddings are awaited (bounds memory, shares requests)
 PARSE_AHEAD = 4  # a job's files handed to the parse workers ahead of the one it prepares
@@ -31,11 +31,44 @@ class _ReusePool:
     file's own (an edit keeps most of its chunks), those whose file is gone (a file renamed in the folder: its old
     name's entry, marked deleted by this job) and the deleted ones (a file back). Not every entry of the folder: an
     edit in a folder of 30,000 notes read them all and held all their vectors (the agent at 452 MiB) for one file; a
-    copy within a folder is embedded again, as a copy into another folder is."""
+    copy within a folder is embedded again, as a copy into another folder is.
+
+    A file new at its path whose content left another path (`ctx.moved_from`: a file moved in from another folder,
+    by the history) also takes the vectors of the entry it left there, live or marked deleted (DESIGN §4: a move
+    costs no embedding)."""
 
     def __init__(self, ctx: JobContext, directory: Path, plan: Plan) -> None:
         self._ctx, self._dir, self._plan = ctx, directory, plan
         self._pool: dict[str, str] | None = None
+
+    def for_file(self, task: FileTask) -> ReuseFn:
+        """The lookup for `task`'s chunks and lead: this folder's pool, then the entry its content left elsewhere."""
+        moved: dict[str, str] | None = None
+
+        def lookup(hashes: Sequence[str]) -> dict[str, str]:
+            nonlocal moved
+            found = self.lookup(hashes)
+            if len(found) == len(hashes) or task.old is not None or task.source is None:
+                return found
+            if moved is None:
+                moved = self._moved_vectors(task.path, task.source.md5_hash)
+            return found | {h: moved[h] for h in hashes if h not in found and h in moved}
+
+        return lookup
+
+    def _moved_vectors(self, path: Path, md5: str) -> dict[str, str]:
+        """The vectors of the entry a document of content `md5` left at another path, {} when there is none."""
+        old = self._ctx.moved_from(str(path), md5) if self._ctx.moved_from is not None else None
+        if old is None:
+            return {}
+        where = Path(old)
+        entry = sidecar.try_read(sidecar.entry_path(where.parent, where.name)) or read_deleted(
+            where.parent, where.name
+        )
+        if entry is None or entry.source.md5_hash != md5:
+            return {}
+        ident = self._ctx.identity
+        return sidecar.vectors_by_hash([entry], ident.model_name, ident.dimension)
 
     def lookup(self, hashes: Sequence[str]) -> dict[str, str]:
         if self._pool is None:
@@ -97,7 +130,7 @@ def _rounds(
             if not parsing:
                 break
             task = parsing.popleft()
-            out = task.guard(partial(task.prepare, reuse.lookup))
+            out = task.guard(partial(task.prepare, reuse.for_file(task)))
             if out is None:
                 waiting.append(task)
             else:

@@ -98,7 +98,8 @@ class Agent(Reactions, Recovery):
         self.parsers = Parsers(config.run, config.limits, config.parse, cut=worker_cut(config.index.backend))
         self.parsers.when_used(self.embed.prepare)  # a file to parse: maybe texts to embed soon
         self._ctx = job_context(config, self._submit, self.ignore, stat_cache=self.stat_cache,
-                                parsers=self.parsers, identify=self.history.identify)  # fmt: skip
+                                parsers=self.parsers, identify=self.history.identify,
+                                moved_from=self.history.left_from)  # fmt: skip
         self._outcomes = Outcomes(self.tracker, self.ignore, FollowUps(
             self.scheduler, roots=lambda: self.roots, hand_note=lambda note: self.indexer.put_mushroom(note),
             offer_note=lambda note: self.indexer.offer(note),

@@ -3,7 +3,8 @@
 Identity (`identify`, the directory jobs' `JobContext.identify`): a file with no entry of its own takes the id
 of the document that was at its path (deleted: it came back), else of a document with the same content that left
 another path within `history.move_window` seconds (deleted then, or its file gone already: a move seen in either
-order), else a new id.
+order), else a new id. `left_from` answers the same question without recording it: the directory jobs take the vectors of
+a file moved in from another folder from the entry it left there (`JobContext.moved_from`).
 
 Recording (`record`: a directory job's results; `removed`: a root or folder gone): the documents' rows, their
 versions and events, bounded: at most `history.max_versions` versions and `history.max_events` events a document
@@ -88,6 +89,19 @@ class HistoryWrites(HistoryFile):
                 self._event(db, doc_id, now, ChangeKind.MOVED, path, old_path)
                 return doc_id
         return derived_id(path) if had_entry else new_id()
+
+    def left_from(self, path: str, md5: str) -> str | None:
+        """JobContext.moved_from: the path a document of content `md5` left, by the rules `identify` links a move
+        by (None: none, or the history cannot be read). Nothing is written: the file's job identifies it later."""
+        if not md5:
+            return None
+        try:
+            with self._lock:
+                moved = self._left_with(self._db, md5, path)
+        except sqlite3.Error as err:
+            log.debug("history: cannot look up where %s came from: %s", path, err)
+            return None
+        return moved[1] if moved is not None else None
 
     def _left_with(self, db: sqlite3.Connection, md5: str, path: str) -> tuple[str, str] | None:
         """A document of content `md5` that left its path: deleted within the move window, or whose file is gone."""

@@ -112,10 +112,11 @@ def job_context(
     stat_cache: StatCache | None = None,
     parsers: Parsers | None = None,
     identify: Identify = fallback,
+    moved_from: Callable[[str, str], str | None] | None = None,
 ) -> JobContext:
     return JobContext(config, submit, ignore, policies(config), force=force,
                       roots=real_roots(roots), stat_cache=stat_cache, parsers=parsers,
-                      identify=identify)  # fmt: skip
+                      identify=identify, moved_from=moved_from)  # fmt: skip
 
 
 @dataclass(frozen=True)

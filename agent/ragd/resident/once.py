@@ -146,7 +146,7 @@ def run_once(
     ahead = IndexAhead(config, roots) if index else None
     try:
         ctx = job_context(config, queue.submit, ignore, roots, force=force, stat_cache=cache, parsers=parsers,
-                          identify=history.identify)  # fmt: skip
+                          identify=history.identify, moved_from=history.left_from)  # fmt: skip
         report = _reporter(progress, tracker, roots)
         slots = job_slots(jobs or config.run.jobs, config.embedding.provider)
         # with the bundled model the main process has CPU to spare while the workers embed; with an API it is the

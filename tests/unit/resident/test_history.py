@@ -59,6 +59,24 @@ def test_a_move_is_linked_whichever_directory_job_runs_first(history: History, t
     assert doc is not None and doc.path == str(a / "y.md") and doc.state == "EMBEDDED"
 
 
+def test_where_a_moved_file_came_from_is_told_in_either_order_and_not_recorded(
+    history: History, tmp_path: Path
+) -> None:
+    """`left_from` (the jobs' `moved_from`: the vectors of the entry a moved file left) links as `identify` does, and
+    writes nothing: the file's own job identifies it afterwards."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    history.record(indexed(a, "x.md", "doc-1", "m1"))
+    assert history.left_from(str(b / "x.md"), "m1") == str(a / "x.md")  # a/x.md is gone from the disk
+    assert history.left_from(str(b / "x.md"), "m2") is None  # another content
+    assert history.left_from(str(b / "x.md"), "") is None  # not read
+    assert kinds(history) == [("created", str(a / "x.md"))]  # nothing recorded
+    (a / "x.md").write_text("still here")
+    assert history.left_from(str(b / "x.md"), "m1") is None  # a copy: its vectors are not the move's to take
+    history.record(deleted(a, "x.md"))  # the old folder's job first: deleted, within the move window
+    assert history.left_from(str(b / "x.md"), "m1") == str(a / "x.md")
+
+
 def test_outside_the_move_window_or_with_the_old_file_still_there_it_is_a_new_document(
     tmp_path: Path,
 ) -> None:
