@@ -9,9 +9,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragd.config import IndexConfig
@@ -200,3 +203,27 @@ def test_the_words_a_parse_worker_cut_are_the_ones_the_keyword_index_holds(index
     ids = [doc_id("/kb/kept.md", 0), doc_id("/kb/here.md", 0)]
     stored = index._live().fetch(ids, output_fields=["fts_text"], include_vector=False)  # what zvec keeps
     assert [stored[i].fields["fts_text"] for i in ids] == ["kept text", "File: here.md\n\ngamma delta"]
+
+
+def test_a_write_of_many_chunks_holds_no_vector_as_python_floats(index: IndexBackend) -> None:
+    """A write holds all its documents at once; made with `zvec.Doc(vectors=...)`, each vector was a list of 512
+    Python floats (16 KiB): 16 MiB for the 1,024 chunks of one staged write, among a big folder's rename's
+    short-lived objects (its peak; docs/benchmarks/history.md). The vectors read back are the ones written."""
+    rng = np.random.default_rng(36)
+    writes = [write(f"/kb/n{i:04d}.md", 1) for i in range(1024)]
+    writes = [
+        replace(w, chunks=[replace(c, vector=rng.standard_normal(DIM)) for c in w.chunks]) for w in writes
+    ]
+    index.write_sources(writes[:8])  # the collection and the keyword index opened, outside the measure
+    tracemalloc.start()
+    try:
+        index.write_sources(writes[8:])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB traced at the write's peak"
+    index.flush()
+    for i in (8, 700, 1023):
+        hits = index.query(vector=writes[i].chunks[0].vector, text=None, k=1)
+        assert [h.source_path for h in hits] == [f"/kb/n{i:04d}.md"]
+        assert hits[0].score == pytest.approx(1.0, abs=1e-2)

@@ -111,6 +111,25 @@ def test_the_dictionary_is_built_once_however_many_threads_ask_at_once() -> None
     assert results == [cut("中华人民共和国 配置")] * 3 and "中华" in results[0]
 
 
+def test_the_dictionary_is_read_a_line_at_a_time_into_the_cutter() -> None:
+    """Read as one list, jieba's ~250,000 words were 16.5 MiB of Python objects in the agent while it built its
+    cutter (a big folder renamed: the agent's first Chinese text to cut; docs/benchmarks/history.md)."""
+    import tracemalloc
+
+    words._load_jieba.cache_clear()
+    tracemalloc.start()
+    try:
+        words.warm()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20, f"{peak / 2**20:.1f} MiB traced while the cutter was built"
+    assert (
+        "中华" in cut("中华人民共和国 配置") and "rjieba" not in sys.modules
+    )  # ragd's dictionary, not the default
+    assert sum(1 for _ in words.dictionary()) > 100_000
+
+
 def test_filters_match_exactly_whatever_a_path_or_a_value_holds(index: ZvecIndex, tmp_path: Path) -> None:
     root = tmp_path / "kb"
     for i, name in enumerate(AWKWARD):

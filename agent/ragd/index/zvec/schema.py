@@ -171,7 +171,12 @@ def to_doc(
         del fields[PAGE]
     if vector is None:
         vector = check_vector(chunk.vector, dimension, where)
-    return zvec.Doc(id=doc_id(source_path, chunk.chunk_index), fields=fields, vectors={EMBEDDING: vector})
+    doc = zvec.Doc(id=doc_id(source_path, chunk.chunk_index), fields=fields)
+    # The array itself, which zvec's binding reads as it is (FP32 or FP16 columns alike): `Doc(vectors=...)` makes
+    # each vector a list of Python floats, 16 KiB for 512 dimensions, and a write holds all its documents at once
+    # (1,024 chunks: 16 MiB among short-lived objects, at the peak of a big folder renamed; docs/benchmarks/history.md).
+    doc.vectors = {EMBEDDING: vector}
+    return doc
 
 
 def to_hit(doc: zvec.Doc, score: float) -> Hit:
