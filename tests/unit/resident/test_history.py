@@ -258,6 +258,33 @@ def test_a_folder_deleted_leaves_with_every_document_under_it_read_a_page_at_a_t
     assert history.document(path=str(tmp_path / "notes2" / "c.md")).state == "EMBEDDED"  # type: ignore[union-attr]
 
 
+def test_a_folder_renamed_is_recorded_a_page_of_rows_at_a_time(
+    history: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's files are looked up _IDS_PER_QUERY rows at a time (a 30,000-note folder renamed read all its rows at
+    once): every document moves once, across the page boundaries too, and a second file of one id (an entry copied
+    by hand) in another page reads its row afresh, as in the same page."""
+    monkeypatch.setattr(historywrite, "_IDS_PER_QUERY", 2)
+
+    def files(*names: str, doc: str | None = None) -> tuple[FileOutcome, ...]:
+        return tuple(FileOutcome(n, FileState.EMBEDDED, chunks=1, md5=f"m-{n}", document_id=doc or f"doc-{n}",
+                                 size=10, parser="text") for n in names)  # fmt: skip
+
+    names = [f"n{i}.md" for i in range(5)]
+    history.record(DirResult(tmp_path / "notes", files(*names)))
+    renamed = tmp_path / "notes renamed"
+    moved = files(*names) + files("copy.md", doc="doc-n0.md")  # page 3 holds an entry copied from n0.md's
+    history.record(DirResult(renamed, moved[:5] + tuple(FileOutcome(
+        f.name, FileState.UNCHANGED, recorded=FileState.EMBEDDED, chunks=1, md5=f.md5, document_id=f.document_id,
+        size=10, parser="text") for f in moved[5:])))  # fmt: skip
+    events, _ = history.changes(limit=50, kinds=["moved"])
+    assert sorted(e.path for e in events) == sorted(
+        [*(str(renamed / n) for n in names), str(renamed / "copy.md")]
+    )
+    assert history.document(document_id="doc-n3.md").path == str(renamed / "n3.md")  # type: ignore[union-attr]
+    assert history.document(document_id="doc-n0.md").path == str(renamed / "copy.md")  # type: ignore[union-attr]
+
+
 def test_a_new_file_is_identified_and_duplicates_found_without_reading_every_document(tmp_path: Path) -> None:
     """The queries by content used no index (the index on md5 is partial: `WHERE md5 != ''`, which a query must say
     too), so each new file of a big folder read the whole table: 30,000 notes made 30,000 scans of up to 30,000
