@@ -141,8 +141,10 @@ class HistoryWrites(HistoryFile):
 
     def _record(self, db: sqlite3.Connection, now: float, result: DirResult) -> None:
         files = [f for f in result.files if f.document_id and f.state != FileState.ABANDONED]
-        done: set[str] = set()  # (a second file of one id, an entry copied by hand, reads the row afresh)
-        for i in range(0, len(files), _IDS_PER_QUERY):  # a page of rows at a time (a folder of 30,000 renamed)
+        # a page of rows at a time (a folder of 30,000 renamed); a second file of one id (an entry copied by hand)
+        # reads the row afresh
+        done: set[str] = set()
+        for i in range(0, len(files), _IDS_PER_QUERY):
             page = files[i : i + _IDS_PER_QUERY]
             known = self._known(db, [f.document_id for f in page if f.document_id not in done])
             for f in page:
