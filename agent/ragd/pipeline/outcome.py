@@ -26,6 +26,8 @@ WORKER_FAILURES = (TIMEOUT, CRASHED, MEMORY)  # a parse worker's: the file may p
 
 SubmitFn = Callable[[Sequence[str]], "Future[np.ndarray]"]
 ReuseFn = Callable[[Sequence[str]], dict[str, str]]
+# (path, md5) -> the path a document of that content left (a file moved in from another folder), or None
+MovedFromFn = Callable[[str, str], str | None]
 # why a file is ABANDONED: left as it was (its old entry, or none) because the file's root was removed while its
 # job ran (or, written CHUNKED, because the agent stopped): redone when the root is added again (at the next start)
 ROOT_REMOVED = "its root was removed while its directory's job ran"
@@ -44,16 +46,15 @@ class JobContext:
     # OCR loads takes a child process (parse/ocr.py), which a run of text files waited for before its first job
     # (~0.3 s of 4), and which only a file OCR may read asks (resident/jobs.py: `skip_policy`)
     skip_policy: Callable[[str], str]
-    reuse: ReuseFn | None = None  # extra vector lookup by content_hash (e.g. the index), beyond the directory
     force: bool = False
     roots: tuple[Path, ...] = ()  # a symlink whose target lies outside all of them is not indexed
     stat_cache: StatCache | None = None  # entries' digests by their stat, so unchanged entries are not read
     parsers: Parsers | None = None  # the parse workers; None: parse in the job's thread
     express: bool = False  # a change was seen in this directory: its files go to the parse workers first
     identify: Identify = fallback  # a file's document id (identity.py); the agent's history links moves
-    # (path, md5) -> the path a document of that content left (a file moved in from another folder), whose entry
-    # there holds vectors the file may reuse; None: no history to ask (the history's `left_from`)
-    moved_from: Callable[[str, str], str | None] | None = None
+    # where a file new at its path came from (the history's `left_from`): the entry it left there holds vectors it
+    # may reuse (pipeline/rounds.py); None: no history to ask
+    moved_from: MovedFromFn | None = None
     # True once the directory has left the roots (`ragctl roots remove` while its job ran): its files not yet
     # recorded are left alone (ABANDONED), so that no FAILED verdict and its backoff outlive the root
     dropped: Callable[[], bool] = lambda: False

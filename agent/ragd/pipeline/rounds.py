@@ -1,6 +1,6 @@
 """A directory job's files, in rounds of FILES_PER_ROUND: each file begun and prepared as its chunks come back
 from the parse workers, its texts joining the shared embed queue, while the round before is finished; and the
-vectors its files may reuse (this directory's entries, then the index)."""
+vectors its files may reuse (this directory's entries, and the entry a file moved in left in its old folder)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ HandRound = Callable[[list[FileOutcome]], list[FileOutcome]]
 
 
 class _ReusePool:
-    """content_hash -> stored vector, from the entries a file done again may take vectors from, and ctx.reuse: the
-    file's own (an edit keeps most of its chunks), those whose file is gone (a file renamed in the folder: its old
+    """content_hash -> stored vector, from the entries a file done again may take vectors from: the file's own (an edit keeps most of its chunks), those whose file is gone (a file renamed in the folder: its old
     name's entry, marked deleted by this job) and the deleted ones (a file back). Not every entry of the folder: an
     edit in a folder of 30,000 notes read them all and held all their vectors (the agent at 452 MiB) for one file; a
     copy within a folder is embedded again, as a copy into another folder is.
@@ -81,13 +80,7 @@ class _ReusePool:
             entries = (e for e in itertools.chain(live, deleted) if e is not None)
             ident = self._ctx.identity
             self._pool = sidecar.vectors_by_hash(entries, ident.model_name, ident.dimension)
-        found = {h: self._pool[h] for h in hashes if h in self._pool}
-        missing = [
-            h for h in hashes if h not in found and not h.startswith(sidecar.LEAD_KEY)
-        ]  # no lead in the index
-        if missing and self._ctx.reuse is not None:
-            found.update(self._ctx.reuse(missing))
-        return found
+        return {h: self._pool[h] for h in hashes if h in self._pool}
 
 
 def run_files(ctx: JobContext, directory: Path, plan: Plan, hand: HandRound) -> list[FileOutcome]:

@@ -3,8 +3,8 @@
 Identity (`identify`, the directory jobs' `JobContext.identify`): a file with no entry of its own takes the id
 of the document that was at its path (deleted: it came back), else of a document with the same content that left
 another path within `history.move_window` seconds (deleted then, or its file gone already: a move seen in either
-order), else a new id. `left_from` answers the same question without recording it: the directory jobs take the vectors of
-a file moved in from another folder from the entry it left there (`JobContext.moved_from`).
+order), else a new id. `left_from` answers the same question without recording it: the directory jobs take the
+vectors of a file moved in from another folder from the entry it left there (`JobContext.moved_from`).
 
 Recording (`record`: a directory job's results; `removed`: a root or folder gone): the documents' rows, their
 versions and events, bounded: at most `history.max_versions` versions and `history.max_events` events a document

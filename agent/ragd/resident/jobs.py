@@ -39,7 +39,7 @@ from ..pipeline import mushroom, sidecar
 from ..pipeline.dirjob import DirResult, JobContext
 from ..pipeline.filerecord import STORE_GONE_S, store_went
 from ..pipeline.identity import Identify, fallback
-from ..pipeline.outcome import SubmitFn
+from ..pipeline.outcome import MovedFromFn, SubmitFn
 from ..pipeline.parse import SUPPORTED_EXTENSIONS
 from ..pipeline.parse.image import IMAGE_EXTENSIONS
 from ..pipeline.parse.ocr import unavailable as ocr_unavailable
@@ -112,7 +112,7 @@ def job_context(
     stat_cache: StatCache | None = None,
     parsers: Parsers | None = None,
     identify: Identify = fallback,
-    moved_from: Callable[[str, str], str | None] | None = None,
+    moved_from: MovedFromFn | None = None,
 ) -> JobContext:
     return JobContext(config, submit, ignore, policies(config), force=force,
                       roots=real_roots(roots), stat_cache=stat_cache, parsers=parsers,
