@@ -1,7 +1,8 @@
 """A huge folder appearing under a watched root (issue 36: a mail export, a notes dump). Prints figures; asserts
 nothing.
 
-    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps] [--edit] [--rename] [--move]
+    python -m bench.bench_bigfolder [--files 30000] [--every 5] [--no-alone] [--rested] [--smaps]
+                                    [--edit] [--rename] [--move]
 
 The agent (`ragd run`, defaults: the bundled model) watches an empty root; N small distinct notes (a few hundred
 bytes of English, Chinese or both, each with its own token, all with a common one) are written beside the root and
@@ -17,13 +18,13 @@ texts the agent embedded (each file's chunks and lead, read back from the sideca
 agent's queue makes them, and the ratio of the agent's files per second to the embedder's.
 
 With `--edit`, once idle, one note is edited and the agent waits for idle again: the folder's job lists it once
-more, and the stat cache then holds every entry (as after any later change in it, or a restart), which a rename
-or move finds again. With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a person renames a
-folder in a file manager): when its first file is found under the new name, the longest time it was found under
-neither name meanwhile (a search polled every 0.05 s), when the agent is idle again, the CPU the agent and its
-workers used for it (nothing is embedded again: the sidecars moved with the files), and whether a search still
-finds any of its files under the old name. With `--move`, then (after the rename, if asked) the folder is moved
-into another folder of the root (`elsewhere/`, made before the agent starts): the same figures.
+more, and the stat cache then holds every entry (as after any later change in it, or a restart), which a rename or
+move finds again. With `--rename`, once idle the folder is renamed within the root (`notes` → `notes renamed`, as a
+person renames a folder in a file manager): when its first file is found under the new name, the longest time it was
+found under neither name meanwhile (a search polled every 0.05 s), when the agent is idle again, the CPU the agent
+and its workers used for it (nothing is embedded again: the sidecars moved with the files), and whether a search
+still finds any of its files under the old name. With `--move`, then (after the rename, if asked) the folder is
+moved into another folder of the root (`elsewhere/`, made before the agent starts): the same figures.
 """
 
 from __future__ import annotations

@@ -27,10 +27,11 @@ HandRound = Callable[[list[FileOutcome]], list[FileOutcome]]
 
 
 class _ReusePool:
-    """content_hash -> stored vector, from the entries a file done again may take vectors from: the file's own (an edit keeps most of its chunks), those whose file is gone (a file renamed in the folder: its old
-    name's entry, marked deleted by this job) and the deleted ones (a file back). Not every entry of the folder: an
-    edit in a folder of 30,000 notes read them all and held all their vectors (the agent at 452 MiB) for one file; a
-    copy within a folder is embedded again, as a copy into another folder is.
+    """content_hash -> stored vector, from the entries a file done again may take vectors from: the file's own (an
+    edit keeps most of its chunks), those whose file is gone (a file renamed in the folder: its old name's entry,
+    marked deleted by this job) and the deleted ones (a file back). Not every entry of the folder: an edit in a
+    folder of 30,000 notes read them all and held all their vectors (the agent at 452 MiB) for one file; a copy
+    within a folder is embedded again, as a copy into another folder is.
 
     A file new at its path whose content left another path (`ctx.moved_from`: a file moved in from another folder,
     by the history) also takes the vectors of the entry it left there, live or marked deleted (DESIGN §4: a move

@@ -20,8 +20,9 @@ Why it is safe (nothing in it can make a job miss a change):
   them) and an md5 of its body: a cache of another version, truncated or damaged is ignored as a whole (all entries
   are read, and the cache is written anew). A record that does not decode is a miss.
 - A folder renamed or moved keeps its records: they are found under its old path by its store's identity
-  (`sidecar.store_id`: the device and inode of its `.rag/tmp/`, which a rename keeps), and each is still used only under its entry file's stat, which
-  a rename of the folder above does not change (a 30,000-note folder renamed: its job read every entry again).
+  (`sidecar.store_id`: the device and inode of its `.rag/tmp/`, which a rename keeps), and each is still used only
+  under its entry file's stat, which a rename of the folder above does not change (a 30,000-note folder renamed:
+  its job read every entry again).
 - Writes are atomic (tmp + rename); several writers (an agent and a `run --once` on the same data directory) lose
   at most each other's records, never correctness. A writer's tmp file is named after its pid; one left by a
   process that died mid-write (a kill, a crash) is removed by the next load.
