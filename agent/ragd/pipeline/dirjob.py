@@ -105,9 +105,8 @@ def run_directory(ctx: JobContext, directory: Path, report: Report | None = None
     if not valid_name(str(directory)):
         log.debug("%s is not tracked: its path is not valid UTF-8", modes.display_name(str(directory)))
         return DirResult(directory)
-    with sidecar.DirLock(directory) as lock:
+    with sidecar.DirLock(directory):
         plan = plan_directory(ctx, directory)
-        plan.store = lock.store
         fresh = tuple(
             directory / d for d in plan.listing.dirs if not (d in plan.entries and plan.entries[d] is None)
         )

@@ -48,8 +48,6 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     # entries whose names are not valid UTF-8 (written by an older version): removed, never named in a mushroom
     stray: list[str] = field(default_factory=list)
-    # the store the job holds locked (a store made again since is another)
-    store: sidecar.StoreId | None = None
 
     def entry(self, directory: Path, name: str) -> FileEntry | None:
         """The whole live entry of `name`, read now (not kept: a job over a big folder would hold every one)."""

@@ -42,15 +42,13 @@ log = logging.getLogger(__name__)
 STORE_GONE_S = 2.0
 
 
-def store_went(err: BaseException | None, directory: Path, store: sidecar.StoreId | None = None) -> bool:
-    """`err` is a write into the store of `directory` that failed because the store is no longer there, or is being
-    deleted (its `tmp/`, made with it, gone; `rm -r` removes `.rag/` itself last), or was made again since the job
-    that wrote took it (`store`, the store its lock holds: another thread's lock makes a deleted store again at
-    once); not one that could never be made: a folder the agent may not write in keeps failing, and says so."""
-    if not (isinstance(err, StorageError) and err.errno == errno.ENOENT):
-        return False
-    now = sidecar.store_id(directory)
-    return now is None or (store is not None and now != store)
+def store_went(err: BaseException | None) -> bool:
+    """`err` is a write into a folder's store that failed with "No such file": the store, its `tmp/`, or the write's
+    own temporary file was deleted under it. The job holds the folder's lock, so none of the agent's own writes
+    removes them: the store is going (`rm -r` of the folder, or of `.rag/` alone), or went and was made again by
+    another thread's lock, or is being emptied (`rm -r` failed on a file the agent wrote meanwhile, and the user runs
+    it again). Not one that could never be made: a folder the agent may not write in keeps failing, and says so."""
+    return isinstance(err, StorageError) and err.errno == errno.ENOENT
 
 
 def source_info(name: str, st: os.stat_result, md5: str) -> SourceInfo:
@@ -79,7 +77,6 @@ class FileRecord:
     labels: Labels = field(default_factory=Labels)  # the folder defaults and keys in force in the directory
     # the file's stat its change was decided on (the directory's listing)
     planned: FileStat | None = None
-    store: sidecar.StoreId | None = None  # the store the job holds locked (DirLock.store)
     document: Extracted | None = None  # the document's own metadata, from its parse
     parsing: Pending | None = None
     lead: StoredLead | None = None  # the document's lead; its vector "" while it waits for the embedder
@@ -108,7 +105,7 @@ class FileRecord:
         except StorageError as err:  # a sidecar write failed (disk full, permissions): retried by time
             if not os.path.lexists(self.path):  # the file, or its whole folder, went away meanwhile
                 return FileOutcome(self.name, FileState.UNCHANGED, reason=VANISHED)  # the next job records it
-            if store_went(err, self.directory, self.store):  # (`rm -r` of the folder under way)
+            if store_went(err):  # (`rm -r` of the folder under way)
                 retry = sidecar.utc_stamp(time.time() + STORE_GONE_S)  # not an error; its job says it once
                 return FileOutcome(self.name, FileState.FAILED, reason=err.message, retry_at=retry)
             log.error("%s", err)

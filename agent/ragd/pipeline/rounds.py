@@ -114,8 +114,7 @@ def _rounds(
         while True:
             while len(parsing) < PARSE_AHEAD and (item := next(todo, None)) is not None:
                 task = FileTask(ctx, directory, item[0], item[1], plan.entry(directory, item[0]),
-                                labels=plan.labels, planned=plan.listing.files.get(item[0]),
-                                store=plan.store)  # fmt: skip
+                                labels=plan.labels, planned=plan.listing.files.get(item[0]))  # fmt: skip
                 out = task.guard(task.begin)
                 if out is None:
                     parsing.append(task)

@@ -246,7 +246,7 @@ class Outcomes:
 
     def _failed(self, directory: Path, err: BaseException | None) -> None:
         fu = self.follow_ups
-        if store_went(err, directory):
+        if store_went(err):
             # its store went while it ran: the folder being deleted (`rm -r` takes `.rag/` before the folder), or
             # `.rag/` deleted alone. Not an error of the agent's: looked at again soon (gone by then: forgotten)
             log.info(

@@ -90,14 +90,6 @@ class DirLock:
     def __exit__(self, *exc: object) -> None:
         self._release()
 
-    @property
-    def store(self) -> StoreId | None:
-        """The store this lock holds (while held): a store deleted and made again since is another."""
-        if self._fd is None:
-            return None
-        st = os.fstat(self._fd)
-        return (st.st_dev, st.st_ino)
-
     def _release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the fd drops the flock
