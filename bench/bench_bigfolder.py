@@ -337,7 +337,7 @@ def renamed(agent: Agent, folder: Path, new: Path, n_files: int, how: str) -> No
           f"the index {chunks} → {st.get('index', {}).get('chunks')} chunks; of 50 hits, {len(left)} under another "
           f"name")  # fmt: skip
     print(
-        f"  agent RSS during the rename: peak {peak[0]:.0f} MiB (anonymous {peak[1]:.0f}); idle after it "
+        f"  agent RSS meanwhile: peak {peak[0]:.0f} MiB (anonymous {peak[1]:.0f}); idle after it "
         f"{memory(agent.proc.pid)[0]:.0f} MiB (anonymous {rss_kib(agent.proc.pid, 'RssAnon') / 1024:.0f})"
     )
     print(cpu.report(n_files))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ragd.edges.lifecycle import PAGES_UNUSED_S
 from ragd.pipeline import sidecar
 from tests.e2e.agent import (
     AgentProcess,
@@ -28,6 +29,7 @@ from tests.e2e.agent import (
 )
 from tests.e2e.conftest import FAST_WATCH, RAGD, write_api_config
 from tests.integration.helpers import all_json_valid
+from tests.support import smaps
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.isolation import apply, environ, isolation
 from tests.support.poll import poll
@@ -413,6 +415,38 @@ def test_odd_names_and_bad_files_while_watching(agent: AgentProcess, root: Path)
     }
     human = ragctl("status").stdout
     assert "junk.txt" in human and "binary" in human
+
+
+def test_the_pages_a_search_read_are_given_back_once_the_index_goes_unused(
+    tmp_path: Path, config: Path, root: Path
+) -> None:
+    """A search reads the index through its mapped files, and the pages it read stayed in the agent's RSS until the
+    index rested (`run.rest_after`: 120 s; never here): ~43 MiB after a search of 50 hits in a 30,000-chunk index.
+    Once the index has gone unused for PAGES_UNUSED_S while the agent is idle, they are given back."""
+    config.write_text(config.read_text() + "\n[run]\nrest_after = 0\n")
+    data = Path(os.environ["XDG_DATA_HOME"])  # the agent's data directory is below it
+
+    with running_agent(tmp_path / "agent.log", str(root), idle=True) as agent:
+
+        def resident() -> (
+            int
+        ):  # KiB of the collection's files in the agent's RSS (not the keyword index's: small)
+            return smaps.resident_kib(
+                lambda name: name.startswith(f"{data}/") and "/index/" in name and ".keywords/" not in name,
+                agent.pid,
+            )
+
+        assert keyword_hits("alpha") == [str(root / "a.md")]
+        assert ragctl_json("search", "bravo", "-k", "5")["results"]
+        assert resident() > 0
+        poll(
+            lambda: resident() == 0,
+            timeout=PAGES_UNUSED_S + 30,
+            what="the pages the searches read given back",
+        )
+        assert ragctl_json("search", "bravo", "-k", "5")["results"]  # read again: the index is still open
+        assert resident() > 0
+        poll(lambda: resident() == 0, timeout=PAGES_UNUSED_S + 30, what="given back once more")
 
 
 def test_an_unused_index_rests_and_the_next_search_or_change_opens_it(

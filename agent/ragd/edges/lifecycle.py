@@ -65,6 +65,12 @@ RECHECK_MAX_S = 600.0  # the wait doubles up to this while some stay busy (a not
 PROGRESS_EVERY_S = (
     10.0  # a progress line in the log this often while indexing (the log may be all a user sees)
 )
+# The index unused this long while the agent is idle: the pages of its mapped files and of the question model's
+# weights that searches read are given back (mapped.py; they stay in the page cache). A keyword search of 50 hits in
+# a 30,000-chunk index left ~43 MiB of them in the agent's RSS (the kernel maps 64 KiB around each page read), a
+# dense one every vector of the flat index, until `run.rest_after` (120 s); the next search reads them through the
+# page cache again (a hybrid search there: 13 -> 17 ms). docs/benchmarks/history.md
+PAGES_UNUSED_S = 10.0
 
 
 class Lifecycle:
@@ -88,6 +94,7 @@ class Lifecycle:
         self._busy_since: float | None = time.monotonic()  # indexing since (the start-up's indexing first)
         self._said_at = time.monotonic()
         self._idle_at = 0.0  # when the last idle line was said
+        self._pages_back_at = 0.0  # when the pages searches read were last given back (_pages_unused)
         self._record: Path | None = None  # the discovery record naming our socket
 
     # -- signals --------------------------------------------------------------------------------------------
@@ -191,6 +198,7 @@ class Lifecycle:
                 if now >= next_look:  # what is looked at, not waited on: once a second, not at every tick
                     next_look = now + LOOK_S
                     self._rest()
+                    self._pages_unused()
                     self._compact_if_due()
                     self.agent.watcher.check_alive()  # watchdog's threads: one that died is replaced (watcher.py)
                     self.agent.health.check(self.agent)  # a change is logged once (resident/capabilities.py)
@@ -236,6 +244,23 @@ class Lifecycle:
                 with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
                     writer.index.give_back_pages()  # the index's mapped files, the same way (mapped.py)
             memory.release()  # what indexing freed goes back to the system
+            self._pages_back_at = time.monotonic()
+
+    def _pages_unused(self) -> None:
+        """Once the index has gone unused for PAGES_UNUSED_S while the agent is idle: the pages that searches read
+        since the last give-back (of the index's mapped files and of the question model's weights) are given back.
+        Once per use: an index not used since is left alone."""
+        writer = self.agent.writer
+        if writer is None or writer.index.resting or self.agent.current_state() != "idle":
+            return
+        now = time.monotonic()
+        unused = writer.index.idle_s()
+        if unused < PAGES_UNUSED_S or now - unused <= self._pages_back_at:
+            return
+        self._pages_back_at = now
+        self.agent.embed.unmap_pages()
+        with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
+            writer.index.give_back_pages()
 
     def _compact_if_due(self) -> None:
         """While idle: the per-file records copied once a compaction skipped at the last idle moment is due
