@@ -428,9 +428,8 @@ def test_the_pages_a_search_read_are_given_back_once_the_index_goes_unused(
 
     with running_agent(tmp_path / "agent.log", str(root), idle=True) as agent:
 
-        def resident() -> (
-            int
-        ):  # KiB of the collection's files in the agent's RSS (not the keyword index's: small)
+        def resident() -> int:
+            """KiB of the collection's files in the agent's RSS (not the keyword index's: small)."""
             return smaps.resident_kib(
                 lambda name: name.startswith(f"{data}/") and "/index/" in name and ".keywords/" not in name,
                 agent.pid,
