@@ -239,12 +239,8 @@ class Lifecycle:
                      f", {failed} failed (see `ragctl status`)" if failed else "")  # fmt: skip
             self._busy_since = None
             self._idle_at = now
-            self.agent.embed.unmap_pages()  # the model's mapped weights: in the page cache, not in the agent's RSS
-            if writer is not None:
-                with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
-                    writer.index.give_back_pages()  # the index's mapped files, the same way (mapped.py)
+            self._give_back_pages()
             memory.release()  # what indexing freed goes back to the system
-            self._pages_back_at = time.monotonic()
 
     def _pages_unused(self) -> None:
         """Once the index has gone unused for PAGES_UNUSED_S while the agent is idle: the pages that searches read
@@ -257,10 +253,18 @@ class Lifecycle:
         unused = writer.index.idle_s()
         if unused < PAGES_UNUSED_S or now - unused <= self._pages_back_at:
             return
-        self._pages_back_at = now
+        self._give_back_pages()
+
+    def _give_back_pages(self) -> None:
+        """The pages read in the question model's weights and the index's mapped files taken out of the agent's
+        RSS (they stay in the page cache; mapped.py): when the agent becomes idle, and after searches
+        (_pages_unused)."""
+        self._pages_back_at = time.monotonic()
         self.agent.embed.unmap_pages()
-        with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
-            writer.index.give_back_pages()
+        writer = self.agent.writer
+        if writer is not None:
+            with contextlib.suppress(RagdError):  # closed meanwhile (a stop): nothing mapped
+                writer.index.give_back_pages()
 
     def _compact_if_due(self) -> None:
         """While idle: the per-file records copied once a compaction skipped at the last idle moment is due
